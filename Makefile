@@ -1,0 +1,117 @@
+# weft — one entry point: make, make test, make demo, make install.
+#
+# Outputs go to build/: build/lib/libweft.so and build/lib/libnccl.so.2 (the
+# same code under NCCL's SONAME), build/bin/ for programs, build/tests/ for
+# test binaries. `make test-asan` builds everything again in build-asan/ with
+# AddressSanitizer and UndefinedBehaviorSanitizer and runs the same tests.
+
+BUILD   ?= build
+PREFIX  ?= /usr/local
+CC      ?= gcc
+SAN     ?=
+OPT     ?= -O2
+VERSION := 0.1.0
+
+INCLUDES := -Iinclude -Isrc -Ialgorithms -Itransports
+CFLAGS_BASE := -std=c11 -Wall -Wextra -Werror $(OPT) -g -fPIC -D_GNU_SOURCE -pthread $(SAN)
+LIB_CFLAGS  := $(CFLAGS_BASE) -fvisibility=hidden $(INCLUDES)
+PROG_CFLAGS := $(CFLAGS_BASE) -Iinclude
+LDLIBS      := -pthread -lm -ldl
+
+LIB_SRCS := $(wildcard src/*.c) $(wildcard transports/*.c) $(wildcard algorithms/*.c)
+LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
+
+LIB_WEFT := $(BUILD)/lib/libweft.so
+LIB_NCCL := $(BUILD)/lib/libnccl.so.2
+RPATH    := -Wl,-rpath,'$$ORIGIN/../lib'
+
+PROGS := $(BUILD)/bin/weftrun $(BUILD)/bin/weft-demo $(BUILD)/bin/weft-env
+
+UNIT_SRCS  := $(wildcard tests/unit/test_*.c)
+UNIT_BINS  := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/unit/%)
+MULTI_SRCS := $(wildcard tests/multirank/test_*.c)
+MULTI_BINS := $(MULTI_SRCS:tests/multirank/%.c=$(BUILD)/tests/multirank/%)
+PROG_SRCS  := $(wildcard tests/multirank/progs/*.c)
+TEST_PROGS := $(PROG_SRCS:tests/multirank/progs/%.c=$(BUILD)/tests/progs/%)
+
+DEPS_STAMP := $(BUILD)/.deps-ok
+
+.PHONY: all test test-asan demo install clean deps docs check-docs
+all: $(LIB_WEFT) $(LIB_NCCL) $(BUILD)/lib/libnccl.so $(PROGS)
+
+# Install the Debian packages weft needs, once, if a header is missing.
+$(DEPS_STAMP):
+	@if [ ! -f /usr/include/criterion/criterion.h ] || ! command -v pkg-config >/dev/null; then \
+	  ./scripts/install-deps.sh; fi
+	@mkdir -p $(@D) && touch $@
+deps:
+	./scripts/install-deps.sh
+
+$(BUILD)/obj/%.o: %.c | $(DEPS_STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(LIB_CFLAGS) -MMD -MP -c $< -o $@
+
+$(LIB_WEFT): $(LIB_OBJS) src/weft.map
+	@mkdir -p $(@D)
+	$(CC) -shared $(SAN) -Wl,-soname,libweft.so -Wl,--version-script=src/weft.map -o $@ $(LIB_OBJS) $(LDLIBS)
+
+$(LIB_NCCL): $(LIB_OBJS) src/weft.map
+	@mkdir -p $(@D)
+	$(CC) -shared $(SAN) -Wl,-soname,libnccl.so.2 -Wl,--version-script=src/weft.map -o $@ $(LIB_OBJS) $(LDLIBS)
+
+$(BUILD)/lib/libnccl.so: $(LIB_NCCL)
+	ln -sf libnccl.so.2 $@
+
+# Programs use the public API through libweft.so ...
+$(BUILD)/bin/weftrun $(BUILD)/bin/weft-demo: $(BUILD)/bin/%: $(LIB_WEFT)
+$(BUILD)/bin/weftrun: tools/weftrun.c
+$(BUILD)/bin/weft-demo: tools/weft_demo.c
+$(BUILD)/bin/weftrun $(BUILD)/bin/weft-demo:
+	@mkdir -p $(@D)
+	$(CC) $(PROG_CFLAGS) -o $@ $(filter %.c,$^) -L$(BUILD)/lib -lweft $(RPATH) $(LDLIBS)
+
+# ... except weft-env, which prints the library's internal knob table.
+$(BUILD)/bin/weft-env: tools/weft_env.c $(LIB_OBJS)
+	@mkdir -p $(@D)
+	$(CC) $(LIB_CFLAGS) -o $@ $^ $(LDLIBS)
+
+# Unit tests link the objects directly (internal symbols are hidden in the .so).
+$(BUILD)/tests/unit/%: tests/unit/%.c $(LIB_OBJS)
+	@mkdir -p $(@D)
+	$(CC) $(LIB_CFLAGS) -o $@ $^ -lcriterion $(LDLIBS)
+
+$(BUILD)/tests/multirank/%: tests/multirank/%.c tests/multirank/harness.h $(LIB_WEFT)
+	@mkdir -p $(@D)
+	$(CC) $(PROG_CFLAGS) -Itests/multirank -o $@ $< -L$(BUILD)/lib -lweft -Wl,-rpath,$(abspath $(BUILD)/lib) -lcriterion $(LDLIBS)
+
+$(BUILD)/tests/progs/%: tests/multirank/progs/%.c $(LIB_WEFT)
+	@mkdir -p $(@D)
+	$(CC) $(PROG_CFLAGS) -o $@ $< -L$(BUILD)/lib -lweft -Wl,-rpath,$(abspath $(BUILD)/lib) $(LDLIBS)
+
+test: all $(UNIT_BINS) $(MULTI_BINS) $(TEST_PROGS)
+	@WEFT_BUILD_DIR=$(BUILD) ./tests/run.sh $(BUILD)
+
+test-asan:
+	$(MAKE) BUILD=build-asan OPT=-O1 SAN="-fsanitize=address,undefined -fno-omit-frame-pointer" test
+
+demo: all
+	NCCL_SOCKET_IFNAME=$${NCCL_SOCKET_IFNAME:-lo} $(BUILD)/bin/weftrun -n 4 $(BUILD)/bin/weft-demo
+
+docs: $(BUILD)/bin/weft-env
+	$(BUILD)/bin/weft-env --markdown > docs/env.md
+
+check-docs: $(BUILD)/bin/weft-env
+	@$(BUILD)/bin/weft-env --markdown | diff -u docs/env.md - && echo "docs/env.md is current"
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pkgconfig
+	install -m 755 $(LIB_WEFT) $(LIB_NCCL) $(DESTDIR)$(PREFIX)/lib/
+	ln -sf libnccl.so.2 $(DESTDIR)$(PREFIX)/lib/libnccl.so
+	install -m 644 include/nccl.h include/weft.h $(DESTDIR)$(PREFIX)/include/
+	install -m 755 $(BUILD)/bin/weftrun $(DESTDIR)$(PREFIX)/bin/
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' weft.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/weft.pc
+
+clean:
+	rm -rf build build-asan
+
+-include $(LIB_OBJS:.o=.d)

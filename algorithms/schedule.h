@@ -1,0 +1,143 @@
+/*
+ * schedule.h — collectives as data.
+ *
+ * An algorithm is a pure function from (collective, nranks, rank, count,
+ * element size, root, slice) to a per-rank schedule: a list of steps in a
+ * small vocabulary, grouped into lanes. Steps within a lane run in order;
+ * lanes run concurrently. The engine (src/engine.c) executes schedules on
+ * real buffers, the simulator (algorithms/sim.c) executes them symbolically,
+ * and the tuner prices them. Nothing here touches memory or the network.
+ *
+ * Buffer regions are element offsets into the user's send or receive
+ * buffer. A step names the peer it sends to and/or receives from; data
+ * between two ranks flows through an ordered connection, so the sender's and
+ * receiver's steps on one connection must list the same counts in the same
+ * order. Within one schedule a connection is used by at most one lane.
+ *
+ * Deadlock freedom rests on one rule the algorithms keep: a SEND that is not
+ * preceded in its lane by the matching peer's progress carries at most
+ * `slice` elements, and slice fits in a connection's buffer.
+ */
+#ifndef WEFT_SCHEDULE_H
+#define WEFT_SCHEDULE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "nccl.h"
+
+typedef enum {
+  WEFT_COLL_ALLREDUCE = 0,
+  WEFT_COLL_BROADCAST,
+  WEFT_COLL_REDUCE,
+  WEFT_COLL_ALLGATHER,
+  WEFT_COLL_REDUCESCATTER,
+  WEFT_COLL_ALLTOALL,
+  WEFT_COLL_GATHER,
+  WEFT_COLL_SCATTER,
+  WEFT_COLL_SEND,
+  WEFT_COLL_RECV,
+  WEFT_NUM_COLLS
+} weft_coll_t;
+
+typedef enum {
+  WEFT_ALGO_RING = 0,   // AllReduce (= ReduceScatter + AllGather), AllGather, ReduceScatter
+  WEFT_ALGO_CHAIN,      // Broadcast, Reduce: a pipelined chain in ring order from/to the root
+  WEFT_ALGO_DIRECT,     // AlltoAll, Gather, Scatter, Send, Recv: one lane per peer
+  WEFT_NUM_ALGOS
+} weft_algo_t;
+
+typedef enum {
+  WEFT_STEP_SEND = 0,          // out(send_peer) <- src
+  WEFT_STEP_RECV,              // dst <- in(recv_peer)
+  WEFT_STEP_RECV_REDUCE,       // dst <- in(recv_peer) OP src
+  WEFT_STEP_RECV_REDUCE_SEND,  // out(send_peer) <- in(recv_peer) OP src
+  WEFT_STEP_RECV_COPY_SEND,    // dst <- in(recv_peer); out(send_peer) <- same data
+  WEFT_STEP_COPY,              // dst <- src (local)
+  WEFT_NUM_STEP_KINDS
+} weft_step_kind_t;
+
+typedef enum { WEFT_BUF_NONE = 0, WEFT_BUF_SEND, WEFT_BUF_RECV } weft_buf_t;
+
+// Step flags.
+enum {
+  WEFT_STEP_REDUCE_INPUT = 0x1,  // src of a SEND/COPY is a local operand entering a reduction (prescale applies)
+  WEFT_STEP_FINAL = 0x2          // the output is a final reduction result (integer Avg's division applies)
+};
+
+typedef struct {
+  uint8_t kind;     // weft_step_kind_t
+  uint8_t src_buf;  // weft_buf_t of the local operand (SEND, *_REDUCE*, COPY)
+  uint8_t dst_buf;  // weft_buf_t of the output (RECV, RECV_REDUCE, RECV_COPY_SEND, COPY)
+  uint8_t flags;
+  int32_t send_peer;  // -1 when the step sends nothing
+  int32_t recv_peer;  // -1 when the step receives nothing
+  uint64_t src_off;   // elements
+  uint64_t dst_off;   // elements
+  uint64_t count;     // elements; never 0 in a built schedule
+} weft_step_t;
+
+typedef struct {
+  uint32_t first;  // index of the lane's first step
+  uint32_t count;  // number of steps
+} weft_lane_t;
+
+typedef struct {
+  weft_step_t *steps;
+  uint32_t nsteps, steps_cap;
+  weft_lane_t *lanes;
+  uint32_t nlanes, lanes_cap;
+} weft_schedule_t;
+
+// What an algorithm needs to know. Counts are NCCL's `count` argument: the
+// per-rank count for AllGather, ReduceScatter, AlltoAll, Gather and Scatter.
+typedef struct {
+  weft_coll_t coll;
+  int nranks, rank;
+  int root;             // root (Broadcast, Reduce, Gather, Scatter) or peer (Send, Recv)
+  size_t count;
+  size_t slice;         // most elements one step may carry (>= 1)
+} weft_coll_args_t;
+
+// Element counts of the user's buffers for a collective on this rank
+// (what the engine and simulator must have mapped).
+size_t weft_coll_send_elems(const weft_coll_args_t *a);
+size_t weft_coll_recv_elems(const weft_coll_args_t *a);
+// For in-place calls: element offset of sendbuff inside recvbuff (AllGather,
+// Gather root) or of recvbuff inside sendbuff (ReduceScatter, Scatter root),
+// as NCCL defines in-place; 0 otherwise.
+size_t weft_coll_inplace_offset(const weft_coll_args_t *a, int *send_inside_recv);
+
+const char *weft_coll_name(weft_coll_t c);   // "AllReduce", ...
+const char *weft_algo_name(weft_algo_t a);   // "ring", "chain", "direct"
+int weft_coll_has_op(weft_coll_t c);         // does it reduce?
+
+// Which algorithms can run a collective.
+int weft_algo_supports(weft_algo_t algo, weft_coll_t coll);
+
+// Build this rank's schedule (appends to an empty, zeroed schedule).
+ncclResult_t weft_schedule_build(const weft_coll_args_t *a, weft_algo_t algo, weft_schedule_t *s);
+void weft_schedule_free(weft_schedule_t *s);
+
+// Builders used by the algorithm files.
+ncclResult_t weft_schedule_lane_begin(weft_schedule_t *s);
+ncclResult_t weft_schedule_add(weft_schedule_t *s, const weft_step_t *step);  // drops count==0 steps
+
+// Append `step` as consecutive steps of at most `slice` elements each,
+// advancing src_off and dst_off (a count of 0 appends nothing).
+ncclResult_t weft_schedule_add_split(weft_schedule_t *s, const weft_step_t *step, size_t slice);
+
+// Smallest connection capacity (elements) an algorithm's schedules need to be
+// deadlock-free at this slice. A ring step receives and sends at once while
+// its own previous piece still sits in the next connection, so rings need
+// room for more than one slice; 2*slice is what is returned (enough for any
+// move granularity up to a slice). Chains and direct lanes need one slice.
+size_t weft_schedule_min_capacity(weft_algo_t algo, size_t slice);
+
+const char *weft_step_kind_name(int kind);  // "SEND", "RECV_REDUCE", ...; "?" when unknown
+
+ncclResult_t weft_ring_build(const weft_coll_args_t *a, weft_schedule_t *s);
+ncclResult_t weft_chain_build(const weft_coll_args_t *a, weft_schedule_t *s);
+ncclResult_t weft_direct_build(const weft_coll_args_t *a, weft_schedule_t *s);
+
+#endif

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# install-deps.sh — installs the Debian packages weft builds and tests with.
+# Called by the Makefile when a header or tool is missing; safe to rerun.
+set -euo pipefail
+
+packages=(build-essential pkg-config libcriterion-dev libhwloc-dev libnuma-dev iproute2 procps binutils)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+echo "install-deps: installing ${missing[*]}"
+sudo=""
+[ "$(id -u)" -ne 0 ] && sudo="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -1,0 +1,275 @@
+/*
+ * comm.c — communicator lifetime after initialisation: the live registry,
+ * connection set-up, finalize/destroy/abort, and the simple queries.
+ */
+#include "comm.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "api.h"
+#include "checks.h"
+#include "env.h"
+#include "shm.h"
+#include "util.h"
+
+/* ---------- registry of live communicators ---------- */
+
+static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
+static ncclComm_t *registry;
+static size_t registry_len, registry_cap;
+
+void weft_registry_add(ncclComm_t comm) {
+  pthread_mutex_lock(&registry_lock);
+  if (registry_len == registry_cap) {
+    size_t cap = registry_cap ? registry_cap * 2 : 16;
+    ncclComm_t *r = realloc(registry, cap * sizeof(*r));
+    if (r != NULL) {
+      registry = r;
+      registry_cap = cap;
+    }
+  }
+  if (registry_len < registry_cap) registry[registry_len++] = comm;
+  pthread_mutex_unlock(&registry_lock);
+}
+
+void weft_registry_remove(ncclComm_t comm) {
+  pthread_mutex_lock(&registry_lock);
+  for (size_t i = 0; i < registry_len; i++) {
+    if (registry[i] == comm) {
+      registry[i] = registry[--registry_len];
+      break;
+    }
+  }
+  if (registry_len == 0) {
+    free(registry);
+    registry = NULL;
+    registry_cap = 0;
+  }
+  pthread_mutex_unlock(&registry_lock);
+}
+
+int weft_registry_contains(ncclComm_t comm) {
+  pthread_mutex_lock(&registry_lock);
+  int found = 0;
+  for (size_t i = 0; i < registry_len && !found; i++) found = registry[i] == comm;
+  pthread_mutex_unlock(&registry_lock);
+  return found;
+}
+
+static ncclResult_t check_live(ncclComm_t comm, const char *api) {
+  if (comm == NULL) {
+    WARN("%s: comm is NULL", api);
+    return ncclInvalidArgument;
+  }
+  if (!weft_registry_contains(comm) || comm->magic != WEFT_COMM_MAGIC) {
+    WARN("%s: comm=%p is not a live communicator (destroyed, or never initialised)", api, (void *)comm);
+    return ncclInvalidArgument;
+  }
+  return ncclSuccess;
+}
+
+// Non-blocking initialisation may still be running: wait for it to settle.
+static ncclResult_t wait_init(ncclComm_t comm) {
+  while (atomic_load(&comm->async_error) == ncclInProgress) {
+    struct timespec ts = {0, 1000000};
+    nanosleep(&ts, NULL);
+  }
+  return (ncclResult_t)atomic_load(&comm->async_error);
+}
+
+ncclResult_t weft_comm_check(ncclComm_t comm, const char *api) {
+  WEFTCHECK(check_live(comm, api));
+  ncclResult_t res = wait_init(comm);
+  if (res != ncclSuccess) {
+    WARN("%s: communicator %p is in error (%s)", api, (void *)comm, ncclGetErrorString(res));
+    return res;
+  }
+  if (atomic_load(&comm->aborted)) {
+    WARN("%s: communicator %p was aborted", api, (void *)comm);
+    return ncclInvalidUsage;
+  }
+  if (comm->finalized) {
+    WARN("%s: communicator %p was finalized", api, (void *)comm);
+    return ncclInvalidUsage;
+  }
+  return ncclSuccess;
+}
+
+void weft_comm_set_error(struct ncclComm *comm, ncclResult_t res) {
+  int expected = ncclSuccess;
+  atomic_compare_exchange_strong(&comm->async_error, &expected, (int)res);
+}
+
+/* ---------- connections ---------- */
+
+static const weft_transport_t *const transports[] = {&weft_shm_transport};
+
+ncclResult_t weft_comm_connect(struct ncclComm *comm) {
+  comm->conns = calloc((size_t)WEFT_NUM_CLASSES * 2 * (size_t)comm->nranks, sizeof(*comm->conns));
+  if (comm->conns == NULL) return ncclSystemError;
+  // Every pair must be served by a transport; shared memory is the only one for now.
+  for (int p = 0; p < comm->nranks; p++) {
+    int ok = 0;
+    for (size_t t = 0; t < sizeof(transports) / sizeof(transports[0]) && !ok; t++)
+      ok = transports[t]->can_connect(comm, p);
+    if (!ok) {
+      WARN("rank %d: no transport can connect to rank %d (%s); only shared memory between ranks of one host "
+           "is available",
+           comm->rank, p, weft_env_NCCL_SHM_DISABLE() ? "NCCL_SHM_DISABLE=1" : "different hosts");
+      return ncclSystemError;
+    }
+  }
+  return weft_shm_transport.setup(comm);
+}
+
+void weft_comm_free(struct ncclComm *comm) {
+  if (comm == NULL) return;
+  weft_shm_transport.teardown(comm);
+  free(comm->conns);
+  weft_bootstrap_close(&comm->bs);
+  for (weft_registration_t *r = comm->registrations; r != NULL;) {
+    weft_registration_t *next = r->next;
+    free(r);
+    r = next;
+  }
+  pthread_mutex_destroy(&comm->lock);
+  comm->magic = 0;
+  free(comm);
+}
+
+/* ---------- end of life ---------- */
+
+// Wait (bounded) until no operation of this communicator is running.
+static int drain(ncclComm_t comm, int64_t limit_ms) {
+  int64_t end = weft_now_ms() + limit_ms;
+  while (atomic_load(&comm->inflight) > 0) {
+    if (limit_ms >= 0 && weft_now_ms() > end) return 0;
+    struct timespec ts = {0, 1000000};
+    nanosleep(&ts, NULL);
+  }
+  return 1;
+}
+
+static void join_init(ncclComm_t comm) {
+  if (comm->init_thread_live) {
+    pthread_join(comm->init_thread, NULL);
+    comm->init_thread_live = 0;
+  }
+}
+
+NCCL_API(ncclResult_t, ncclCommFinalize, ncclComm_t comm);
+ncclResult_t pncclCommFinalize(ncclComm_t comm) {
+  WEFTCHECK(check_live(comm, "ncclCommFinalize"));
+  wait_init(comm);
+  if (!drain(comm, weft_timeout_ms())) {
+    WARN("ncclCommFinalize: operations of rank %d still running after %lld s", comm->rank,
+         (long long)weft_timeout_ms() / 1000);
+    return ncclRemoteError;
+  }
+  comm->finalized = 1;
+  return ncclSuccess;
+}
+
+NCCL_API(ncclResult_t, ncclCommDestroy, ncclComm_t comm);
+ncclResult_t pncclCommDestroy(ncclComm_t comm) {
+  if (comm == NULL) return ncclSuccess;  // as NCCL: destroying NULL is a no-op
+  WEFTCHECK(check_live(comm, "ncclCommDestroy"));
+  join_init(comm);
+  if (!drain(comm, weft_timeout_ms())) {
+    WARN("ncclCommDestroy: operations of rank %d still running; aborting them", comm->rank);
+    return pncclCommAbort(comm);
+  }
+  INFO(WEFT_LOG_INIT, "comm %p rank %d nranks %d - Destroy COMPLETE", (void *)comm, comm->rank, comm->nranks);
+  weft_registry_remove(comm);
+  weft_comm_free(comm);
+  return ncclSuccess;
+}
+
+NCCL_API(ncclResult_t, ncclCommAbort, ncclComm_t comm);
+ncclResult_t pncclCommAbort(ncclComm_t comm) {
+  if (comm == NULL) return ncclSuccess;
+  WEFTCHECK(check_live(comm, "ncclCommAbort"));
+  atomic_store(&comm->aborted, 1);
+  join_init(comm);
+  // Peers blocked on this rank fail fast instead of waiting for a timeout.
+  if (comm->shm != NULL) {
+    char reason[128];
+    snprintf(reason, sizeof(reason), "rank %d called ncclCommAbort", comm->rank);
+    weft_shm_abort(comm->shm, ncclRemoteError, reason);
+  }
+  weft_registry_remove(comm);
+  if (!drain(comm, 5000)) {
+    // An operation in another thread is still inside this communicator: leak
+    // it rather than free memory that thread is using.
+    WARN("ncclCommAbort: rank %d operations did not stop; leaving the communicator allocated", comm->rank);
+    return ncclSuccess;
+  }
+  weft_comm_free(comm);
+  return ncclSuccess;
+}
+
+NCCL_API(ncclResult_t, ncclCommGetAsyncError, ncclComm_t comm, ncclResult_t *asyncError);
+ncclResult_t pncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncError) {
+  WEFTCHECK(check_live(comm, "ncclCommGetAsyncError"));
+  if (asyncError == NULL) {
+    WARN("ncclCommGetAsyncError: asyncError is NULL");
+    return ncclInvalidArgument;
+  }
+  ncclResult_t res = (ncclResult_t)atomic_load(&comm->async_error);
+  if (res == ncclSuccess && comm->shm != NULL) res = weft_shm_abort_code(comm->shm);
+  *asyncError = res;
+  return ncclSuccess;
+}
+
+static ncclResult_t query(ncclComm_t comm, int *out, const char *api, const char *outname) {
+  WEFTCHECK(check_live(comm, api));
+  if (out == NULL) {
+    WARN("%s: %s is NULL", api, outname);
+    return ncclInvalidArgument;
+  }
+  wait_init(comm);
+  return ncclSuccess;
+}
+
+NCCL_API(ncclResult_t, ncclCommCount, const ncclComm_t comm, int *count);
+ncclResult_t pncclCommCount(const ncclComm_t comm, int *count) {
+  WEFTCHECK(query(comm, count, "ncclCommCount", "count"));
+  *count = comm->nranks;
+  return ncclSuccess;
+}
+
+NCCL_API(ncclResult_t, ncclCommUserRank, const ncclComm_t comm, int *rank);
+ncclResult_t pncclCommUserRank(const ncclComm_t comm, int *rank) {
+  WEFTCHECK(query(comm, rank, "ncclCommUserRank", "rank"));
+  *rank = comm->rank;
+  return ncclSuccess;
+}
+
+NCCL_API(ncclResult_t, ncclCommCuDevice, const ncclComm_t comm, int *device);
+ncclResult_t pncclCommCuDevice(const ncclComm_t comm, int *device) {
+  WEFTCHECK(query(comm, device, "ncclCommCuDevice", "device"));
+  *device = comm->cuda_dev;
+  return ncclSuccess;
+}
+
+NCCL_API(ncclResult_t, ncclCommRevoke, ncclComm_t comm, int revokeFlags);
+ncclResult_t pncclCommRevoke(ncclComm_t comm, int revokeFlags) {
+  WEFTCHECK(check_live(comm, "ncclCommRevoke"));
+  WARN("ncclCommRevoke(flags=%d): not supported yet by weft", revokeFlags);
+  return ncclInvalidUsage;
+}
+
+NCCL_API(ncclResult_t, ncclCommShrink, ncclComm_t comm, int *excludeRanksList, int excludeRanksCount,
+         ncclComm_t *newcomm, ncclConfig_t *config, int shrinkFlags);
+ncclResult_t pncclCommShrink(ncclComm_t comm, int *excludeRanksList, int excludeRanksCount, ncclComm_t *newcomm,
+                             ncclConfig_t *config, int shrinkFlags) {
+  (void)excludeRanksList;
+  (void)newcomm;
+  (void)config;
+  WEFTCHECK(check_live(comm, "ncclCommShrink"));
+  WARN("ncclCommShrink(exclude %d ranks, flags=%d): not supported yet by weft", excludeRanksCount, shrinkFlags);
+  return ncclInvalidUsage;
+}

@@ -1,0 +1,80 @@
+/*
+ * comm.h — the communicator: who the ranks are, how they are connected, and
+ * the per-communicator state of operations in flight.
+ */
+#ifndef WEFT_COMM_H
+#define WEFT_COMM_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "bootstrap.h"
+#include "nccl.h"
+#include "transport.h"
+
+#define WEFT_COMM_MAGIC 0x7765667463306d6dull
+#define WEFT_MAX_PREMUL_OPS 64
+
+struct weft_shm;
+
+typedef struct {
+  int in_use;
+  ncclDataType_t dtype;
+  int64_t scale_i;
+  double scale_f;
+} weft_premul_t;
+
+typedef struct weft_registration {
+  void *buff;
+  size_t size;
+  struct weft_registration *next;
+} weft_registration_t;
+
+struct ncclComm {
+  uint64_t magic;
+  int rank, nranks;
+  int cuda_dev;
+  int blocking;            // config.blocking (1 unless the config says 0)
+  char name[64];           // config.commName, for logs
+  uint64_t id_hash;        // identifies the communicator in logs
+
+  weft_bootstrap_t bs;
+  struct weft_shm *shm;    // shared-memory transport state
+  weft_conn_t *conns;      // [WEFT_NUM_CLASSES][2 (recv=0, send=1)][nranks]
+
+  pthread_mutex_t lock;    // seq and ticket issue, premul table, registrations
+  uint64_t coll_seq;       // sequence number of the next collective launched
+
+  _Atomic int async_error; // ncclInProgress during non-blocking init, then the sticky error
+  _Atomic int aborted;     // ncclCommAbort called: every operation fails fast
+  _Atomic int inflight;    // operations launched and not finished (finalize waits on it)
+  int finalized;
+
+  pthread_t init_thread;   // non-blocking initialisation
+  int init_thread_live;
+
+  weft_premul_t premul[WEFT_MAX_PREMUL_OPS];
+  weft_registration_t *registrations;
+};
+
+static inline weft_conn_t *weft_comm_conn(struct ncclComm *c, int cls, int is_send, int peer) {
+  return &c->conns[((size_t)cls * 2 + (size_t)is_send) * (size_t)c->nranks + (size_t)peer];
+}
+
+// Live-communicator registry: public entry points reject pointers that are
+// not live communicators (NULL, destroyed, or garbage) without touching them.
+ncclResult_t weft_comm_check(ncclComm_t comm, const char *api);
+void weft_registry_add(ncclComm_t comm);
+void weft_registry_remove(ncclComm_t comm);
+int weft_registry_contains(ncclComm_t comm);
+
+// Build a communicator's connections once its bootstrap is up (collective).
+ncclResult_t weft_comm_connect(struct ncclComm *comm);
+// Free everything; safe on a partly built communicator.
+void weft_comm_free(struct ncclComm *comm);
+
+// Record a failure so ncclCommGetAsyncError reports it (first one sticks).
+void weft_comm_set_error(struct ncclComm *comm, ncclResult_t res);
+
+#endif

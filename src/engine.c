@@ -1,0 +1,349 @@
+/*
+ * engine.c — executes schedules (see engine.h).
+ *
+ * Every step is streamed slot by slot: a slot moves as soon as its input has
+ * arrived and its output has room, so consecutive steps and neighbouring
+ * ranks overlap naturally (pipelining). Reductions read the incoming slot
+ * and write straight into the outgoing one. Before a collective moves data
+ * with a peer it checks that the peer launched the same call (descriptor
+ * board); any failure is published communicator-wide so every rank fails
+ * fast instead of hanging.
+ */
+#include "engine.h"
+
+#include <inttypes.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "checks.h"
+#include "dtype.h"
+#include "env.h"
+#include "shm.h"
+#include "util.h"
+
+#define SLEEP_MAX_NS 2000000  // a sleeping rank re-checks aborts and timeouts this often
+
+static char *op_buffer(const weft_op_t *op, int which) {
+  return which == WEFT_BUF_SEND ? (char *)op->sendbuff : which == WEFT_BUF_RECV ? op->recvbuff : NULL;
+}
+
+static void describe(const weft_op_t *op, const weft_desc_t *d, char *buf, size_t len) {
+  snprintf(buf, len, "%s count=%" PRIu64 " %s %s root=%d algo=%s slice=%" PRIu64, weft_coll_name(d->coll), d->count,
+           weft_dtype_name(d->dtype), weft_coll_has_op(d->coll) ? weft_op_name(d->op) : "-", d->root,
+           weft_algo_name(d->algo), d->slice);
+  (void)op;
+}
+
+static void fill_desc(const weft_op_t *op, weft_desc_t *d) {
+  d->coll = (uint8_t)op->args.coll;
+  d->dtype = (uint8_t)op->dtype;
+  d->algo = (uint8_t)op->algo;
+  d->op = (uint8_t)(op->user_op < ncclNumOps ? op->user_op : ncclNumOps);
+  d->root = op->args.root;
+  d->count = op->args.count;
+  d->slice = op->args.slice;
+}
+
+static void op_fail(weft_op_t *op, ncclResult_t res, const char *reason) {
+  if (op->state != WEFT_OP_PENDING) return;
+  op->state = WEFT_OP_FAILED;
+  op->result = res;
+  weft_comm_set_error(op->comm, res);
+  if (reason != NULL) weft_shm_abort(op->comm->shm, res, reason);
+}
+
+// 1: peer's descriptor matches ours; 0: peer has not launched it yet; -1: mismatch.
+static int verify_peer(weft_op_t *op, int peer) {
+  if (op->cls != WEFT_CLASS_COLL || op->verified[peer]) return 1;
+  weft_desc_t *d = &op->comm->shm->hdr[peer]->desc[op->seq % WEFT_DESC_RING];
+  uint64_t s1 = atomic_load_explicit(&d->seq, memory_order_acquire);
+  if (s1 < op->seq + 1) return 0;
+  weft_desc_t theirs, mine;
+  memcpy(&theirs, d, sizeof(theirs));
+  uint64_t s2 = atomic_load_explicit(&d->seq, memory_order_acquire);
+  if (s1 != op->seq + 1 || s2 != s1) {  // the peer is already further on; it cannot be checked
+    op->verified[peer] = 1;
+    return 1;
+  }
+  fill_desc(op, &mine);
+  if (theirs.coll == mine.coll && theirs.dtype == mine.dtype && theirs.op == mine.op && theirs.root == mine.root &&
+      theirs.count == mine.count && theirs.slice == mine.slice && theirs.algo == mine.algo) {
+    op->verified[peer] = 1;
+    return 1;
+  }
+  char a[160], b[160], reason[400];
+  describe(op, &mine, a, sizeof(a));
+  describe(op, &theirs, b, sizeof(b));
+  snprintf(reason, sizeof(reason), "collective #%" PRIu64 " differs: rank %d called %s, rank %d called %s", op->seq,
+           op->comm->rank, a, peer, b);
+  WARN("%s", reason);
+  op_fail(op, ncclInvalidUsage, reason);
+  return -1;
+}
+
+static void do_copy(const weft_op_t *op, const weft_step_t *st, char *dst, const char *src, size_t n) {
+  int reducing = op->has_op && (st->flags & WEFT_STEP_REDUCE_INPUT);
+  if (reducing && weft_redop_transforms(&op->redop)) {
+    weft_reduce_first(&op->redop, dst, src, n, (st->flags & WEFT_STEP_FINAL) != 0);
+  } else if (dst != src) {
+    memmove(dst, src, n * op->esize);
+  }
+}
+
+// Move as much of one step as possible now. Returns 1 if anything moved.
+static int step_progress(weft_op_t *op, const weft_step_t *st, weft_lane_state_t *ls) {
+  struct ncclComm *comm = op->comm;
+  weft_conn_t *sc = st->send_peer >= 0 ? weft_comm_conn(comm, op->cls, 1, st->send_peer) : NULL;
+  weft_conn_t *rc = st->recv_peer >= 0 ? weft_comm_conn(comm, op->cls, 0, st->recv_peer) : NULL;
+  if (sc != NULL && (atomic_load_explicit(&sc->served, memory_order_acquire) != (uint64_t)op->send_ticket[sc->peer] ||
+                     verify_peer(op, sc->peer) != 1))
+    return 0;
+  if (rc != NULL && (atomic_load_explicit(&rc->served, memory_order_acquire) != (uint64_t)op->recv_ticket[rc->peer] ||
+                     verify_peer(op, rc->peer) != 1))
+    return 0;
+
+  size_t es = op->esize;
+  const char *src = op_buffer(op, st->src_buf);
+  char *dst = op_buffer(op, st->dst_buf);
+  if (src != NULL) src += st->src_off * es;
+  if (dst != NULL) dst += st->dst_off * es;
+  int final = (st->flags & WEFT_STEP_FINAL) != 0;
+
+  if (st->kind == WEFT_STEP_COPY) {
+    do_copy(op, st, dst, src, st->count);
+    ls->done = st->count;
+    return 1;
+  }
+  size_t slot_elems = (sc != NULL ? sc : rc)->slot_bytes / es;
+  int moved = 0;
+  while (ls->done < st->count) {
+    size_t n = WEFT_MIN(slot_elems, st->count - ls->done), bytes = n * es, off = ls->done * es;
+    const char *in = NULL;
+    char *out = NULL;
+    size_t in_bytes = 0;
+    if (rc != NULL && (in = rc->tp->recv_slot(rc, &in_bytes)) == NULL) break;
+    if (sc != NULL && (out = sc->tp->send_slot(sc)) == NULL) break;
+    if (rc != NULL && in_bytes != bytes) {
+      char reason[300];
+      snprintf(reason, sizeof(reason),
+               "rank %d received %zu bytes from rank %d where %s #%" PRIu64 " expected %zu "
+               "(mismatched counts or datatypes between the ranks?)",
+               comm->rank, in_bytes, rc->peer, weft_coll_name(op->args.coll), op->seq, bytes);
+      WARN("%s", reason);
+      op_fail(op, ncclInvalidUsage, reason);
+      return 1;
+    }
+    switch (st->kind) {
+      case WEFT_STEP_SEND:
+        do_copy(op, st, out, src + off, n);
+        break;
+      case WEFT_STEP_RECV: memcpy(dst + off, in, bytes); break;
+      case WEFT_STEP_RECV_REDUCE: weft_reduce(&op->redop, dst + off, in, src + off, n, final); break;
+      case WEFT_STEP_RECV_REDUCE_SEND: weft_reduce(&op->redop, out, in, src + off, n, final); break;
+      case WEFT_STEP_RECV_COPY_SEND:
+        memcpy(out, in, bytes);
+        memcpy(dst + off, in, bytes);
+        break;
+      default: break;
+    }
+    if (rc != NULL) rc->tp->recv_release(rc);
+    if (sc != NULL) sc->tp->send_post(sc, bytes);
+    ls->done += n;
+    moved = 1;
+  }
+  return moved;
+}
+
+// Give back the connections once the operation has finished or failed (once).
+static void op_release(weft_op_t *op) {
+  struct ncclComm *comm = op->comm;
+  if (op->released) return;
+  op->released = 1;
+  for (int p = 0; p < comm->nranks; p++) {
+    if (op->send_ticket[p] >= 0) atomic_fetch_add(&weft_comm_conn(comm, op->cls, 1, p)->served, 1);
+    if (op->recv_ticket[p] >= 0) atomic_fetch_add(&weft_comm_conn(comm, op->cls, 0, p)->served, 1);
+  }
+  atomic_fetch_sub(&comm->inflight, 1);
+  // Other threads of this rank may wait for the tickets just released.
+  weft_doorbell_ring(weft_shm_doorbell(comm->shm, comm->rank));
+}
+
+static int op_progress(weft_op_t *op) {
+  if (op->state != WEFT_OP_PENDING) return 0;
+  struct ncclComm *comm = op->comm;
+  ncclResult_t shared = weft_shm_abort_code(comm->shm);
+  if (shared != ncclSuccess || atomic_load(&comm->aborted)) {
+    if (shared != ncclSuccess)
+      WARN("rank %d: %s #%" PRIu64 " failed: rank %d reported: %s", comm->rank, weft_coll_name(op->args.coll),
+           op->seq, comm->shm->hdr[0]->abort_rank, comm->shm->hdr[0]->abort_reason);
+    else
+      WARN("rank %d: %s #%" PRIu64 " failed: the communicator was aborted", comm->rank, weft_coll_name(op->args.coll),
+           op->seq);
+    op_fail(op, shared != ncclSuccess ? shared : ncclInvalidUsage, NULL);
+    op_release(op);
+    return 1;
+  }
+  int moved = 0;
+  for (uint32_t l = 0; l < op->sched.nlanes && op->state == WEFT_OP_PENDING; l++) {
+    const weft_lane_t *lane = &op->sched.lanes[l];
+    weft_lane_state_t *ls = &op->lanes[l];
+    while (ls->cursor < lane->count && op->state == WEFT_OP_PENDING) {
+      const weft_step_t *st = &op->sched.steps[lane->first + ls->cursor];
+      moved |= step_progress(op, st, ls);
+      if (ls->done < st->count) break;
+      ls->cursor++;
+      ls->done = 0;
+      if (ls->cursor == lane->count) op->lanes_left--;
+    }
+  }
+  if (op->state == WEFT_OP_PENDING && op->lanes_left == 0) op->state = WEFT_OP_DONE;
+  if (op->state != WEFT_OP_PENDING) op_release(op);
+  return moved || op->state != WEFT_OP_PENDING;
+}
+
+ncclResult_t weft_op_launch(weft_op_t *op) {
+  struct ncclComm *comm = op->comm;
+  int n = comm->nranks;
+  op->send_ticket = malloc(sizeof(int64_t) * (size_t)n);
+  op->recv_ticket = malloc(sizeof(int64_t) * (size_t)n);
+  op->verified = calloc((size_t)n, 1);
+  op->lanes = calloc(op->sched.nlanes ? op->sched.nlanes : 1, sizeof(*op->lanes));
+  if (op->send_ticket == NULL || op->recv_ticket == NULL || op->verified == NULL || op->lanes == NULL) {
+    WARN("out of memory launching %s", weft_coll_name(op->args.coll));
+    return ncclSystemError;
+  }
+  for (int p = 0; p < n; p++) op->send_ticket[p] = op->recv_ticket[p] = -1;
+  for (uint32_t i = 0; i < op->sched.nsteps; i++) {
+    const weft_step_t *st = &op->sched.steps[i];
+    if (st->send_peer >= 0) op->send_ticket[st->send_peer] = 0;
+    if (st->recv_peer >= 0) op->recv_ticket[st->recv_peer] = 0;
+  }
+  op->lanes_left = 0;
+  for (uint32_t l = 0; l < op->sched.nlanes; l++) op->lanes_left += op->sched.lanes[l].count > 0;
+  if (op->lanes_left == 0) {
+    op->state = WEFT_OP_DONE;
+    op->released = 1;
+  }
+
+  pthread_mutex_lock(&comm->lock);
+  if (op->cls == WEFT_CLASS_COLL) op->seq = comm->coll_seq++;
+  for (int p = 0; p < n; p++) {
+    if (op->send_ticket[p] >= 0) op->send_ticket[p] = (int64_t)weft_comm_conn(comm, op->cls, 1, p)->issued++;
+    if (op->recv_ticket[p] >= 0) op->recv_ticket[p] = (int64_t)weft_comm_conn(comm, op->cls, 0, p)->issued++;
+  }
+  pthread_mutex_unlock(&comm->lock);
+
+  if (op->cls == WEFT_CLASS_COLL) {
+    if (weft_env_WEFT_CHECK_MISMATCH() == 0) memset(op->verified, 1, (size_t)n);
+    weft_desc_t *d = &comm->shm->hdr[comm->rank]->desc[op->seq % WEFT_DESC_RING];
+    atomic_store_explicit(&d->seq, 0, memory_order_relaxed);
+    fill_desc(op, d);
+    atomic_store_explicit(&d->seq, op->seq + 1, memory_order_release);
+  }
+  op->last_progress_ns = weft_now_ns();
+  if (op->state == WEFT_OP_PENDING) atomic_fetch_add(&comm->inflight, 1);
+  return ncclSuccess;
+}
+
+static void report_stuck(weft_op_t *op, int64_t idle_ns) {
+  int waiting_on = -1;
+  for (uint32_t l = 0; l < op->sched.nlanes && waiting_on < 0; l++) {
+    if (op->lanes[l].cursor >= op->sched.lanes[l].count) continue;
+    const weft_step_t *st = &op->sched.steps[op->sched.lanes[l].first + op->lanes[l].cursor];
+    waiting_on = st->recv_peer >= 0 ? st->recv_peer : st->send_peer;
+  }
+  char reason[300];
+  snprintf(reason, sizeof(reason),
+           "rank %d: %s #%" PRIu64 " (count %zu, %s) made no progress for %lld s; waiting on rank %d",
+           op->comm->rank, weft_coll_name(op->args.coll), op->seq, op->args.count, weft_dtype_name(op->dtype),
+           (long long)(idle_ns / 1000000000), waiting_on);
+  WARN("%s", reason);
+  op_fail(op, ncclRemoteError, reason);
+  op_release(op);
+}
+
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ volatile("yield");
+#endif
+}
+
+ncclResult_t weft_engine_run(weft_op_t **ops, int nops) {
+  int remaining = 0;
+  struct ncclComm *single = NULL;
+  for (int i = 0; i < nops; i++) {
+    if (ops[i]->state == WEFT_OP_PENDING) remaining++;
+    if (i == 0) single = ops[i]->comm;
+    else if (ops[i]->comm != single) single = NULL;
+  }
+  int64_t spin_ns = weft_env_WEFT_SPIN_NS(), timeout_ms = weft_timeout_ms();
+  int64_t idle_since = 0;
+  unsigned spins = 0;
+  while (remaining > 0) {
+    int moved = 0;
+    for (int i = 0; i < nops; i++) {
+      if (ops[i]->state != WEFT_OP_PENDING) continue;
+      if (op_progress(ops[i])) {
+        moved = 1;
+        ops[i]->last_progress_ns = weft_now_ns();
+      }
+      if (ops[i]->state != WEFT_OP_PENDING) remaining--;
+    }
+    if (moved || remaining == 0) {
+      idle_since = 0;
+      spins = 0;
+      continue;
+    }
+    int64_t now = weft_now_ns();
+    if (idle_since == 0) idle_since = now;
+    if (now - idle_since < spin_ns) {
+      cpu_relax();
+      if ((++spins & 63) == 0) sched_yield();
+      continue;
+    }
+    // Sleep until a peer rings (or a short while passes, to notice aborts).
+    if (single != NULL) {
+      weft_doorbell_t *bell = weft_shm_doorbell(single->shm, single->rank);
+      uint32_t seen = weft_doorbell_arm(bell);
+      int again = 0;
+      for (int i = 0; i < nops && !again; i++) again = ops[i]->state == WEFT_OP_PENDING && op_progress(ops[i]);
+      if (!again) weft_doorbell_sleep(bell, seen, SLEEP_MAX_NS);
+      weft_doorbell_disarm(bell);
+      if (again) {
+        remaining = 0;
+        for (int i = 0; i < nops; i++) remaining += ops[i]->state == WEFT_OP_PENDING;
+        idle_since = 0;
+        continue;
+      }
+    } else {
+      struct timespec ts = {0, 20000};
+      nanosleep(&ts, NULL);
+    }
+    now = weft_now_ns();
+    for (int i = 0; timeout_ms > 0 && i < nops; i++) {
+      if (ops[i]->state == WEFT_OP_PENDING && now - ops[i]->last_progress_ns > timeout_ms * 1000000) {
+        report_stuck(ops[i], now - ops[i]->last_progress_ns);
+        remaining--;
+      }
+    }
+  }
+  ncclResult_t res = ncclSuccess;
+  for (int i = 0; i < nops && res == ncclSuccess; i++)
+    if (ops[i]->state == WEFT_OP_FAILED) res = ops[i]->result;
+  return res;
+}
+
+void weft_op_free(weft_op_t *op) {
+  if (op == NULL) return;
+  weft_schedule_free(&op->sched);
+  free(op->send_ticket);
+  free(op->recv_ticket);
+  free(op->verified);
+  free(op->lanes);
+  free(op);
+}

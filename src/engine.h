@@ -1,0 +1,60 @@
+/*
+ * engine.h — runs schedules on real buffers.
+ *
+ * An operation (weft_op_t) is one collective or point-to-point call on one
+ * communicator: its arguments, its schedule, and where each lane got to.
+ * weft_engine_run advances any set of operations — of one or many
+ * communicators — with a non-blocking progress pass over every lane; a step
+ * that cannot move now is simply resumed on the next pass. When nothing
+ * moves the caller spins briefly, then sleeps on its rank's doorbell.
+ */
+#ifndef WEFT_ENGINE_H
+#define WEFT_ENGINE_H
+
+#include <stdint.h>
+
+#include "comm.h"
+#include "reduce.h"
+#include "schedule.h"
+
+typedef struct {
+  uint32_t cursor;  // step index within the lane
+  uint64_t done;    // elements of the current step already moved
+} weft_lane_state_t;
+
+enum { WEFT_OP_PENDING = 0, WEFT_OP_DONE, WEFT_OP_FAILED };
+
+typedef struct weft_op {
+  struct ncclComm *comm;
+  weft_coll_args_t args;
+  weft_algo_t algo;
+  weft_schedule_t sched;
+  ncclDataType_t dtype;
+  size_t esize;
+  int user_op;             // the ncclRedOp_t the caller passed (for descriptors and logs)
+  int has_op;
+  weft_redop_t redop;
+  const char *sendbuff;
+  char *recvbuff;
+  int cls;                 // WEFT_CLASS_COLL or WEFT_CLASS_P2P
+  uint64_t seq;            // collectives: sequence number on the communicator
+  int64_t *send_ticket;    // per peer, -1 when unused (set at launch)
+  int64_t *recv_ticket;
+  uint8_t *verified;       // per peer: its descriptor for `seq` matched ours
+  weft_lane_state_t *lanes;
+  uint32_t lanes_left;
+  int state;
+  int released;            // tickets given back
+  ncclResult_t result;
+  int64_t last_progress_ns;
+  struct weft_op *next;    // group / stream lists
+} weft_op_t;
+
+// Assign sequence number and connection tickets; publish the descriptor.
+// Operations must be launched in the same order on every rank.
+ncclResult_t weft_op_launch(weft_op_t *op);
+// Run operations to completion (or failure); returns the first error.
+ncclResult_t weft_engine_run(weft_op_t **ops, int nops);
+void weft_op_free(weft_op_t *op);
+
+#endif

@@ -1,0 +1,219 @@
+/*
+ * enqueue.c — every collective and point-to-point entry point.
+ *
+ * Public entry points validate everything (communicator, buffers, datatype,
+ * op, root or peer, count overflow, stream) and WARN naming the argument and
+ * its value; past this file the library trusts its inputs. A valid call
+ * becomes a weft_op_t with its schedule, queued in the caller's group.
+ */
+#include "enqueue.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api.h"
+#include "checks.h"
+#include "dtype.h"
+#include "group.h"
+#include "stream.h"
+#include "shm.h"
+#include "tuner.h"
+
+static ncclResult_t check_buffer(const char *api, const char *name, const void *buf, size_t elems) {
+  if (buf == NULL && elems > 0) {
+    WARN("%s: %s is NULL with %zu elements to move", api, name, elems);
+    return ncclInvalidArgument;
+  }
+  return ncclSuccess;
+}
+
+// Lower ncclAvg / PreMulSum to the reduce backend's sum + transform.
+static ncclResult_t resolve_op(ncclComm_t comm, const char *api, ncclRedOp_t op, ncclDataType_t dt,
+                               weft_redop_t *out) {
+  memset(out, 0, sizeof(*out));
+  out->dtype = dt;
+  out->postdiv = 1;
+  switch ((int)op) {
+    case ncclSum: out->kind = WEFT_RED_SUM; return ncclSuccess;
+    case ncclProd: out->kind = WEFT_RED_PROD; return ncclSuccess;
+    case ncclMax: out->kind = WEFT_RED_MAX; return ncclSuccess;
+    case ncclMin: out->kind = WEFT_RED_MIN; return ncclSuccess;
+    case ncclAvg:
+      out->kind = WEFT_RED_SUM;
+      if (weft_dtype_is_float(dt)) {
+        out->prescale = 1;
+        out->scale_f = 1.0 / comm->nranks;
+      } else {
+        out->postdiv = comm->nranks;
+      }
+      return ncclSuccess;
+    default: break;
+  }
+  int idx = (int)op - ncclNumOps;
+  pthread_mutex_lock(&comm->lock);
+  int ok = idx >= 0 && idx < WEFT_MAX_PREMUL_OPS && comm->premul[idx].in_use;
+  weft_premul_t pm = ok ? comm->premul[idx] : (weft_premul_t){0};
+  pthread_mutex_unlock(&comm->lock);
+  if (!ok) {
+    WARN("%s: op=%d is not a valid ncclRedOp_t on this communicator", api, (int)op);
+    return ncclInvalidArgument;
+  }
+  if (pm.dtype != dt) {
+    WARN("%s: op=%d was created for %s but the call uses %s", api, (int)op, weft_dtype_name(pm.dtype),
+         weft_dtype_name(dt));
+    return ncclInvalidArgument;
+  }
+  out->kind = WEFT_RED_SUM;
+  out->prescale = 1;
+  out->scale_i = pm.scale_i;
+  out->scale_f = pm.scale_f;
+  return ncclSuccess;
+}
+
+static int is_rooted(weft_coll_t c) {
+  return c == WEFT_COLL_BROADCAST || c == WEFT_COLL_REDUCE || c == WEFT_COLL_GATHER || c == WEFT_COLL_SCATTER;
+}
+
+static ncclResult_t enqueue_checked(weft_coll_t coll, const void *sendbuff, void *recvbuff, size_t count,
+                                    ncclDataType_t dtype, ncclRedOp_t op, int root, ncclComm_t comm,
+                                    cudaStream_t stream) {
+  const char *api = weft_coll_name(coll);
+  WEFTCHECK(weft_comm_check(comm, api));
+  weft_debug_set_rank(comm->rank);
+  size_t esize = weft_dtype_size(dtype);
+  if ((int)dtype < 0 || (int)dtype >= ncclNumTypes || esize == 0) {
+    WARN("%s: datatype=%d is not a valid ncclDataType_t", api, (int)dtype);
+    return ncclInvalidArgument;
+  }
+  if ((is_rooted(coll) || coll == WEFT_COLL_SEND || coll == WEFT_COLL_RECV) && (root < 0 || root >= comm->nranks)) {
+    WARN("%s: %s=%d is out of range for a communicator of %d ranks", api, is_rooted(coll) ? "root" : "peer", root,
+         comm->nranks);
+    return ncclInvalidArgument;
+  }
+  weft_stream_t *ws = NULL;
+  WEFTCHECK(weft_stream_resolve(stream, api, &ws));
+
+  weft_op_t *o = calloc(1, sizeof(*o));
+  if (o == NULL) return ncclSystemError;
+  ncclResult_t res = ncclSuccess;
+  o->comm = comm;
+  o->dtype = dtype;
+  o->esize = esize;
+  o->user_op = (int)op;
+  o->sendbuff = sendbuff;
+  o->recvbuff = recvbuff;
+  o->cls = (coll == WEFT_COLL_SEND || coll == WEFT_COLL_RECV) ? WEFT_CLASS_P2P : WEFT_CLASS_COLL;
+  o->args = (weft_coll_args_t){.coll = coll, .nranks = comm->nranks, .rank = comm->rank, .root = root,
+                               .count = count};
+  o->has_op = weft_coll_has_op(coll);
+  if (o->has_op) WEFTCHECKGOTO(resolve_op(comm, api, op, dtype, &o->redop), res, fail);
+  else o->user_op = 0;
+
+  // Buffer sizes, with overflow checks: count * nranks * esize must fit.
+  if (count > SIZE_MAX / esize / (size_t)comm->nranks) {
+    WARN("%s: count=%zu of %s overflows the address space with %d ranks", api, count, weft_dtype_name(dtype),
+         comm->nranks);
+    res = ncclInvalidArgument;
+    goto fail;
+  }
+  WEFTCHECKGOTO(check_buffer(api, "sendbuff", sendbuff, weft_coll_send_elems(&o->args)), res, fail);
+  WEFTCHECKGOTO(check_buffer(api, "recvbuff", recvbuff, weft_coll_recv_elems(&o->args)), res, fail);
+  if (count == 0) {  // nothing to move: a no-op on every rank, as in NCCL
+    weft_op_free(o);
+    return ncclSuccess;
+  }
+  weft_link_params_t link = {.slot_bytes = comm->shm->slot_bytes, .nslots = comm->shm->nslots};
+  weft_tuner_choose(&link, &o->args, esize, &o->algo);
+  WEFTCHECKGOTO(weft_schedule_build(&o->args, o->algo, &o->sched), res, fail);
+  TRACE(WEFT_LOG_COLL, "%s count=%zu %s op=%d root=%d algo=%s steps=%u", api, count, weft_dtype_name(dtype),
+        (int)op, root, weft_algo_name(o->algo), o->sched.nsteps);
+  return weft_group_add(o, ws);
+fail:
+  weft_op_free(o);
+  return res;
+}
+
+ncclResult_t weft_enqueue(weft_coll_t coll, const void *sendbuff, void *recvbuff, size_t count,
+                          ncclDataType_t dtype, ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) {
+  ncclResult_t res = enqueue_checked(coll, sendbuff, recvbuff, count, dtype, op, root, comm, stream);
+  if (res != ncclSuccess) weft_group_note_error(res);  // a bad call inside a group fails the whole group
+  return res;
+}
+
+NCCL_API(ncclResult_t, ncclAllReduce, const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+         ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream);
+ncclResult_t pncclAllReduce(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+                            ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
+  return weft_enqueue(WEFT_COLL_ALLREDUCE, sendbuff, recvbuff, count, datatype, op, 0, comm, stream);
+}
+
+NCCL_API(ncclResult_t, ncclBroadcast, const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+         int root, ncclComm_t comm, cudaStream_t stream);
+ncclResult_t pncclBroadcast(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, int root,
+                            ncclComm_t comm, cudaStream_t stream) {
+  return weft_enqueue(WEFT_COLL_BROADCAST, sendbuff, recvbuff, count, datatype, ncclSum, root, comm, stream);
+}
+
+NCCL_API(ncclResult_t, ncclBcast, void *buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
+         cudaStream_t stream);
+ncclResult_t pncclBcast(void *buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
+                        cudaStream_t stream) {
+  return weft_enqueue(WEFT_COLL_BROADCAST, buff, buff, count, datatype, ncclSum, root, comm, stream);
+}
+
+NCCL_API(ncclResult_t, ncclReduce, const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+         ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream);
+ncclResult_t pncclReduce(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
+                         int root, ncclComm_t comm, cudaStream_t stream) {
+  return weft_enqueue(WEFT_COLL_REDUCE, sendbuff, recvbuff, count, datatype, op, root, comm, stream);
+}
+
+NCCL_API(ncclResult_t, ncclAllGather, const void *sendbuff, void *recvbuff, size_t sendcount,
+         ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream);
+ncclResult_t pncclAllGather(const void *sendbuff, void *recvbuff, size_t sendcount, ncclDataType_t datatype,
+                            ncclComm_t comm, cudaStream_t stream) {
+  return weft_enqueue(WEFT_COLL_ALLGATHER, sendbuff, recvbuff, sendcount, datatype, ncclSum, 0, comm, stream);
+}
+
+NCCL_API(ncclResult_t, ncclReduceScatter, const void *sendbuff, void *recvbuff, size_t recvcount,
+         ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream);
+ncclResult_t pncclReduceScatter(const void *sendbuff, void *recvbuff, size_t recvcount, ncclDataType_t datatype,
+                                ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
+  return weft_enqueue(WEFT_COLL_REDUCESCATTER, sendbuff, recvbuff, recvcount, datatype, op, 0, comm, stream);
+}
+
+NCCL_API(ncclResult_t, ncclAlltoAll, const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+         ncclComm_t comm, cudaStream_t stream);
+ncclResult_t pncclAlltoAll(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+                           ncclComm_t comm, cudaStream_t stream) {
+  return weft_enqueue(WEFT_COLL_ALLTOALL, sendbuff, recvbuff, count, datatype, ncclSum, 0, comm, stream);
+}
+
+NCCL_API(ncclResult_t, ncclGather, const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+         int root, ncclComm_t comm, cudaStream_t stream);
+ncclResult_t pncclGather(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, int root,
+                         ncclComm_t comm, cudaStream_t stream) {
+  return weft_enqueue(WEFT_COLL_GATHER, sendbuff, recvbuff, count, datatype, ncclSum, root, comm, stream);
+}
+
+NCCL_API(ncclResult_t, ncclScatter, const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+         int root, ncclComm_t comm, cudaStream_t stream);
+ncclResult_t pncclScatter(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, int root,
+                          ncclComm_t comm, cudaStream_t stream) {
+  return weft_enqueue(WEFT_COLL_SCATTER, sendbuff, recvbuff, count, datatype, ncclSum, root, comm, stream);
+}
+
+NCCL_API(ncclResult_t, ncclSend, const void *sendbuff, size_t count, ncclDataType_t datatype, int peer,
+         ncclComm_t comm, cudaStream_t stream);
+ncclResult_t pncclSend(const void *sendbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
+                       cudaStream_t stream) {
+  return weft_enqueue(WEFT_COLL_SEND, sendbuff, NULL, count, datatype, ncclSum, peer, comm, stream);
+}
+
+NCCL_API(ncclResult_t, ncclRecv, void *recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
+         cudaStream_t stream);
+ncclResult_t pncclRecv(void *recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
+                       cudaStream_t stream) {
+  return weft_enqueue(WEFT_COLL_RECV, NULL, recvbuff, count, datatype, ncclSum, peer, comm, stream);
+}

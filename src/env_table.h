@@ -1,0 +1,25 @@
+/*
+ * env_table.h — the one table of environment knobs (X-macro).
+ *
+ * WEFT_ENV_INT(NAME, default, "doc") / WEFT_ENV_STR(NAME, "default" or NULL, "doc").
+ * The accessor is weft_env_NAME(). NCCL's names where NCCL has the knob,
+ * WEFT_ for weft's own. No include guard: included several times on purpose.
+ */
+WEFT_ENV_STR(NCCL_DEBUG, NULL, "Log level: VERSION, WARN, INFO, TRACE (default: none).")
+WEFT_ENV_STR(NCCL_DEBUG_SUBSYS, "INIT,BOOTSTRAP,ENV", "Comma list of subsystems logged at INFO/TRACE; ALL; a leading ^ negates.")
+WEFT_ENV_STR(NCCL_DEBUG_FILE, NULL, "Write log lines to this file instead of stdout; %h is the host name, %p the pid.")
+WEFT_ENV_STR(NCCL_COMM_ID, NULL, "host:port of the rendezvous; when set, rank 0 hosts it and ncclGetUniqueId needs no root process.")
+WEFT_ENV_STR(NCCL_SOCKET_IFNAME, NULL, "Interfaces for bootstrap sockets: prefix list, ^ excludes, = exact names.")
+WEFT_ENV_STR(NCCL_SOCKET_FAMILY, NULL, "AF_INET or AF_INET6 to force an address family.")
+WEFT_ENV_INT(NCCL_SHM_DISABLE, 0, "1 disables the shared-memory transport.")
+WEFT_ENV_INT(WEFT_TIMEOUT, 300, "Seconds any initialisation wait or collective may make no progress before it fails; 0 = never.")
+WEFT_ENV_INT(WEFT_SHM_SLOT_BYTES, 131072, "Bytes in one shared-memory FIFO slot (the pipelining unit).")
+WEFT_ENV_INT(WEFT_SHM_SLOTS, 8, "Slots in each shared-memory FIFO (per peer, per traffic class).")
+WEFT_ENV_INT(WEFT_SPIN_NS, 20000, "Nanoseconds a waiting rank polls before it sleeps on a futex.")
+WEFT_ENV_INT(WEFT_CHECK_MISMATCH, 1, "1: ranks compare each collective's arguments and fail mismatches with ncclInvalidUsage.")
+WEFT_ENV_STR(WEFT_COMM_SECRET, NULL, "Shared secret for environment-based rendezvous (NCCL_COMM_ID, torchrun, Slurm, MPI).")
+WEFT_ENV_INT(WEFT_MASTER_PORT_OFFSET, 1, "weftInitFromEnv: rendezvous port = MASTER_PORT + this (torchrun's own store uses MASTER_PORT).")
+WEFT_ENV_STR(WEFT_UNIQUE_ID, NULL, "Set by weftrun: the hex-encoded ncclUniqueId of the job.")
+WEFT_ENV_STR(WEFT_RANK, NULL, "Set by weftrun: this process's rank.")
+WEFT_ENV_STR(WEFT_NRANKS, NULL, "Set by weftrun: the number of ranks.")
+WEFT_ENV_STR(WEFT_HOSTID, NULL, "Overrides the host identity (host name + boot id) that decides which ranks share memory.")

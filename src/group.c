@@ -1,0 +1,162 @@
+/*
+ * group.c — ncclGroupStart / ncclGroupEnd / ncclGroupSimulateEnd.
+ *
+ * Operations called inside a group are validated and built at call time but
+ * launched (sequence numbers and connection tickets assigned, in call order)
+ * only at the outermost ncclGroupEnd; then every NULL-stream operation of
+ * the group runs to completion in the calling thread, all progressing
+ * together, and operations on weft streams are handed to their streams.
+ */
+#include "group.h"
+
+#include <stdlib.h>
+
+#include "api.h"
+#include "checks.h"
+#include "dtype.h"
+
+typedef struct {
+  weft_op_t *op;
+  weft_stream_t *stream;
+} queued_t;
+
+static _Thread_local int group_depth;
+static _Thread_local queued_t *queue;
+static _Thread_local int queue_len, queue_cap;
+static _Thread_local ncclResult_t group_error;
+
+static void queue_clear(void) {
+  for (int i = 0; i < queue_len; i++) weft_op_free(queue[i].op);
+  free(queue);
+  queue = NULL;
+  queue_len = queue_cap = 0;
+  group_error = ncclSuccess;
+}
+
+static ncclResult_t queue_push(weft_op_t *op, weft_stream_t *s) {
+  if (queue_len == queue_cap) {
+    int cap = queue_cap ? queue_cap * 2 : 16;
+    queued_t *q = realloc(queue, sizeof(*q) * (size_t)cap);
+    if (q == NULL) {
+      weft_op_free(op);
+      WARN("out of memory queueing a group operation");
+      return ncclSystemError;
+    }
+    queue = q;
+    queue_cap = cap;
+  }
+  queue[queue_len++] = (queued_t){op, s};
+  return ncclSuccess;
+}
+
+// Launch and run everything queued; empties the queue.
+static ncclResult_t group_launch(void) {
+  ncclResult_t res = ncclSuccess;
+  int n = queue_len;
+  queued_t *q = queue;
+  queue = NULL;
+  queue_len = queue_cap = 0;
+  weft_op_t **inline_ops = calloc((size_t)n + 1, sizeof(*inline_ops));
+  if (inline_ops == NULL) res = ncclSystemError;
+  for (int i = 0; i < n && res == ncclSuccess; i++) res = weft_op_launch(q[i].op);
+  int ninline = 0;
+  // Hand stream work to the streams (one batch per stream, in call order).
+  for (int i = 0; i < n && res == ncclSuccess; i++) {
+    if (q[i].op == NULL) continue;
+    if (q[i].stream == NULL) {
+      inline_ops[ninline++] = q[i].op;
+      q[i].op = NULL;
+      continue;
+    }
+    weft_stream_t *s = q[i].stream;
+    int cnt = 0;
+    for (int j = i; j < n; j++) cnt += q[j].op != NULL && q[j].stream == s;
+    weft_op_t **batch = calloc((size_t)cnt, sizeof(*batch));
+    if (batch == NULL) { res = ncclSystemError; break; }
+    for (int j = i, k = 0; j < n; j++) {
+      if (q[j].op != NULL && q[j].stream == s) {
+        batch[k++] = q[j].op;
+        q[j].op = NULL;
+      }
+    }
+    res = weft_stream_submit(s, batch, cnt);
+  }
+  if (res == ncclSuccess && ninline > 0) res = weft_engine_run(inline_ops, ninline);
+  for (int i = 0; i < ninline; i++) weft_op_free(inline_ops[i]);
+  for (int i = 0; i < n; i++) weft_op_free(q[i].op);
+  free(inline_ops);
+  free(q);
+  return res;
+}
+
+ncclResult_t weft_group_add(weft_op_t *op, weft_stream_t *stream) {
+  if (group_depth > 0) return queue_push(op, stream);
+  WEFTCHECK(queue_push(op, stream));
+  return group_launch();
+}
+
+NCCL_API(ncclResult_t, ncclGroupStart, void);
+ncclResult_t pncclGroupStart(void) {
+  group_depth++;
+  return ncclSuccess;
+}
+
+// Leaves the group; *outermost tells whether the group is now complete.
+static ncclResult_t group_leave(const char *api, int *outermost) {
+  *outermost = 0;
+  if (group_depth == 0) {
+    WARN("%s called without a matching ncclGroupStart", api);
+    return ncclInvalidUsage;
+  }
+  *outermost = --group_depth == 0;
+  return ncclSuccess;
+}
+
+NCCL_API(ncclResult_t, ncclGroupEnd, void);
+ncclResult_t pncclGroupEnd(void) {
+  int outermost;
+  WEFTCHECK(group_leave("ncclGroupEnd", &outermost));
+  if (!outermost) return ncclSuccess;
+  if (group_error != ncclSuccess) {
+    ncclResult_t res = group_error;
+    queue_clear();
+    return res;
+  }
+  return group_launch();
+}
+
+// Alpha-beta estimate of one operation: its longest lane, step by step.
+static double estimate_seconds(const weft_op_t *op) {
+  const double alpha = 1e-6, beta = 5e9;  // uncalibrated: a few GB/s and a microsecond per step
+  double worst = 0;
+  for (uint32_t l = 0; l < op->sched.nlanes; l++) {
+    double t = 0;
+    for (uint32_t i = 0; i < op->sched.lanes[l].count; i++)
+      t += alpha + (double)op->sched.steps[op->sched.lanes[l].first + i].count * (double)op->esize / beta;
+    if (t > worst) worst = t;
+  }
+  return worst;
+}
+
+NCCL_API(ncclResult_t, ncclGroupSimulateEnd, ncclSimInfo_t *simInfo);
+ncclResult_t pncclGroupSimulateEnd(ncclSimInfo_t *simInfo) {
+  ncclSimInfo_t init = NCCL_SIM_INFO_INITIALIZER;
+  if (simInfo != NULL && (simInfo->magic != init.magic || simInfo->size < sizeof(ncclSimInfo_t))) {
+    WARN("ncclGroupSimulateEnd: simInfo was not initialised with NCCL_SIM_INFO_INITIALIZER (magic 0x%x)",
+         simInfo->magic);
+    return ncclInvalidArgument;
+  }
+  int outermost;
+  WEFTCHECK(group_leave("ncclGroupSimulateEnd", &outermost));
+  if (!outermost) return ncclSuccess;
+  double total = 0;
+  for (int i = 0; i < queue_len; i++) total += estimate_seconds(queue[i].op);
+  ncclResult_t res = group_error;
+  queue_clear();  // simulated, not run
+  if (simInfo != NULL) simInfo->estimatedTime = (float)total;
+  return res;
+}
+
+void weft_group_note_error(ncclResult_t res) {
+  if (group_depth > 0 && group_error == ncclSuccess) group_error = res;
+}

@@ -1,0 +1,18 @@
+/*
+ * group.h — ncclGroupStart/End: per-thread queues of operations that are
+ * launched together, so any mix of sends and receives (and operations on
+ * several communicators of one process) progresses concurrently.
+ */
+#ifndef WEFT_GROUP_H
+#define WEFT_GROUP_H
+
+#include "engine.h"
+#include "stream.h"
+
+// Queue an operation in the current group, or run it now outside a group.
+// Takes ownership of op.
+ncclResult_t weft_group_add(weft_op_t *op, weft_stream_t *stream);
+// A call inside the current group failed: ncclGroupEnd will return res.
+void weft_group_note_error(ncclResult_t res);
+
+#endif

@@ -1,0 +1,82 @@
+/*
+ * redop.c — ncclRedOpCreatePreMulSum / ncclRedOpDestroy.
+ *
+ * A PreMulSum op is a slot in its communicator's table: the handle is
+ * ncclNumOps + slot, and the scalar is captured at creation (host-immediate)
+ * or read at creation from the pointer (device residence on a host build:
+ * the pointer is host memory too).
+ */
+#include <string.h>
+
+#include "api.h"
+#include "checks.h"
+#include "comm.h"
+#include "dtype.h"
+
+static void read_scalar(const void *p, ncclDataType_t dt, weft_premul_t *pm) {
+  switch (dt) {
+    case ncclInt8: pm->scale_i = *(const int8_t *)p; break;
+    case ncclUint8: pm->scale_i = *(const uint8_t *)p; break;
+    case ncclInt32: pm->scale_i = *(const int32_t *)p; break;
+    case ncclUint32: pm->scale_i = *(const uint32_t *)p; break;
+    case ncclInt64: pm->scale_i = *(const int64_t *)p; break;
+    case ncclUint64: pm->scale_i = (int64_t) * (const uint64_t *)p; break;
+    case ncclFloat16: pm->scale_f = weft_half_to_float(*(const uint16_t *)p); break;
+    case ncclBfloat16: pm->scale_f = weft_bf16_to_float(*(const uint16_t *)p); break;
+    case ncclFloat8e4m3: pm->scale_f = weft_e4m3_to_float(*(const uint8_t *)p); break;
+    case ncclFloat8e5m2: pm->scale_f = weft_e5m2_to_float(*(const uint8_t *)p); break;
+    case ncclFloat32: pm->scale_f = *(const float *)p; break;
+    case ncclFloat64: pm->scale_f = *(const double *)p; break;
+    default: break;
+  }
+}
+
+NCCL_API(ncclResult_t, ncclRedOpCreatePreMulSum, ncclRedOp_t *op, void *scalar, ncclDataType_t datatype,
+         ncclScalarResidence_t residence, ncclComm_t comm);
+ncclResult_t pncclRedOpCreatePreMulSum(ncclRedOp_t *op, void *scalar, ncclDataType_t datatype,
+                                       ncclScalarResidence_t residence, ncclComm_t comm) {
+  WEFTCHECK(weft_comm_check(comm, "ncclRedOpCreatePreMulSum"));
+  if (op == NULL || scalar == NULL) {
+    WARN("ncclRedOpCreatePreMulSum: %s is NULL", op == NULL ? "op" : "scalar");
+    return ncclInvalidArgument;
+  }
+  if ((int)datatype < 0 || (int)datatype >= ncclNumTypes) {
+    WARN("ncclRedOpCreatePreMulSum: datatype=%d is not a valid ncclDataType_t", (int)datatype);
+    return ncclInvalidArgument;
+  }
+  if (residence != ncclScalarDevice && residence != ncclScalarHostImmediate) {
+    WARN("ncclRedOpCreatePreMulSum: residence=%d is not a valid ncclScalarResidence_t", (int)residence);
+    return ncclInvalidArgument;
+  }
+  pthread_mutex_lock(&comm->lock);
+  int slot = -1;
+  for (int i = 0; i < WEFT_MAX_PREMUL_OPS && slot < 0; i++)
+    if (!comm->premul[i].in_use) slot = i;
+  if (slot >= 0) {
+    weft_premul_t pm = {.in_use = 1, .dtype = datatype};
+    read_scalar(scalar, datatype, &pm);
+    comm->premul[slot] = pm;
+  }
+  pthread_mutex_unlock(&comm->lock);
+  if (slot < 0) {
+    WARN("ncclRedOpCreatePreMulSum: all %d custom ops of this communicator are in use", WEFT_MAX_PREMUL_OPS);
+    return ncclInvalidUsage;
+  }
+  *op = (ncclRedOp_t)(ncclNumOps + slot);
+  return ncclSuccess;
+}
+
+NCCL_API(ncclResult_t, ncclRedOpDestroy, ncclRedOp_t op, ncclComm_t comm);
+ncclResult_t pncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm) {
+  WEFTCHECK(weft_comm_check(comm, "ncclRedOpDestroy"));
+  int slot = (int)op - ncclNumOps;
+  pthread_mutex_lock(&comm->lock);
+  int ok = slot >= 0 && slot < WEFT_MAX_PREMUL_OPS && comm->premul[slot].in_use;
+  if (ok) comm->premul[slot].in_use = 0;
+  pthread_mutex_unlock(&comm->lock);
+  if (!ok) {
+    WARN("ncclRedOpDestroy: op=%d is not a custom op of this communicator", (int)op);
+    return ncclInvalidArgument;
+  }
+  return ncclSuccess;
+}

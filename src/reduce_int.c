@@ -1,0 +1,64 @@
+/*
+ * reduce_int.c — reduction loops for the six integer datatypes.
+ *
+ * Sums and products are computed on the unsigned type of the same width, so
+ * they wrap like two's complement without undefined behaviour; the prescale
+ * multiplies by the scalar the same way (only its low bits matter). Max and
+ * min compare in the signed or unsigned type itself. The post-division
+ * (integer Avg) truncates toward zero; the divisor is > 1, so no quotient
+ * can overflow.
+ */
+#include <stdint.h>
+
+#include "reduce_kern.h"
+
+// All loops for integer type T (unsigned twin U), division done in DT.
+#define INT_KERNELS(P, T, U, DT)                                                      \
+  WEFT_REDUCE_DEF_COMBINE(P##_sum, T, (T)((U)x + (U)y))                              \
+  WEFT_REDUCE_DEF_COMBINE(P##_prod, T, (T)((U)x * (U)y))                             \
+  WEFT_REDUCE_DEF_COMBINE(P##_max, T, x > y ? x : y)                                 \
+  WEFT_REDUCE_DEF_COMBINE(P##_min, T, x < y ? x : y)                                 \
+  static void P##_scale_t(size_t n, T *restrict d, const T *restrict s, U k) {        \
+    WEFT_REDUCE_LOOP(n, d[i] = (T)((U)s[i] * k));                                    \
+  }                                                                                  \
+  static void P##_scale(size_t n, void *d, const void *s, const weft_redop_t *op) {   \
+    P##_scale_t(n, d, s, (U)(uint64_t)op->scale_i);                                  \
+  }                                                                                  \
+  static void P##_scale_inplace_t(size_t n, T *restrict d, U k) {                     \
+    WEFT_REDUCE_LOOP(n, d[i] = (T)((U)d[i] * k));                                    \
+  }                                                                                  \
+  static void P##_scale_inplace(size_t n, void *d, const weft_redop_t *op) {          \
+    P##_scale_inplace_t(n, d, (U)(uint64_t)op->scale_i);                             \
+  }                                                                                  \
+  static void P##_postdiv_t(size_t n, T *restrict d, DT div) {                        \
+    for (size_t i = 0; i < n; i++) d[i] = (T)((DT)d[i] / div);                       \
+  }                                                                                  \
+  static void P##_postdiv(size_t n, void *d, int div) { P##_postdiv_t(n, d, (DT)div); } \
+  static const weft_reduce_kern_t P##_kern = {                                       \
+      .size = sizeof(T),                                                             \
+      .combine3 = {P##_sum_3, P##_prod_3, P##_max_3, P##_min_3},                     \
+      .combine2 = {P##_sum_2, P##_prod_2, P##_max_2, P##_min_2},                     \
+      .combine2r = {P##_sum_2r, P##_prod_2r, P##_max_2r, P##_min_2r},                \
+      .scale = P##_scale,                                                            \
+      .scale_inplace = P##_scale_inplace,                                            \
+      .postdiv = P##_postdiv,                                                        \
+  };
+
+INT_KERNELS(i8, int8_t, uint8_t, int32_t)
+INT_KERNELS(u8, uint8_t, uint8_t, uint32_t)
+INT_KERNELS(i32, int32_t, uint32_t, int64_t)
+INT_KERNELS(u32, uint32_t, uint32_t, uint32_t)
+INT_KERNELS(i64, int64_t, uint64_t, int64_t)
+INT_KERNELS(u64, uint64_t, uint64_t, uint64_t)
+
+const weft_reduce_kern_t *weft_reduce_int_kern(ncclDataType_t dt) {
+  switch (dt) {
+    case ncclInt8: return &i8_kern;
+    case ncclUint8: return &u8_kern;
+    case ncclInt32: return &i32_kern;
+    case ncclUint32: return &u32_kern;
+    case ncclInt64: return &i64_kern;
+    case ncclUint64: return &u64_kern;
+    default: return NULL;
+  }
+}

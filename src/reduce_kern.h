@@ -1,0 +1,90 @@
+/*
+ * reduce_kern.h — the typed loops behind reduce.c, private to the host
+ * reduction code (reduce.c, reduce_int.c, reduce_float.c).
+ *
+ * Every loop is one specialised function per (datatype, operation), written
+ * with `restrict` pointers and a constant-trip-count inner block so the
+ * compiler vectorises it even at -O2 (GCC's "very cheap" cost model only
+ * vectorises loops whose trip count is a known multiple of the vector
+ * width). The driver in reduce.c guarantees the no-overlap promises that
+ * `restrict` makes, and element-size alignment of every pointer.
+ */
+#ifndef WEFT_REDUCE_KERN_H
+#define WEFT_REDUCE_KERN_H
+
+#include <stddef.h>
+
+#include "reduce.h"
+
+// Elements per inner block: a constant multiple of any vector width.
+#define WEFT_REDUCE_VB 64
+
+// Run the statement(s) in the variable arguments for i in [0, n): whole
+// blocks of WEFT_REDUCE_VB with a constant trip count, then the remainder.
+#define WEFT_REDUCE_LOOP(n, ...)                                           \
+  do {                                                                     \
+    size_t vb_ = 0;                                                        \
+    for (; vb_ + WEFT_REDUCE_VB <= (n); vb_ += WEFT_REDUCE_VB)             \
+      for (size_t vj_ = 0; vj_ < WEFT_REDUCE_VB; vj_++) {                  \
+        size_t i = vb_ + vj_;                                              \
+        __VA_ARGS__;                                                       \
+      }                                                                    \
+    for (size_t i = vb_; i < (n); i++) {                                   \
+      __VA_ARGS__;                                                         \
+    }                                                                      \
+  } while (0)
+
+// Define NAME##_3 (d = a OP b), NAME##_2 (d = d OP b) and NAME##_2r
+// (d = a OP d) for element type T, with EXPR combining x (the left operand)
+// and y (the right one). Keeping the operand order even in place makes max
+// and min bitwise reproducible for +-0 and NaN payloads.
+#define WEFT_REDUCE_DEF_COMBINE(NAME, T, EXPR)                                              \
+  static void NAME##_3t(size_t n, T *restrict d, const T *restrict a, const T *restrict b) { \
+    WEFT_REDUCE_LOOP(n, T x = a[i]; T y = b[i]; d[i] = (EXPR));                            \
+  }                                                                                         \
+  static void NAME##_2t(size_t n, T *restrict d, const T *restrict b) {                     \
+    WEFT_REDUCE_LOOP(n, T x = d[i]; T y = b[i]; d[i] = (EXPR));                            \
+  }                                                                                         \
+  static void NAME##_2rt(size_t n, T *restrict d, const T *restrict a) {                    \
+    WEFT_REDUCE_LOOP(n, T x = a[i]; T y = d[i]; d[i] = (EXPR));                            \
+  }                                                                                         \
+  static void NAME##_3(size_t n, void *d, const void *a, const void *b) {                   \
+    NAME##_3t(n, d, a, b);                                                                  \
+  }                                                                                         \
+  static void NAME##_2(size_t n, void *d, const void *b) { NAME##_2t(n, d, b); }           \
+  static void NAME##_2r(size_t n, void *d, const void *a) { NAME##_2rt(n, d, a); }
+
+typedef void (*weft_reduce_combine3_fn)(size_t n, void *d, const void *a, const void *b);
+typedef void (*weft_reduce_combine2_fn)(size_t n, void *d, const void *b);
+
+// Loops for one natively computed datatype (integers, float32, float64).
+typedef struct {
+  size_t size;  // bytes per element
+  // d = a OP b over n elements, indexed by weft_red_kind_t; no overlaps.
+  weft_reduce_combine3_fn combine3[4];
+  // d = d OP b; d and b do not overlap.
+  weft_reduce_combine2_fn combine2[4];
+  // d = a OP d; d and a do not overlap.
+  weft_reduce_combine2_fn combine2r[4];
+  // d = s * scalar (the prescale); d and s do not overlap.
+  void (*scale)(size_t n, void *d, const void *s, const weft_redop_t *op);
+  // d = d * scalar.
+  void (*scale_inplace)(size_t n, void *d, const weft_redop_t *op);
+  // d = d / div (div > 1): truncating for integers.
+  void (*postdiv)(size_t n, void *d, int div);
+} weft_reduce_kern_t;
+
+// The loops for an integer datatype (reduce_int.c), NULL for any other.
+const weft_reduce_kern_t *weft_reduce_int_kern(ncclDataType_t dt);
+// The loops for float32 or float64 (reduce_float.c), NULL for any other.
+const weft_reduce_kern_t *weft_reduce_float_kern(ncclDataType_t dt);
+
+// fp16, bf16 and fp8: converted block by block to float, computed in float,
+// rounded once. d may alias a or b (reduce_small) or s (reduce_small_first).
+// div > 1 divides the results; 0 or 1 leaves them. Pointers are aligned.
+int weft_reduce_small_supported(ncclDataType_t dt);
+void weft_reduce_small(const weft_redop_t *op, void *d, const void *a, const void *b, size_t n,
+                       int div);
+void weft_reduce_small_first(const weft_redop_t *op, void *d, const void *s, size_t n, int div);
+
+#endif

@@ -1,0 +1,105 @@
+/*
+ * split.c — ncclCommSplit: a collective over the parent that builds one new
+ * communicator per color, ranks ordered by (key, parent rank). The parent's
+ * bootstrap carries everyone's (color, key, new listen address); each
+ * child then connects its own bootstrap ring and transports. No root is
+ * needed: the parent already authenticated everyone.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "api.h"
+#include "checks.h"
+#include "comm.h"
+#include "util.h"
+
+typedef struct {
+  int32_t color;
+  int32_t key;
+  weft_peer_info_t info;  // rank = parent rank; listen = the child's bootstrap address
+} split_card_t;
+
+// Order members by key, then by parent rank.
+static int card_cmp(const void *a, const void *b) {
+  const split_card_t *x = a, *y = b;
+  if (x->key != y->key) return x->key < y->key ? -1 : 1;
+  return x->info.rank < y->info.rank ? -1 : x->info.rank > y->info.rank;
+}
+
+NCCL_API(ncclResult_t, ncclCommSplit, ncclComm_t comm, int color, int key, ncclComm_t *newcomm,
+         ncclConfig_t *config);
+ncclResult_t pncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newcomm, ncclConfig_t *config) {
+  WEFTCHECK(weft_comm_check(comm, "ncclCommSplit"));
+  if (newcomm == NULL) {
+    WARN("ncclCommSplit: newcomm is NULL");
+    return ncclInvalidArgument;
+  }
+  *newcomm = NULL;
+  if (color < 0 && color != NCCL_SPLIT_NOCOLOR) {
+    WARN("ncclCommSplit: color=%d must be >= 0 or NCCL_SPLIT_NOCOLOR", color);
+    return ncclInvalidArgument;
+  }
+  if (config != NULL && config->magic != 0xcafebeef) {
+    WARN("ncclCommSplit: config was not initialised with NCCL_CONFIG_INITIALIZER (magic 0x%x)", config->magic);
+    return ncclInvalidArgument;
+  }
+  weft_debug_set_rank(comm->rank);
+  ncclResult_t res = ncclSuccess;
+  int n = comm->nranks, listen_fd = -1;
+  split_card_t *cards = calloc((size_t)n, sizeof(*cards));
+  weft_peer_info_t *members = calloc((size_t)n, sizeof(*members));
+  struct ncclComm *child = NULL;
+  if (cards == NULL || members == NULL) { res = ncclSystemError; goto out; }
+
+  split_card_t *mine = &cards[comm->rank];
+  mine->color = color;
+  mine->key = key;
+  mine->info = (weft_peer_info_t){.rank = comm->rank, .pid = (int32_t)getpid(),
+                                  .host_hash = comm->bs.peers[comm->rank].host_hash};
+  if (color != NCCL_SPLIT_NOCOLOR) WEFTCHECKGOTO(weft_bootstrap_listen(&mine->info, &listen_fd), res, out);
+  WEFTCHECKGOTO(weft_bootstrap_allgather(&comm->bs, cards, sizeof(*cards)), res, out);
+  if (color == NCCL_SPLIT_NOCOLOR) goto out;
+
+  split_card_t *group = calloc((size_t)n, sizeof(*group));
+  if (group == NULL) { res = ncclSystemError; goto out; }
+  int m = 0;
+  for (int r = 0; r < n; r++)
+    if (cards[r].color == color) group[m++] = cards[r];
+  qsort(group, (size_t)m, sizeof(*group), card_cmp);
+  int my_rank = -1;
+  for (int i = 0; i < m; i++) {
+    members[i] = group[i].info;
+    members[i].rank = i;
+    if (group[i].info.rank == comm->rank) my_rank = i;
+  }
+  free(group);
+
+  child = calloc(1, sizeof(*child));
+  if (child == NULL) { res = ncclSystemError; goto out; }
+  child->magic = WEFT_COMM_MAGIC;
+  child->rank = my_rank;
+  child->nranks = m;
+  child->cuda_dev = comm->cuda_dev;
+  child->blocking = comm->blocking;
+  child->bs.send_fd = child->bs.recv_fd = -1;
+  pthread_mutex_init(&child->lock, NULL);
+  if (config != NULL && config->blocking != NCCL_CONFIG_UNDEF_INT) child->blocking = config->blocking != 0;
+  if (config != NULL && config->commName != NULL)
+    snprintf(child->name, sizeof(child->name), "%s", config->commName);
+  WEFTCHECKGOTO(weft_bootstrap_connect(&child->bs, my_rank, m, comm->bs.secret, members, &listen_fd), res, out);
+  WEFTCHECKGOTO(weft_comm_connect(child), res, out);
+  child->id_hash = comm->id_hash ^ weft_hash_bytes(&color, sizeof(color));
+  INFO(WEFT_LOG_INIT, "comm %p split from %p: color %d key %d -> rank %d of %d", (void *)child, (void *)comm, color,
+       key, my_rank, m);
+  weft_registry_add(child);
+  *newcomm = child;
+  child = NULL;
+out:
+  weft_socket_close(&listen_fd);
+  if (child != NULL) weft_comm_free(child);
+  free(cards);
+  free(members);
+  return res;
+}

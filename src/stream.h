@@ -1,0 +1,20 @@
+/*
+ * stream.h — host streams: a worker thread per stream runs its batches of
+ * operations in order, so calls on a weft stream return at once and
+ * complete asynchronously (weftStreamSynchronize / weftStreamQuery).
+ */
+#ifndef WEFT_STREAM_H
+#define WEFT_STREAM_H
+
+#include "engine.h"
+#include "nccl.h"
+
+typedef struct weft_stream weft_stream_t;
+
+// NULL stream -> *out = NULL (run in the caller). A live weft stream -> it.
+// Anything else is ncclInvalidArgument with a WARN naming `api`.
+ncclResult_t weft_stream_resolve(cudaStream_t stream, const char *api, weft_stream_t **out);
+// Queue a batch (takes ownership of ops and the array); runs after earlier batches.
+ncclResult_t weft_stream_submit(weft_stream_t *s, weft_op_t **ops, int nops);
+
+#endif

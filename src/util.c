@@ -1,0 +1,51 @@
+/*
+ * util.c — clocks, hashing, the global timeout and other small helpers.
+ */
+#include "util.h"
+
+#include <stdio.h>
+#include <sys/socket.h>
+#include <time.h>
+
+#include "env.h"
+#include "socket.h"
+
+int64_t weft_now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+int64_t weft_now_ms(void) { return weft_now_ns() / 1000000; }
+
+int64_t weft_timeout_ms(void) {
+  int64_t s = weft_env_WEFT_TIMEOUT();
+  return s <= 0 ? -1 : s * 1000;
+}
+
+uint64_t weft_hash_bytes(const void *data, size_t len) {
+  const unsigned char *p = data;
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (size_t i = 0; i < len; i++) {
+    h ^= p[i];
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
+int weft_consttime_eq(const void *a, const void *b, size_t len) {
+  const volatile unsigned char *x = a, *y = b;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < len; i++) diff |= (unsigned char)(x[i] ^ y[i]);
+  return diff == 0;
+}
+
+void weft_socket_peer_str(int fd, char *buf, size_t len) {
+  weft_sockaddr_t addr;
+  socklen_t alen = sizeof(addr);
+  if (getpeername(fd, &addr.sa, &alen) != 0) {
+    snprintf(buf, len, "?");
+    return;
+  }
+  weft_socket_addr_str(&addr, buf, len);
+}

@@ -1,0 +1,25 @@
+/*
+ * util.h — small helpers shared by the core: clocks, hashing, the global
+ * timeout, constant-time comparison.
+ */
+#ifndef WEFT_UTIL_H
+#define WEFT_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+int64_t weft_now_ms(void);   // monotonic
+int64_t weft_now_ns(void);   // monotonic
+// WEFT_TIMEOUT in milliseconds; -1 means "never" (as the socket calls take it).
+int64_t weft_timeout_ms(void);
+uint64_t weft_hash_bytes(const void *data, size_t len);  // FNV-1a 64
+int weft_consttime_eq(const void *a, const void *b, size_t len);
+// "ip:port" of the socket's peer ("?" when unknown).
+void weft_socket_peer_str(int fd, char *buf, size_t len);
+
+#define WEFT_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define WEFT_MAX(a, b) ((a) > (b) ? (a) : (b))
+#define WEFT_DIV_UP(a, b) (((a) + (b)-1) / (b))
+#define WEFT_ALIGN_UP(a, b) (WEFT_DIV_UP(a, b) * (b))
+
+#endif

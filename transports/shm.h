@@ -1,0 +1,59 @@
+/*
+ * shm.h — shared-memory transport: one POSIX shared-memory segment per rank.
+ *
+ * A rank's segment holds its doorbell, the communicator-wide abort word (read
+ * from rank 0's segment), the board of collective descriptors that peers
+ * compare to catch mismatched calls, and one FIFO per (source rank, traffic
+ * class) that the sources write into. Segments are unlinked as soon as every
+ * peer has mapped them, so nothing is left in /dev/shm after any exit.
+ */
+#ifndef WEFT_SHM_H
+#define WEFT_SHM_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "doorbell.h"
+#include "nccl.h"
+
+#define WEFT_DESC_RING 256
+#define WEFT_SHM_MAX_SLOTS 64
+
+// What a rank says about the collective it launched as number `seq`.
+typedef struct {
+  _Atomic uint64_t seq;  // written last (release); seq+1 so 0 means "empty"
+  uint8_t coll, dtype, algo, op;
+  int32_t root;
+  uint64_t count;
+  uint64_t slice;
+} weft_desc_t;
+
+typedef struct {
+  _Alignas(64) uint64_t magic;
+  uint32_t nranks, rank;
+  uint64_t slot_bytes, nslots, fifo_bytes;
+  _Alignas(64) weft_doorbell_t doorbell;
+  _Alignas(64) _Atomic int32_t abort_code;  // meaningful in rank 0's segment
+  int32_t abort_rank;
+  char abort_reason[256];
+  _Alignas(64) weft_desc_t desc[WEFT_DESC_RING];
+} weft_shm_header_t;
+
+typedef struct weft_shm {
+  int rank, nranks;
+  size_t seg_bytes, slot_bytes, nslots, fifo_bytes;
+  char name[64];
+  int name_live;              // our segment's name still exists in /dev/shm
+  weft_shm_header_t **hdr;    // every rank's segment, mapped here
+} weft_shm_t;
+
+// Mark the communicator failed for every rank (first reason wins) and wake all.
+void weft_shm_abort(weft_shm_t *shm, ncclResult_t code, const char *reason);
+// The communicator-wide failure code (ncclSuccess while none).
+static inline ncclResult_t weft_shm_abort_code(const weft_shm_t *shm) {
+  return (ncclResult_t)atomic_load_explicit(&shm->hdr[0]->abort_code, memory_order_acquire);
+}
+static inline weft_doorbell_t *weft_shm_doorbell(weft_shm_t *shm, int rank) { return &shm->hdr[rank]->doorbell; }
+
+#endif
