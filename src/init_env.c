@@ -79,8 +79,34 @@ ncclResult_t weftUniqueIdToString(const ncclUniqueId *id, char *buf, size_t len)
   return ncclSuccess;
 }
 
-// The id may carry the job's secret, so diagnostics name positions and
-// lengths, never the text itself.
+// Hex text -> id. On failure returns -1 with the problem in `why`, which
+// names lengths and positions, never the text: an id may carry the job's secret.
+static int decode_hex(const char *str, ncclUniqueId *id, char *why, size_t len) {
+  size_t n = strnlen(str, HEX_DIGITS + 1);
+  if (n != HEX_DIGITS) {
+    snprintf(why, len, "has %s%zu characters, expected %d hex digits",
+             n > HEX_DIGITS ? "more than " : "", n > HEX_DIGITS ? (size_t)HEX_DIGITS : n,
+             HEX_DIGITS);
+    return -1;
+  }
+  ncclUniqueId out;
+  for (int i = 0; i < HEX_DIGITS; i += 2) {
+    int hi = hex_value(str[i]), lo = hex_value(str[i + 1]);
+    if (hi < 0 || lo < 0) {
+      int pos = hi < 0 ? i : i + 1;
+      unsigned char c = (unsigned char)str[pos];
+      if (c >= 0x20 && c < 0x7f)
+        snprintf(why, len, "has '%c' at character %d, not a hex digit", c, pos);
+      else
+        snprintf(why, len, "has byte 0x%02x at character %d, not a hex digit", c, pos);
+      return -1;
+    }
+    out.internal[i / 2] = (char)(hi << 4 | lo);
+  }
+  *id = out;
+  return 0;
+}
+
 WEFT_API(ncclResult_t, weftUniqueIdFromString, const char *str, ncclUniqueId *id);
 ncclResult_t weftUniqueIdFromString(const char *str, ncclUniqueId *id) {
   if (str == NULL) {
@@ -91,30 +117,11 @@ ncclResult_t weftUniqueIdFromString(const char *str, ncclUniqueId *id) {
     WARN("weftUniqueIdFromString: id is NULL");
     return ncclInvalidArgument;
   }
-  size_t n = strnlen(str, HEX_DIGITS + 1);
-  if (n != HEX_DIGITS) {
-    WARN("weftUniqueIdFromString: unique id has %s%zu characters, expected %d hex digits",
-         n > HEX_DIGITS ? "more than " : "", n > HEX_DIGITS ? (size_t)HEX_DIGITS : n,
-         HEX_DIGITS);
+  char why[96];
+  if (decode_hex(str, id, why, sizeof(why)) != 0) {
+    WARN("weftUniqueIdFromString: the text %s", why);
     return ncclInvalidArgument;
   }
-  ncclUniqueId out;
-  for (int i = 0; i < NCCL_UNIQUE_ID_BYTES; i++) {
-    int hi = hex_value(str[2 * i]), lo = hex_value(str[2 * i + 1]);
-    if (hi < 0 || lo < 0) {
-      int pos = hi < 0 ? 2 * i : 2 * i + 1;
-      unsigned char c = (unsigned char)str[pos];
-      if (c >= 0x20 && c < 0x7f)
-        WARN("weftUniqueIdFromString: character %d of the unique id is '%c', not a hex digit",
-             pos, c);
-      else
-        WARN("weftUniqueIdFromString: character %d of the unique id is byte 0x%02x, not a hex digit",
-             pos, c);
-      return ncclInvalidArgument;
-    }
-    out.internal[i] = (char)(hi << 4 | lo);
-  }
-  *id = out;
   return ncclSuccess;
 }
 
@@ -153,11 +160,11 @@ static ncclResult_t parse_rank_size(const char *rank_var, const char *rank_text,
     return ncclInvalidArgument;
   }
   if (parse_int(rank_text, &r) != 0) {
-    WARN("weftInitFromEnv: %s='%s' is not a non-negative integer", rank_var, rank_text);
+    WARN("weftInitFromEnv: %s='%s' is not an integer from 0 to %d", rank_var, rank_text, INT_MAX);
     return ncclInvalidArgument;
   }
   if (parse_int(size_text, &s) != 0) {
-    WARN("weftInitFromEnv: %s='%s' is not a non-negative integer", size_var, size_text);
+    WARN("weftInitFromEnv: %s='%s' is not an integer from 1 to %d", size_var, size_text, INT_MAX);
     return ncclInvalidArgument;
   }
   if (s < 1) {
@@ -176,7 +183,7 @@ static ncclResult_t parse_rank_size(const char *rank_var, const char *rank_text,
 
 // "host:port" for the rendezvous: NCCL_COMM_ID, else MASTER_ADDR and
 // MASTER_PORT + WEFT_MASTER_PORT_OFFSET. IPv6 literals get brackets.
-static ncclResult_t rendezvous_address(char *buf, size_t len) {
+static ncclResult_t rendezvous_address(char *buf, size_t len, const char **source) {
   const char *comm_id = weft_env_NCCL_COMM_ID();
   if (comm_id != NULL && comm_id[0] != '\0') {
     if (strlen(comm_id) >= len) {
@@ -184,6 +191,7 @@ static ncclResult_t rendezvous_address(char *buf, size_t len) {
       return ncclInvalidArgument;
     }
     snprintf(buf, len, "%s", comm_id);
+    *source = "NCCL_COMM_ID";
     return ncclSuccess;
   }
   const char *addr = getenv("MASTER_ADDR");
@@ -208,7 +216,8 @@ static ncclResult_t rendezvous_address(char *buf, size_t len) {
   int64_t offset = weft_env_WEFT_MASTER_PORT_OFFSET();
   int64_t rdv_port = (int64_t)port + offset;
   if (rdv_port < 1 || rdv_port > 65535) {
-    WARN("weftInitFromEnv: MASTER_PORT=%ld + WEFT_MASTER_PORT_OFFSET=%lld = %lld is not a port number",
+    WARN("weftInitFromEnv: MASTER_PORT=%ld + WEFT_MASTER_PORT_OFFSET=%lld = %lld "
+         "is not a port number",
          port, (long long)offset, (long long)rdv_port);
     return ncclInvalidArgument;
   }
@@ -220,6 +229,7 @@ static ncclResult_t rendezvous_address(char *buf, size_t len) {
     WARN("weftInitFromEnv: MASTER_ADDR='%.64s...' is too long", addr);
     return ncclInvalidArgument;
   }
+  *source = "MASTER_ADDR/MASTER_PORT";
   return ncclSuccess;
 }
 
@@ -230,8 +240,9 @@ static ncclResult_t init_from_weftrun(ncclComm_t *comm, const char *id_text) {
                                      weft_env_WEFT_NRANKS(), &rank, &size);
   if (res != ncclSuccess) return res;
   ncclUniqueId id;
-  if (weftUniqueIdFromString(id_text, &id) != ncclSuccess) {
-    WARN("weftInitFromEnv: WEFT_UNIQUE_ID is malformed (see previous message)");
+  char why[96];
+  if (decode_hex(id_text, &id, why, sizeof(why)) != 0) {
+    WARN("weftInitFromEnv: WEFT_UNIQUE_ID %s", why);
     return ncclInvalidArgument;
   }
   INFO(WEFT_LOG_INIT, "weftInitFromEnv: launcher weftrun, rank %d of %d", rank, size);
@@ -269,16 +280,17 @@ ncclResult_t weftInitFromEnv(ncclComm_t *comm) {
   if (res != ncclSuccess) return res;
 
   char hostport[512];
-  res = rendezvous_address(hostport, sizeof(hostport));
+  const char *source;
+  res = rendezvous_address(hostport, sizeof(hostport), &source);
   if (res != ncclSuccess) return res;
 
-  INFO(WEFT_LOG_INIT, "weftInitFromEnv: launcher %s (%s=%d, %s=%d), rendezvous at %s",
-       found->name, found->rank_var, rank, found->size_var, size, hostport);
+  INFO(WEFT_LOG_INIT, "weftInitFromEnv: launcher %s (%s=%d, %s=%d), rendezvous at %s (from %s)",
+       found->name, found->rank_var, rank, found->size_var, size, hostport, source);
 
   ncclUniqueId id;
   res = weft_rendezvous_id_from_addr(hostport, &id);
   if (res != ncclSuccess) {
-    WARN("weftInitFromEnv: cannot use rendezvous address '%s'", hostport);
+    WARN("weftInitFromEnv: cannot use rendezvous address '%s' (from %s)", hostport, source);
     return res == ncclSystemError ? res : ncclInvalidArgument;
   }
   return pncclCommInitRank(comm, size, id, rank);

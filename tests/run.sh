@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# run.sh BUILD_DIR — runs every test binary and script, each under a
+# timeout, and ends with the line CI reads: "N passed, M failed".
+#
+# Criterion binaries report "Synthesis: Tested: T | Passing: P | Failing: F |
+# Crashing: C"; their counts are added up. A binary that times out, dies, or
+# prints no synthesis counts as one failure. Multi-rank tests run one test
+# at a time (-j1): each already forks up to 8 ranks onto 2 cores.
+set -u
+build=${1:-build}
+export WEFT_BUILD_DIR=$build
+export NCCL_SOCKET_IFNAME=${NCCL_SOCKET_IFNAME:-lo}
+passed=0
+failed=0
+failures=()
+logdir=$build/test-logs
+mkdir -p "$logdir"
+
+shm_before=$(ls /dev/shm 2>/dev/null | grep -c '^weft-' || true)
+
+run_criterion() {  # name timeout binary args...
+  local name=$1 limit=$2
+  shift 2
+  local log=$logdir/$name.log start=$SECONDS
+  timeout --signal=KILL "$limit" "$@" >"$log" 2>&1
+  local rc=$?
+  local line
+  line=$(grep -a 'Synthesis:' "$log" | tail -1)
+  if [ -n "$line" ]; then
+    local t p f c
+    t=$(sed -E 's/.*Tested: ([0-9]+).*/\1/' <<<"$line")
+    p=$(sed -E 's/.*Passing: ([0-9]+).*/\1/' <<<"$line")
+    f=$(sed -E 's/.*Failing: ([0-9]+).*/\1/' <<<"$line")
+    c=$(sed -E 's/.*Crashing: ([0-9]+).*/\1/' <<<"$line")
+    passed=$((passed + p))
+    failed=$((failed + f + c + (t - p - f - c > 0 ? t - p - f - c : 0)))
+    [ $((f + c)) -gt 0 ] && failures+=("$name")
+    printf '%-28s %3d/%-3d passed  (%ds)\n' "$name" "$p" "$t" $((SECONDS - start))
+  else
+    failed=$((failed + 1))
+    failures+=("$name")
+    printf '%-28s FAILED (exit %d, no summary; see %s)\n' "$name" "$rc" "$log"
+  fi
+  if [ $rc -ne 0 ] && [ -n "$line" ]; then :; fi
+}
+
+run_script() {  # name timeout command...
+  local name=$1 limit=$2
+  shift 2
+  local log=$logdir/$name.log start=$SECONDS
+  if timeout --signal=KILL "$limit" "$@" >"$log" 2>&1; then
+    passed=$((passed + 1))
+    printf '%-28s passed  (%ds)\n' "$name" $((SECONDS - start))
+  else
+    failed=$((failed + 1))
+    failures+=("$name")
+    printf '%-28s FAILED (see %s)\n' "$name" "$log"
+    tail -5 "$log" | sed 's/^/    /'
+  fi
+}
+
+for t in "$build"/tests/unit/test_*; do
+  [ -x "$t" ] || continue
+  run_criterion "unit/$(basename "$t")" 300 "$t" --jobs 2
+done
+for t in "$build"/tests/multirank/test_*; do
+  [ -x "$t" ] || continue
+  run_criterion "multirank/$(basename "$t")" 600 "$t" --jobs 1
+done
+run_script "abi" 300 ./tests/abi/run_abi.sh "$build"
+run_script "docs/env.md current" 60 bash -c "'$build/bin/weft-env' --markdown | diff -u docs/env.md -"
+run_script "demo (4 ranks)" 120 "$build/bin/weftrun" -n 4 "$build/bin/weft-demo"
+
+shm_after=$(ls /dev/shm 2>/dev/null | grep -c '^weft-' || true)
+if [ "$shm_after" -gt "$shm_before" ]; then
+  failed=$((failed + 1))
+  failures+=("leftover /dev/shm segments")
+  echo "leftover shared memory: $(ls /dev/shm | grep '^weft-' | tr '\n' ' ')"
+else
+  passed=$((passed + 1))
+  echo "no shared-memory segments left behind"
+fi
+
+[ ${#failures[@]} -gt 0 ] && echo "failed: ${failures[*]}"
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
