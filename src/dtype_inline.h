@@ -49,6 +49,8 @@ static inline float weft_half_to_float(uint16_t h) {
   return weft_dtype_bits_float(r | sign);
 }
 
+// The float-to-narrow converters compare |f|'s bits as int32_t (they are
+// below 2^31): baseline x86-64 vectors only have signed 32-bit compares.
 static inline uint16_t weft_float_to_half(float f) {
   uint32_t u = weft_dtype_float_bits(f);
   uint32_t sign = (u >> 16) & 0x8000u;
@@ -59,9 +61,9 @@ static inline uint16_t weft_float_to_half(float f) {
   // Subnormal result (|f| < 2^-14): 0.5 has ulp 2^-24, fp16's subnormal step.
   uint32_t sub = weft_dtype_float_bits(weft_dtype_bits_float(a) + 0.5f) - 0x3f000000u;
   uint32_t nan = 0x7e00u | ((a >> 13) & 0x01ffu);  // quiet, payload kept
-  uint32_t r = weft_dtype_select(a >= 0x38800000u, norm, sub);
-  r = weft_dtype_select(a >= 0x477ff000u, 0x7c00u, r);  // rounds past 65504: infinity
-  r = weft_dtype_select(a > 0x7f800000u, nan, r);
+  uint32_t r = weft_dtype_select((int32_t)a >= 0x38800000, norm, sub);
+  r = weft_dtype_select((int32_t)a >= 0x477ff000, 0x7c00u, r);  // rounds past 65504: infinity
+  r = weft_dtype_select((int32_t)a > 0x7f800000, nan, r);
   return (uint16_t)(r | sign);
 }
 
@@ -88,9 +90,9 @@ static inline uint8_t weft_dtype_e4m3_round(float f) {
   uint32_t norm = ((a + 0x7ffffu + ((a >> 20) & 1u)) >> 20) - ((127u - 7u) << 3);
   // |f| < 2^-6: 16384 has ulp 2^-9, e4m3's subnormal step.
   uint32_t sub = weft_dtype_float_bits(weft_dtype_bits_float(a) + 16384.0f) - 0x46800000u;
-  uint32_t r = weft_dtype_select(a >= 0x3c800000u, norm, sub);
-  r = weft_dtype_select(a > 0x43e00000u, 0x7eu, r);  // beyond 448
-  r = weft_dtype_select(a > 0x7f800000u, 0x7fu, r);
+  uint32_t r = weft_dtype_select((int32_t)a >= 0x3c800000, norm, sub);
+  r = weft_dtype_select((int32_t)a > 0x43e00000, 0x7eu, r);  // beyond 448
+  r = weft_dtype_select((int32_t)a > 0x7f800000, 0x7fu, r);
   return (uint8_t)(r | sign);
 }
 
@@ -102,9 +104,9 @@ static inline uint8_t weft_dtype_e5m2_round(float f) {
   uint32_t norm = ((a + 0xfffffu + ((a >> 21) & 1u)) >> 21) - ((127u - 15u) << 2);
   // |f| < 2^-14: 128 has ulp 2^-16, e5m2's subnormal step.
   uint32_t sub = weft_dtype_float_bits(weft_dtype_bits_float(a) + 128.0f) - 0x43000000u;
-  uint32_t r = weft_dtype_select(a >= 0x38800000u, norm, sub);
-  r = weft_dtype_select(a > 0x47600000u, 0x7bu, r);  // beyond 57344
-  r = weft_dtype_select(a > 0x7f800000u, 0x7eu, r);
+  uint32_t r = weft_dtype_select((int32_t)a >= 0x38800000, norm, sub);
+  r = weft_dtype_select((int32_t)a > 0x47600000, 0x7bu, r);  // beyond 57344
+  r = weft_dtype_select((int32_t)a > 0x7f800000, 0x7eu, r);
   return (uint8_t)(r | sign);
 }
 

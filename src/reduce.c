@@ -52,6 +52,18 @@ int weft_redop_transforms(const weft_redop_t *op) {
   return op != NULL && (op->prescale || op->postdiv > 1);
 }
 
+// d = a OP b; each of a and b either is d or does not overlap it, and they
+// are not both d.
+static void native_dispatch(const weft_reduce_kern_t *k, int kind, char *d, const char *a,
+                            const char *b, size_t m) {
+  if (a == d)
+    k->combine2[kind](m, d, b);
+  else if (b == d)
+    k->combine2r[kind](m, d, a);
+  else
+    k->combine3[kind](m, d, a, b);
+}
+
 // d = a OP b over m elements, whatever the overlap; ta and tb hold copies
 // of an operand when the loops cannot take it as it is.
 static void native_combine(const weft_reduce_kern_t *k, int kind, char *d, const char *a,
@@ -60,12 +72,7 @@ static void native_combine(const weft_reduce_kern_t *k, int kind, char *d, const
   if (a != d && overlaps(a, d, bytes)) a = memcpy(ta, a, bytes);
   if (b != d && overlaps(b, d, bytes)) b = memcpy(tb, b, bytes);
   if (a == d && b == d) b = memcpy(tb, b, bytes);
-  if (a == d)
-    k->combine2[kind](m, d, b);
-  else if (b == d)
-    k->combine2r[kind](m, d, a);
-  else
-    k->combine3[kind](m, d, a, b);
+  native_dispatch(k, kind, d, a, b, m);
 }
 
 static void native_reduce(const weft_reduce_kern_t *k, const weft_redop_t *op, char *d,
@@ -76,7 +83,7 @@ static void native_reduce(const weft_reduce_kern_t *k, const weft_redop_t *op, c
     int clean_a = a == d || !overlaps(a, d, bytes);
     int clean_b = b == d || !overlaps(b, d, bytes);
     if (clean_a && clean_b && !(a == d && b == d)) {
-      native_combine(k, kind, d, a, b, n, NULL, NULL);  // no copies needed
+      native_dispatch(k, kind, d, a, b, n);
       return;
     }
   }
