@@ -2,8 +2,9 @@
  * debug.c — NCCL-compatible logging (see debug.h).
  *
  * Settings (level, subsystem mask, output file, host name) are read from the
- * environment once, by a constructor at load time or lazily by the first log
- * call after weft_debug_reset(). Until they are read, the cached level and
+ * environment lazily by the first log call (and again after
+ * weft_debug_reset()), so a program may set NCCL_DEBUG after loading the
+ * library, as it can with NCCL. Until they are read, the cached level and
  * mask let every line through to weft_debug_log(), which reads the settings
  * and then filters, so "disabled costs one branch" holds once settled.
  *
@@ -317,4 +318,20 @@ const char *weft_debug_last_error(void) {
   return snapshot;
 }
 
-__attribute__((constructor)) static void debug_load(void) { weft_debug_init(); }
+// A child forked while another thread held a logging lock would deadlock on
+// its first log line; hold all three across fork (in their usual order).
+static void fork_prepare(void) {
+  pthread_mutex_lock(&init_lock);
+  pthread_mutex_lock(&out_lock);
+  pthread_mutex_lock(&error_lock);
+}
+
+static void fork_release(void) {
+  pthread_mutex_unlock(&error_lock);
+  pthread_mutex_unlock(&out_lock);
+  pthread_mutex_unlock(&init_lock);
+}
+
+__attribute__((constructor)) static void debug_load(void) {
+  pthread_atfork(fork_prepare, fork_release, fork_release);
+}

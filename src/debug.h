@@ -37,8 +37,9 @@ enum {
 enum { WEFT_LEVEL_NONE = 0, WEFT_LEVEL_VERSION = 1, WEFT_LEVEL_WARN = 2,
        WEFT_LEVEL_INFO = 3, WEFT_LEVEL_ABORT = 4, WEFT_LEVEL_TRACE = 5 };
 
-// Cached level, read from the environment when the library loads (and again
-// after weft_debug_reset), so a disabled line is one comparison.
+// Cached level. Until the first log call reads the environment (and after
+// weft_debug_reset) it lets everything through to weft_debug_log, which
+// reads the settings and filters; from then on a disabled line is one branch.
 extern int weft_debug_level;
 extern uint64_t weft_debug_mask;
 

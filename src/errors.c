@@ -4,6 +4,7 @@
 #include "api.h"
 #include "checks.h"
 #include "comm.h"
+#include "env.h"
 #include "weft.h"
 
 NCCL_API(ncclResult_t, ncclGetVersion, int *version);
@@ -48,4 +49,4 @@ const char *pncclGetLastError(ncclComm_t comm) {
 }
 
 NCCL_API(void, ncclResetDebugInit, void);
-void pncclResetDebugInit(void) { weft_debug_reset(); }
+void pncclResetDebugInit(void) { weft_env_reset(); }  // re-reads every knob, logging ones included
