@@ -69,6 +69,10 @@ void weft_registry_add(ncclComm_t comm);
 void weft_registry_remove(ncclComm_t comm);
 int weft_registry_contains(ncclComm_t comm);
 
+// Validate a config (NULL is allowed) and apply the fields weft uses:
+// blocking (default 1) and commName.
+ncclResult_t weft_comm_read_config(const ncclConfig_t *config, const char *api, struct ncclComm *comm);
+
 // Build a communicator's connections once its bootstrap is up (collective).
 ncclResult_t weft_comm_connect(struct ncclComm *comm);
 // Free everything; safe on a partly built communicator.

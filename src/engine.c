@@ -166,7 +166,6 @@ static void op_release(weft_op_t *op) {
     if (op->send_ticket[p] >= 0) atomic_fetch_add(&weft_comm_conn(comm, op->cls, 1, p)->served, 1);
     if (op->recv_ticket[p] >= 0) atomic_fetch_add(&weft_comm_conn(comm, op->cls, 0, p)->served, 1);
   }
-  atomic_fetch_sub(&comm->inflight, 1);
   // Other threads of this rank may wait for the tickets just released.
   weft_doorbell_ring(weft_shm_doorbell(comm->shm, comm->rank));
 }
@@ -244,7 +243,9 @@ ncclResult_t weft_op_launch(weft_op_t *op) {
     atomic_store_explicit(&d->seq, op->seq + 1, memory_order_release);
   }
   op->last_progress_ns = weft_now_ns();
-  if (op->state == WEFT_OP_PENDING) atomic_fetch_add(&comm->inflight, 1);
+  // Counted until weft_op_free: the engine may touch the communicator until then.
+  atomic_fetch_add(&comm->inflight, 1);
+  op->counted = 1;
   return ncclSuccess;
 }
 
@@ -340,6 +341,7 @@ ncclResult_t weft_engine_run(weft_op_t **ops, int nops) {
 
 void weft_op_free(weft_op_t *op) {
   if (op == NULL) return;
+  if (op->counted) atomic_fetch_sub(&op->comm->inflight, 1);  // the last touch of the communicator
   weft_schedule_free(&op->sched);
   free(op->send_ticket);
   free(op->recv_ticket);

@@ -45,6 +45,7 @@ typedef struct weft_op {
   uint32_t lanes_left;
   int state;
   int released;            // tickets given back
+  int counted;             // included in comm->inflight (launched, not yet freed)
   ncclResult_t result;
   int64_t last_progress_ns;
   struct weft_op *next;    // group / stream lists
@@ -55,6 +56,7 @@ typedef struct weft_op {
 ncclResult_t weft_op_launch(weft_op_t *op);
 // Run operations to completion (or failure); returns the first error.
 ncclResult_t weft_engine_run(weft_op_t **ops, int nops);
+// Frees the operation; a launched one stops counting as in flight here.
 void weft_op_free(weft_op_t *op);
 
 #endif

@@ -64,8 +64,7 @@ static void *init_thread_main(void *arg) {
   return NULL;
 }
 
-// Validate a config and read the fields weft uses.
-static ncclResult_t read_config(const ncclConfig_t *config, const char *api, struct ncclComm *comm) {
+ncclResult_t weft_comm_read_config(const ncclConfig_t *config, const char *api, struct ncclComm *comm) {
   comm->blocking = 1;
   if (config == NULL) return ncclSuccess;
   if (config->magic != 0xcafebeef || config->size < offsetof(ncclConfig_t, blocking) + sizeof(int)) {
@@ -114,7 +113,7 @@ static ncclResult_t init_rank(ncclComm_t *out, int nranks, const ncclUniqueId *u
     return ncclSystemError;
   }
   for (int i = 0; i < nid; i++) WEFTCHECKGOTO(weft_id_decode(&uids[i], &ids[i]), res, fail);
-  WEFTCHECKGOTO(read_config(config, api, comm), res, fail);
+  WEFTCHECKGOTO(weft_comm_read_config(config, api, comm), res, fail);
   comm->magic = WEFT_COMM_MAGIC;
   comm->rank = rank;
   comm->nranks = nranks;

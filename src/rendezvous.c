@@ -31,6 +31,7 @@ typedef struct {
   int32_t root_index;
   int32_t count;            // entries that follow (HELLO 1, BATCH m, TABLE nranks), or ERROR text bytes
   weft_sockaddr_t root0;    // HELLO: where root 0 listens (sub-roots forward there)
+  uint8_t root0_secret[WEFT_SECRET_BYTES];  // HELLO: root 0's secret, which sub-roots present to it
 } rdv_msg_t;
 
 #define STRANGER_MS 5000  // how long an unauthenticated connection may stay silent
@@ -82,6 +83,7 @@ typedef struct {
   weft_id_t id;
   int nranks, nid, root_index;   // learned from the first valid hello
   weft_sockaddr_t root0;
+  uint8_t root0_secret[WEFT_SECRET_BYTES];
   weft_peer_info_t *entries;
   uint8_t *have;
   int expected, got;
@@ -143,6 +145,7 @@ static int root_take(root_t *rt, int fd, const rdv_msg_t *m, const char *who) {
     rt->nid = m->nid;
     rt->root_index = m->root_index;
     rt->root0 = m->root0;
+    memcpy(rt->root0_secret, m->root0_secret, WEFT_SECRET_BYTES);
     rt->expected = root_expected(rt->root_index, rt->nranks, rt->nid);
     rt->entries = calloc((size_t)rt->nranks, sizeof(*rt->entries));
     rt->have = calloc((size_t)rt->nranks, 1);
@@ -188,8 +191,10 @@ static ncclResult_t root_forward(root_t *rt, weft_peer_info_t *table) {
   int fd = -1;
   ncclResult_t res = weft_socket_connect(&rt->root0, weft_timeout_ms(), &fd);
   if (res != ncclSuccess) return res == ncclInProgress ? ncclRemoteError : res;
+  weft_id_t root0 = {.magic = WEFT_ID_MAGIC};  // root 0 knows its own secret, not ours
+  memcpy(root0.secret, rt->root0_secret, WEFT_SECRET_BYTES);
   rdv_msg_t m;
-  msg_init(&m, &rt->id, RDV_BATCH);
+  msg_init(&m, &root0, RDV_BATCH);
   m.nranks = rt->nranks;
   m.nid = rt->nid;
   m.root_index = 0;
@@ -202,7 +207,7 @@ static ncclResult_t root_forward(root_t *rt, weft_peer_info_t *table) {
   if (res == ncclSuccess) res = weft_socket_send(fd, mine, sizeof(*mine) * (size_t)rt->got, 5000);
   free(mine);
   if (res == ncclSuccess) res = weft_socket_recv(fd, &m, sizeof(m), weft_timeout_ms());
-  if (res == ncclSuccess && (!msg_authentic(&m, &rt->id) || m.type != RDV_TABLE || m.count != rt->nranks))
+  if (res == ncclSuccess && (!msg_authentic(&m, &root0) || m.type != RDV_TABLE || m.count != rt->nranks))
     res = ncclRemoteError;
   if (res == ncclSuccess) res = weft_socket_recv(fd, table, sizeof(*table) * (size_t)rt->nranks, 5000);
   weft_socket_close(&fd);
@@ -380,6 +385,7 @@ ncclResult_t weft_rendezvous_join(const weft_id_t *ids, int nid, int nranks, con
   m.root_index = k;
   m.count = 1;
   m.root0 = ids[0].root;
+  memcpy(m.root0_secret, ids[0].secret, WEFT_SECRET_BYTES);
   res = weft_socket_send(fd, &m, sizeof(m), 5000);
   if (res == ncclSuccess) res = weft_socket_send(fd, me, sizeof(*me), 5000);
   // Wait for the table: the root answers once every rank arrived, or with an error.

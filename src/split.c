@@ -41,10 +41,8 @@ ncclResult_t pncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *new
     WARN("ncclCommSplit: color=%d must be >= 0 or NCCL_SPLIT_NOCOLOR", color);
     return ncclInvalidArgument;
   }
-  if (config != NULL && config->magic != 0xcafebeef) {
-    WARN("ncclCommSplit: config was not initialised with NCCL_CONFIG_INITIALIZER (magic 0x%x)", config->magic);
-    return ncclInvalidArgument;
-  }
+  struct ncclComm settings = {.blocking = comm->blocking};  // a NULL config inherits the parent's
+  if (config != NULL) WEFTCHECK(weft_comm_read_config(config, "ncclCommSplit", &settings));
   weft_debug_set_rank(comm->rank);
   ncclResult_t res = ncclSuccess;
   int n = comm->nranks, listen_fd = -1;
@@ -82,12 +80,10 @@ ncclResult_t pncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *new
   child->rank = my_rank;
   child->nranks = m;
   child->cuda_dev = comm->cuda_dev;
-  child->blocking = comm->blocking;
+  child->blocking = settings.blocking;
+  memcpy(child->name, settings.name, sizeof(child->name));
   child->bs.send_fd = child->bs.recv_fd = -1;
   pthread_mutex_init(&child->lock, NULL);
-  if (config != NULL && config->blocking != NCCL_CONFIG_UNDEF_INT) child->blocking = config->blocking != 0;
-  if (config != NULL && config->commName != NULL)
-    snprintf(child->name, sizeof(child->name), "%s", config->commName);
   WEFTCHECKGOTO(weft_bootstrap_connect(&child->bs, my_rank, m, comm->bs.secret, members, &listen_fd), res, out);
   WEFTCHECKGOTO(weft_comm_connect(child), res, out);
   child->id_hash = comm->id_hash ^ weft_hash_bytes(&color, sizeof(color));
