@@ -25,7 +25,7 @@ LIB_WEFT := $(BUILD)/lib/libweft.so
 LIB_NCCL := $(BUILD)/lib/libnccl.so.2
 RPATH    := -Wl,-rpath,'$$ORIGIN/../lib'
 
-PROGS := $(BUILD)/bin/weftrun $(BUILD)/bin/weft-demo $(BUILD)/bin/weft-env
+PROGS := $(BUILD)/bin/weftrun $(BUILD)/bin/weft-demo $(BUILD)/bin/weft-env $(BUILD)/bin/weft-sim
 
 UNIT_SRCS  := $(wildcard tests/unit/test_*.c)
 UNIT_BINS  := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/unit/%)
@@ -70,8 +70,11 @@ $(BUILD)/bin/weftrun $(BUILD)/bin/weft-demo:
 	@mkdir -p $(@D)
 	$(CC) $(PROG_CFLAGS) -o $@ $(filter %.c,$^) -L$(BUILD)/lib -lweft $(RPATH) $(LDLIBS)
 
-# ... except weft-env, which prints the library's internal knob table.
-$(BUILD)/bin/weft-env: tools/weft_env.c $(LIB_OBJS)
+# ... except weft-env (prints the internal knob table) and weft-sim (runs the
+# internal schedules through the simulator), which link the objects.
+$(BUILD)/bin/weft-env: tools/weft_env.c
+$(BUILD)/bin/weft-sim: tools/weft_sim_check.c
+$(BUILD)/bin/weft-env $(BUILD)/bin/weft-sim: $(LIB_OBJS)
 	@mkdir -p $(@D)
 	$(CC) $(LIB_CFLAGS) -o $@ $^ $(LDLIBS)
 
@@ -92,7 +95,9 @@ test: all $(UNIT_BINS) $(MULTI_BINS) $(TEST_PROGS)
 	@WEFT_BUILD_DIR=$(BUILD) ./tests/run.sh $(BUILD)
 
 test-asan:
-	$(MAKE) BUILD=build-asan OPT=-O1 SAN="-fsanitize=address,undefined -fno-omit-frame-pointer" test
+	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	LSAN_OPTIONS=suppressions=$(abspath tests/lsan.supp) \
+	$(MAKE) BUILD=build-asan OPT=-O1 SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" test
 
 demo: all
 	NCCL_SOCKET_IFNAME=$${NCCL_SOCKET_IFNAME:-lo} $(BUILD)/bin/weftrun -n 4 $(BUILD)/bin/weft-demo

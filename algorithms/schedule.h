@@ -16,7 +16,9 @@
  *
  * Deadlock freedom rests on one rule the algorithms keep: a SEND that is not
  * preceded in its lane by the matching peer's progress carries at most
- * `slice` elements, and slice fits in a connection's buffer.
+ * `slice` elements, and a connection's buffer holds
+ * weft_schedule_min_capacity() elements (one slice; two for rings, whose
+ * steps receive and send at once).
  */
 #ifndef WEFT_SCHEDULE_H
 #define WEFT_SCHEDULE_H

@@ -1,0 +1,87 @@
+/*
+ * chain.c — pipelined chains in ring order: Broadcast and Reduce.
+ *
+ * Broadcast flows root -> root+1 -> ... -> root-1; each rank keeps a copy and
+ * forwards it. Reduce flows root+1 -> ... -> root; each rank adds its operand
+ * and forwards the partial sum, and the root completes it. A chain has no
+ * cycle, so it cannot deadlock whatever the connection capacity; it is still
+ * cut into slice-sized steps so a piece can move on before the next arrives,
+ * and so every schedule obeys the same bound on a step's size.
+ */
+#include "checks.h"
+#include "schedule.h"
+
+static ncclResult_t chain_broadcast(const weft_coll_args_t *a, weft_schedule_t *s) {
+  int n = a->nranks, r = a->rank;
+  int pos = (r - a->root + n) % n;
+  weft_step_t st = {0};
+  st.send_peer = st.recv_peer = -1;
+  st.count = a->count;
+  if (pos == 0) {
+    // Each piece goes down the chain, then into the root's own result (a copy
+    // the engine skips in place).
+    weft_step_t cp = st;
+    cp.kind = WEFT_STEP_COPY;
+    cp.src_buf = WEFT_BUF_SEND;
+    cp.dst_buf = WEFT_BUF_RECV;
+    st.kind = WEFT_STEP_SEND;
+    st.src_buf = WEFT_BUF_SEND;
+    st.send_peer = (r + 1) % n;
+    for (uint64_t off = 0; off < a->count; off += a->slice) {
+      uint64_t len = a->count - off < a->slice ? a->count - off : a->slice;
+      st.src_off = cp.src_off = cp.dst_off = off;
+      st.count = cp.count = len;
+      if (n > 1) WEFTCHECK(weft_schedule_add(s, &st));
+      WEFTCHECK(weft_schedule_add(s, &cp));
+    }
+    return ncclSuccess;
+  }
+  st.dst_buf = WEFT_BUF_RECV;
+  st.recv_peer = (r + n - 1) % n;
+  if (pos < n - 1) {
+    st.kind = WEFT_STEP_RECV_COPY_SEND;
+    st.send_peer = (r + 1) % n;
+  } else {
+    st.kind = WEFT_STEP_RECV;
+  }
+  return weft_schedule_add_split(s, &st, a->slice);
+}
+
+static ncclResult_t chain_reduce(const weft_coll_args_t *a, weft_schedule_t *s) {
+  int n = a->nranks, r = a->rank;
+  int pos = (r - a->root - 1 + 2 * n) % n;
+  weft_step_t st = {0};
+  st.src_buf = WEFT_BUF_SEND;
+  st.send_peer = st.recv_peer = -1;
+  st.count = a->count;
+  if (n == 1) {
+    st.kind = WEFT_STEP_COPY;
+    st.dst_buf = WEFT_BUF_RECV;
+    st.flags = WEFT_STEP_REDUCE_INPUT | WEFT_STEP_FINAL;
+    return weft_schedule_add_split(s, &st, a->slice);
+  }
+  if (pos == 0) {
+    st.kind = WEFT_STEP_SEND;
+    st.flags = WEFT_STEP_REDUCE_INPUT;
+    st.send_peer = (r + 1) % n;
+  } else if (pos < n - 1) {
+    st.kind = WEFT_STEP_RECV_REDUCE_SEND;
+    st.recv_peer = (r + n - 1) % n;
+    st.send_peer = (r + 1) % n;
+  } else {
+    st.kind = WEFT_STEP_RECV_REDUCE;  // the root
+    st.dst_buf = WEFT_BUF_RECV;
+    st.flags = WEFT_STEP_FINAL;
+    st.recv_peer = (r + n - 1) % n;
+  }
+  return weft_schedule_add_split(s, &st, a->slice);
+}
+
+ncclResult_t weft_chain_build(const weft_coll_args_t *a, weft_schedule_t *s) {
+  WEFTCHECK(weft_schedule_lane_begin(s));
+  switch (a->coll) {
+    case WEFT_COLL_BROADCAST: return chain_broadcast(a, s);
+    case WEFT_COLL_REDUCE: return chain_reduce(a, s);
+    default: WARN("chain: cannot run %s", weft_coll_name(a->coll)); return ncclInvalidArgument;
+  }
+}

@@ -1,0 +1,197 @@
+/*
+ * weft_sim_check.c — weft-sim: check schedules with the simulator, or print them.
+ *
+ *   weft-sim [options] [COLLECTIVE|all]
+ *     -n N        exactly N ranks (default: sweep 1..-N)
+ *     -N MAX      sweep 1..MAX ranks (default 8)
+ *     -c COUNT    NCCL count (default: sweep 0, 1, n-1, n+1, 3n+5, 1000)
+ *     -s SLICE    elements per step (default: sweep 1, 7, 64)
+ *     -k CAP      connection capacity (default: the algorithm's minimum)
+ *     -r ROOT     root or Send/Recv shift (default: sweep 0, n-1, n/2)
+ *     -i / -o     in place only / out of place only (default: both)
+ *     -R RUNS     random interleavings per configuration (default 1)
+ *     -S SEED     seed of the random interleavings
+ *     -d          print every rank's schedule instead of checking
+ *
+ * Exits 0 when every configuration checks out, 1 on the first failure (its
+ * message names the configuration and the fault), 2 on bad usage. It is the
+ * quickest way to see what an algorithm does and to test a new one.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "sim.h"
+
+static void usage(void) {
+  fprintf(stderr,
+          "usage: weft-sim [-n N | -N MAX] [-c COUNT] [-s SLICE] [-k CAP] [-r ROOT] [-i|-o]\n"
+          "                [-R RUNS] [-S SEED] [-d] [COLLECTIVE|all]\n"
+          "collectives:");
+  for (int c = 0; c < WEFT_NUM_COLLS; c++) fprintf(stderr, " %s", weft_coll_name((weft_coll_t)c));
+  fprintf(stderr, "\n");
+}
+
+static int rooted(weft_coll_t c) {
+  return c == WEFT_COLL_BROADCAST || c == WEFT_COLL_REDUCE || c == WEFT_COLL_GATHER ||
+         c == WEFT_COLL_SCATTER || c == WEFT_COLL_SEND || c == WEFT_COLL_RECV;
+}
+
+static int parse_size(const char *s, size_t *out) {
+  char *end;
+  errno = 0;
+  unsigned long long v = strtoull(s, &end, 0);
+  if (errno || end == s || *end || s[0] == '-') return -1;
+  *out = (size_t)v;
+  return 0;
+}
+
+// "send[4..+3]" or "-" for a step's buffer region.
+static const char *region(char *out, size_t len, int buf, uint64_t off, uint64_t count) {
+  if (buf == WEFT_BUF_SEND || buf == WEFT_BUF_RECV)
+    snprintf(out, len, "%s[%llu..+%llu]", buf == WEFT_BUF_SEND ? "send" : "recv",
+             (unsigned long long)off, (unsigned long long)count);
+  else
+    snprintf(out, len, "-");
+  return out;
+}
+
+static void dump(weft_coll_t coll, weft_algo_t algo, int n, int root, size_t count, size_t slice) {
+  char src[64], dst[64];
+  for (int r = 0; r < n; r++) {
+    weft_coll_args_t a = {coll, n, r, root, count, slice};
+    weft_schedule_t s = {0};
+    if (weft_schedule_build(&a, algo, &s) != ncclSuccess) {
+      printf("rank %d: build failed\n", r);
+      continue;
+    }
+    printf("rank %d: %u steps in %u lanes\n", r, s.nsteps, s.nlanes);
+    for (uint32_t l = 0; l < s.nlanes; l++)
+      for (uint32_t i = s.lanes[l].first; i < s.lanes[l].first + s.lanes[l].count; i++) {
+        const weft_step_t *st = &s.steps[i];
+        printf("  lane %-3u %-16s to %-3d from %-3d %-18s -> %-18s%s%s\n", l,
+               weft_step_kind_name(st->kind), (int)st->send_peer, (int)st->recv_peer,
+               region(src, sizeof(src), st->src_buf, st->src_off, st->count),
+               region(dst, sizeof(dst), st->dst_buf, st->dst_off, st->count),
+               st->flags & WEFT_STEP_REDUCE_INPUT ? " REDUCE_INPUT" : "",
+               st->flags & WEFT_STEP_FINAL ? " FINAL" : "");
+      }
+    weft_schedule_free(&s);
+  }
+}
+
+int main(int argc, char **argv) {
+  int nfix = 0, nmax = 8, inplace_mask = 3, dump_only = 0, runs_random = 1, opt;
+  long long root_fix = -1;
+  size_t count_fix = (size_t)-1, slice_fix = 0, cap_fix = 0, tmp;
+  unsigned long long seed = 0;
+  while ((opt = getopt(argc, argv, "n:N:c:s:k:r:ioR:S:dh")) != -1) {
+    int bad = 0;
+    switch (opt) {
+      case 'n':
+        bad = parse_size(optarg, &tmp) || tmp < 1 || tmp > WEFT_SIM_MAX_RANKS;
+        nfix = (int)tmp;
+        break;
+      case 'N':
+        bad = parse_size(optarg, &tmp) || tmp < 1 || tmp > WEFT_SIM_MAX_RANKS;
+        nmax = (int)tmp;
+        break;
+      case 'c': bad = parse_size(optarg, &count_fix); break;
+      case 's': bad = parse_size(optarg, &slice_fix) || slice_fix == 0; break;
+      case 'k': bad = parse_size(optarg, &cap_fix) || cap_fix == 0; break;
+      case 'r':
+        bad = parse_size(optarg, &tmp) || tmp >= WEFT_SIM_MAX_RANKS;
+        root_fix = (long long)tmp;
+        break;
+      case 'i': inplace_mask = 2; break;
+      case 'o': inplace_mask = 1; break;
+      case 'R':
+        bad = parse_size(optarg, &tmp) || tmp > 100000;
+        runs_random = (int)tmp;
+        break;
+      case 'S':
+        bad = parse_size(optarg, &tmp);
+        seed = tmp;
+        break;
+      case 'd': dump_only = 1; break;
+      default: usage(); return opt == 'h' ? 0 : 2;
+    }
+    if (bad) {
+      fprintf(stderr, "weft-sim: bad value '%s' for -%c\n", optarg, opt);
+      return 2;
+    }
+  }
+  int coll_pick = -1;
+  if (optind < argc && strcasecmp(argv[optind], "all") != 0) {
+    for (int c = 0; c < WEFT_NUM_COLLS; c++)
+      if (strcasecmp(argv[optind], weft_coll_name((weft_coll_t)c)) == 0) coll_pick = c;
+    if (coll_pick < 0) {
+      fprintf(stderr, "weft-sim: unknown collective '%s'\n", argv[optind]);
+      usage();
+      return 2;
+    }
+  }
+  if (dump_only) {
+    if (coll_pick < 0 || !nfix || count_fix == (size_t)-1) {
+      fprintf(stderr, "weft-sim: -d needs a collective, -n and -c\n");
+      return 2;
+    }
+    if (root_fix >= nfix) {
+      fprintf(stderr, "weft-sim: root %lld outside [0, %d)\n", root_fix, nfix);
+      return 2;
+    }
+    for (int al = 0; al < WEFT_NUM_ALGOS; al++)
+      if (weft_algo_supports((weft_algo_t)al, (weft_coll_t)coll_pick))
+        dump((weft_coll_t)coll_pick, (weft_algo_t)al, nfix, root_fix < 0 ? 0 : (int)root_fix,
+             count_fix, slice_fix ? slice_fix : 64);
+    return 0;
+  }
+  long checked = 0;
+  char err[4096];
+  for (int c = 0; c < WEFT_NUM_COLLS; c++) {
+    if (coll_pick >= 0 && c != coll_pick) continue;
+    for (int al = 0; al < WEFT_NUM_ALGOS; al++) {
+      if (!weft_algo_supports((weft_algo_t)al, (weft_coll_t)c)) continue;
+      for (int n = nfix ? nfix : 1; n <= (nfix ? nfix : nmax); n++) {
+        size_t un = (size_t)n, counts[] = {0, 1, un - 1, un + 1, 3 * un + 5, 1000};
+        size_t slices[] = {1, 7, 64};
+        long long roots[] = {0, n - 1, n / 2};
+        for (int ci = 0; ci < 6; ci++)
+          for (int si = 0; si < 3; si++)
+            for (int ri = 0; ri < 3; ri++)
+              for (int ip = 0; ip < 2; ip++) {
+                if ((count_fix != (size_t)-1 && ci) || (slice_fix && si) || (root_fix >= 0 && ri))
+                  continue;
+                if (!(inplace_mask & (1 << ip))) continue;
+                if (ri && (!rooted((weft_coll_t)c) || roots[ri] == roots[0] ||
+                           (ri == 2 && roots[2] == roots[1])))
+                  continue;
+                weft_sim_config_t cfg = {0};
+                cfg.coll = (weft_coll_t)c;
+                cfg.algo = (weft_algo_t)al;
+                cfg.nranks = n;
+                cfg.root = (int)(root_fix >= 0 ? root_fix : roots[ri]);
+                cfg.count = count_fix != (size_t)-1 ? count_fix : counts[ci];
+                cfg.slice = slice_fix ? slice_fix : slices[si];
+                cfg.capacity = cap_fix ? cap_fix : weft_schedule_min_capacity(cfg.algo, cfg.slice);
+                cfg.in_place = ip;
+                cfg.random_runs = runs_random;
+                cfg.seed = seed;
+                if (cfg.root >= n) continue;
+                ncclResult_t rc = weft_sim_run(&cfg, err, sizeof(err));
+                checked++;
+                if (rc != ncclSuccess) {
+                  printf("FAIL %s\n", err);
+                  return 1;
+                }
+              }
+      }
+      printf("ok   %s/%s\n", weft_coll_name((weft_coll_t)c), weft_algo_name((weft_algo_t)al));
+    }
+  }
+  printf("%ld configurations checked\n", checked);
+  return 0;
+}
