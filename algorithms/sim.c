@@ -10,67 +10,22 @@
  * sizes — because a schedule that is right under one order can deadlock or
  * race under another. Storage of in-place calls is shared for real, so a
  * schedule that overwrites data before reading it computes a wrong value.
+ *
+ * The checks made before a run (buffer layout, step fields, lanes, matching
+ * pieces on every connection) live in sim_checks.c; the types both files
+ * share are in sim_internal.h.
  */
-#include "sim.h"
-
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-enum { SV_NONE = 0, SV_RAW, SV_PART };
-
-// A symbolic element: user data (origin rank, send index) or a partial
-// reduction (mask of contributing ranks, element index).
-typedef struct {
-  uint64_t bits;  // SV_RAW: origin rank; SV_PART: contribution mask
-  uint32_t idx;
-  uint8_t kind;
-  uint8_t final;
-} sval_t;
-
-typedef struct {
-  sval_t *v;
-  size_t size, head, len;    // size: slots allocated (<= capacity, >= all traffic)
-  uint64_t total;            // elements the sender lists for this connection
-  int32_t wait_rd, wait_wr;  // lane blocked on this FIFO being empty / full, or -1
-} fifo_t;
-
-typedef struct {
-  weft_schedule_t s;
-  size_t base[3], elems[3];  // per weft_buf_t: offset into store, element count
-  size_t nstore;
-  sval_t *store;
-  int32_t *wlane, *rlane;  // lane that wrote / read each element (-1 none, -2 several)
-  uint32_t *cur;           // per lane: step index within the lane
-  uint64_t *done;          // per lane: elements moved by the current step
-  uint32_t lane0;          // global id of lane 0
-} srank_t;
-
-typedef struct {
-  int r;
-  uint32_t l;
-} lane_ref_t;
+#include "sim_internal.h"
 
 enum { MODE_ROUND_ROBIN = 0, MODE_GREEDY, MODE_RANDOM };
 static const char *const mode_names[] = {"round-robin", "greedy", "random"};
 
-typedef struct {
-  const weft_sim_config_t *cfg;
-  int n, mode, failed;
-  uint64_t full, rng;
-  srank_t *rk;
-  fifo_t *fifo;       // [a * n + b] carries a -> b
-  lane_ref_t *lanes;  // every rank's lanes, by global id
-  uint32_t nl;
-  uint32_t *cur, *next;  // lanes to visit in this sweep / the next one
-  uint32_t ncur, nnext;
-  uint8_t *queued;  // global id is in `next`
-  char *err;
-  size_t errlen;
-} sim_t;
-
-static const char *const buf_names[3] = {"none", "send", "recv"};
+const char *const weft_sim_buf_names[3] = {"none", "send", "recv"};
 
 // Bounded string builder: appends until the buffer is full, then drops text.
 typedef struct {
@@ -89,8 +44,7 @@ static void sb_add(sbuf_t *b, const char *fmt, ...) {
   if (b->o >= b->len) b->o = b->len - 1;
 }
 
-static void fail(sim_t *m, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void fail(sim_t *m, const char *fmt, ...) {
+void weft_sim_fail(sim_t *m, const char *fmt, ...) {
   if (m->failed) return;
   m->failed = 1;
   if (!m->err || m->errlen == 0) return;
@@ -115,27 +69,9 @@ static uint64_t rng_next(sim_t *m) {  // splitmix64
   return z ^ (z >> 31);
 }
 
-// What each step kind does: pops its input FIFO, pushes its output FIFO,
-// reads a local operand, writes a local destination, reduces.
-enum { IO_IN = 1, IO_OUT = 2, IO_SRC = 4, IO_DST = 8, IO_RED = 16 };
-static const uint8_t kind_io[WEFT_NUM_STEP_KINDS] = {
-    [WEFT_STEP_SEND] = IO_OUT | IO_SRC,
-    [WEFT_STEP_RECV] = IO_IN | IO_DST,
-    [WEFT_STEP_RECV_REDUCE] = IO_IN | IO_SRC | IO_DST | IO_RED,
-    [WEFT_STEP_RECV_REDUCE_SEND] = IO_IN | IO_OUT | IO_SRC | IO_RED,
-    [WEFT_STEP_RECV_COPY_SEND] = IO_IN | IO_OUT | IO_DST,
-    [WEFT_STEP_COPY] = IO_SRC | IO_DST};
-
-static int io(int k, int what) { return k >= 0 && k < WEFT_NUM_STEP_KINDS && (kind_io[k] & what); }
-static int has_send(int k) { return io(k, IO_OUT); }
-static int has_recv(int k) { return io(k, IO_IN); }
-static int has_src(int k) { return io(k, IO_SRC); }
-static int has_dst(int k) { return io(k, IO_DST); }
-static int reduces(int k) { return io(k, IO_RED); }
-
 // "rank 3 lane 1 step 7 (RECV_REDUCE from 2, send[12..+5] -> recv[0..+5])"
-static const char *step_desc(char *out, size_t len, int r, uint32_t lane, uint32_t idx,
-                             const weft_step_t *st) {
+const char *weft_sim_step_desc(char *out, size_t len, int r, uint32_t lane, uint32_t idx,
+                               const weft_step_t *st) {
   sbuf_t b = {out, len, 0};
   int k = st->kind;
   if (len) out[0] = 0;
@@ -143,10 +79,10 @@ static const char *step_desc(char *out, size_t len, int r, uint32_t lane, uint32
   if (has_recv(k)) sb_add(&b, " from %d", (int)st->recv_peer);
   if (has_send(k)) sb_add(&b, " to %d", (int)st->send_peer);
   if (has_src(k) && st->src_buf < 3)
-    sb_add(&b, ", %s[%llu..+%llu]", buf_names[st->src_buf], (unsigned long long)st->src_off,
-           (unsigned long long)st->count);
+    sb_add(&b, ", %s[%llu..+%llu]", weft_sim_buf_names[st->src_buf],
+           (unsigned long long)st->src_off, (unsigned long long)st->count);
   if (has_dst(k) && st->dst_buf < 3)
-    sb_add(&b, "%s%s[%llu..+%llu]", has_src(k) ? " -> " : ", ", buf_names[st->dst_buf],
+    sb_add(&b, "%s%s[%llu..+%llu]", has_src(k) ? " -> " : ", ", weft_sim_buf_names[st->dst_buf],
            (unsigned long long)st->dst_off, (unsigned long long)st->count);
   sb_add(&b, has_src(k) || has_dst(k) ? ")" : ", %llu elements)", (unsigned long long)st->count);
   return out;
@@ -175,15 +111,13 @@ static void where(const srank_t *R, size_t pos, const char **buf, size_t *i) {
   }
 }
 
-/* ---- building and static checks ---- */
+/* ---- building ---- */
 
 static ncclResult_t default_build(const weft_coll_args_t *a, weft_algo_t algo, weft_schedule_t *s,
                                   void *ctx) {
   (void)ctx;
   return weft_schedule_build(a, algo, s);
 }
-
-static int is_p2p(weft_coll_t c) { return c == WEFT_COLL_SEND || c == WEFT_COLL_RECV; }
 
 // Append schedule b's steps and lanes to a.
 static int append_schedule(weft_schedule_t *a, const weft_schedule_t *b) {
@@ -213,7 +147,8 @@ static ncclResult_t build_rank(sim_t *m, int r) {
   ncclResult_t res;
   if (!is_p2p(c->coll)) {
     res = build(&a, c->algo, &R->s, c->build_ctx);
-    if (res != ncclSuccess) fail(m, "building rank %d's schedule failed (error %d)", r, (int)res);
+    if (res != ncclSuccess)
+      weft_sim_fail(m, "building rank %d's schedule failed (error %d)", r, (int)res);
     return res;
   }
   // Send/Recv: a group of one Send and one Recv per rank.
@@ -221,7 +156,7 @@ static ncclResult_t build_rank(sim_t *m, int r) {
   a.root = (r + c->root) % m->n;
   res = build(&a, c->algo, &R->s, c->build_ctx);
   if (res != ncclSuccess) {
-    fail(m, "building rank %d's Send schedule failed (error %d)", r, (int)res);
+    weft_sim_fail(m, "building rank %d's Send schedule failed (error %d)", r, (int)res);
     return res;
   }
   weft_schedule_t tmp = {0};
@@ -229,263 +164,13 @@ static ncclResult_t build_rank(sim_t *m, int r) {
   a.root = (r - c->root % m->n + m->n) % m->n;
   res = build(&a, c->algo, &tmp, c->build_ctx);
   if (res != ncclSuccess) {
-    fail(m, "building rank %d's Recv schedule failed (error %d)", r, (int)res);
+    weft_sim_fail(m, "building rank %d's Recv schedule failed (error %d)", r, (int)res);
   } else if (append_schedule(&R->s, &tmp) != 0) {
-    fail(m, "out of memory merging rank %d's Send and Recv schedules", r);
+    weft_sim_fail(m, "out of memory merging rank %d's Send and Recv schedules", r);
     res = ncclSystemError;
   }
   weft_schedule_free(&tmp);
   return res;
-}
-
-// Buffer layout: NCCL's in-place definitions share storage for real.
-static int layout_rank(sim_t *m, int r) {
-  const weft_sim_config_t *c = m->cfg;
-  srank_t *R = &m->rk[r];
-  weft_coll_args_t a = {c->coll, m->n, r, c->root, c->count, c->slice};
-  size_t se, re;
-  if (is_p2p(c->coll)) {
-    se = re = c->count;
-  } else {
-    se = weft_coll_send_elems(&a);
-    re = weft_coll_recv_elems(&a);
-  }
-  R->elems[WEFT_BUF_SEND] = se;
-  R->elems[WEFT_BUF_RECV] = re;
-  if (c->in_place && !is_p2p(c->coll)) {
-    int inside = 1;
-    size_t off = weft_coll_inplace_offset(&a, &inside);
-    R->base[inside ? WEFT_BUF_SEND : WEFT_BUF_RECV] = off;
-    size_t outer = inside ? re : se, inner = inside ? se : re;
-    R->nstore = outer > off + inner ? outer : off + inner;
-  } else {
-    R->base[WEFT_BUF_RECV] = se;
-    R->nstore = se + re;
-  }
-  size_t ns = R->nstore ? R->nstore : 1;
-  R->store = malloc(ns * sizeof(*R->store));
-  R->wlane = malloc(ns * sizeof(*R->wlane));
-  R->rlane = malloc(ns * sizeof(*R->rlane));
-  R->cur = calloc(R->s.nlanes ? R->s.nlanes : 1, sizeof(*R->cur));
-  R->done = calloc(R->s.nlanes ? R->s.nlanes : 1, sizeof(*R->done));
-  if (!R->store || !R->wlane || !R->rlane || !R->cur || !R->done) {
-    fail(m, "out of memory for rank %d's buffers (%zu elements)", r, R->nstore);
-    return -1;
-  }
-  return 0;
-}
-
-// Is [off, off+count) inside buffer `buf`? Writes the reason to `why` if not.
-static int region_bad(const srank_t *R, int r, int buf, uint64_t off, uint64_t count,
-                      const char *what, char *why, size_t wlen) {
-  if (buf != WEFT_BUF_SEND && buf != WEFT_BUF_RECV) {
-    snprintf(why, wlen, "%s buffer %d is neither send nor recv", what, buf);
-    return 1;
-  }
-  size_t have = R->elems[buf];
-  if (off > have || count > have - off) {
-    snprintf(why, wlen, "%s region %s[%llu..+%llu] exceeds the %zu elements of rank %d's %s buffer",
-             what, buf_names[buf], (unsigned long long)off, (unsigned long long)count, have, r,
-             buf_names[buf]);
-    return 1;
-  }
-  return 0;
-}
-
-// The reason a step is malformed for this collective, or NULL.
-static const char *step_problem(const sim_t *m, int r, const weft_step_t *st, char *why,
-                                size_t wlen) {
-  const weft_sim_config_t *c = m->cfg;
-  const srank_t *R = &m->rk[r];
-  int k = st->kind, op = weft_coll_has_op(c->coll);
-  if (has_send(k) ? (st->send_peer < 0 || st->send_peer >= m->n) : st->send_peer != -1) {
-    snprintf(why, wlen, "send_peer %d is not %s", (int)st->send_peer,
-             has_send(k) ? "a rank" : "-1 on a step that sends nothing");
-    return why;
-  }
-  if (has_recv(k) ? (st->recv_peer < 0 || st->recv_peer >= m->n) : st->recv_peer != -1) {
-    snprintf(why, wlen, "recv_peer %d is not %s", (int)st->recv_peer,
-             has_recv(k) ? "a rank" : "-1 on a step that receives nothing");
-    return why;
-  }
-  if (st->count == 0) return "a step of 0 elements";
-  if (st->count > c->slice) {
-    snprintf(why, wlen, "carries %llu elements, more than the slice of %zu",
-             (unsigned long long)st->count, c->slice);
-    return why;
-  }
-  if (has_src(k)) {
-    if (region_bad(R, r, st->src_buf, st->src_off, st->count, "source", why, wlen)) return why;
-  } else if (st->src_buf != WEFT_BUF_NONE) {
-    return "names a source it does not read";
-  }
-  if (has_dst(k)) {
-    if (st->dst_buf == WEFT_BUF_SEND) return "writes the send buffer, the caller's read-only input";
-    if (region_bad(R, r, st->dst_buf, st->dst_off, st->count, "destination", why, wlen)) return why;
-  } else if (st->dst_buf != WEFT_BUF_NONE) {
-    return "names a destination it does not write";
-  }
-  if (has_src(k) && has_dst(k)) {
-    uint64_t ps = R->base[st->src_buf] + st->src_off, pd = R->base[st->dst_buf] + st->dst_off;
-    if (ps != pd && ps < pd + st->count && pd < ps + st->count)
-      return "source and destination overlap without coinciding";
-  }
-  if (st->flags & ~(WEFT_STEP_REDUCE_INPUT | WEFT_STEP_FINAL)) {
-    snprintf(why, wlen, "unknown flags 0x%x", st->flags);
-    return why;
-  }
-  if (!op && reduces(k)) return "reduces, but the collective has no reduction";
-  if (!op && st->flags) return "carries reduction flags, but the collective has no reduction";
-  int ri = st->flags & WEFT_STEP_REDUCE_INPUT;
-  if (ri && k != WEFT_STEP_SEND && k != WEFT_STEP_COPY)
-    return "REDUCE_INPUT belongs on SEND or COPY only";
-  if ((st->flags & WEFT_STEP_FINAL) && !reduces(k) && !ri)
-    return "FINAL on a step that reduces nothing (an Avg would be divided twice)";
-  return NULL;
-}
-
-static int check_step(sim_t *m, int r, uint32_t lane, uint32_t idx) {
-  const weft_step_t *st = &m->rk[r].s.steps[idx];
-  char d[256], why[192];
-  if (st->kind >= WEFT_NUM_STEP_KINDS) {
-    fail(m, "rank %d lane %u step %u: unknown kind %d", r, lane, idx, st->kind);
-    return -1;
-  }
-  const char *p = step_problem(m, r, st, why, sizeof(why));
-  if (!p) return 0;
-  fail(m, "%s: %s", step_desc(d, sizeof(d), r, lane, idx, st), p);
-  return -1;
-}
-
-// Lanes partition the steps; each connection end belongs to one lane.
-static int check_lanes(sim_t *m, int r, int32_t *send_lane, int32_t *recv_lane) {
-  srank_t *R = &m->rk[r];
-  const weft_schedule_t *s = &R->s;
-  uint8_t *seen = calloc(s->nsteps ? s->nsteps : 1, 1);
-  if (!seen) {
-    fail(m, "out of memory checking rank %d", r);
-    return -1;
-  }
-  int rc = 0;
-  for (int p = 0; p < m->n; p++) send_lane[p] = recv_lane[p] = -1;
-  for (uint32_t l = 0; l < s->nlanes && !rc; l++) {
-    const weft_lane_t *ln = &s->lanes[l];
-    if (ln->first > s->nsteps || ln->count > s->nsteps - ln->first) {
-      fail(m, "rank %d lane %u: steps [%u, +%u) beyond the %u steps", r, l, ln->first, ln->count,
-           s->nsteps);
-      rc = -1;
-      break;
-    }
-    for (uint32_t i = ln->first; i < ln->first + ln->count && !rc; i++) {
-      if (seen[i]++) {
-        fail(m, "rank %d step %u belongs to two lanes", r, i);
-        rc = -1;
-      } else if (check_step(m, r, l, i)) {
-        rc = -1;
-      } else {
-        const weft_step_t *st = &s->steps[i];
-        int32_t *own[2] = {has_send(st->kind) ? &send_lane[st->send_peer] : NULL,
-                           has_recv(st->kind) ? &recv_lane[st->recv_peer] : NULL};
-        for (int e = 0; e < 2 && !rc; e++) {
-          if (!own[e]) continue;
-          if (*own[e] >= 0 && *own[e] != (int32_t)l) {
-            fail(m, "rank %d: lanes %d and %u both %s rank %d", r, *own[e], l,
-                 e ? "receive from" : "send to", e ? st->recv_peer : st->send_peer);
-            rc = -1;
-          }
-          *own[e] = (int32_t)l;
-        }
-      }
-    }
-  }
-  for (uint32_t i = 0; i < s->nsteps && !rc; i++) {
-    if (!seen[i]) {
-      fail(m, "rank %d step %u belongs to no lane", r, i);
-      rc = -1;
-    }
-  }
-  free(seen);
-  return rc;
-}
-
-// Pieces one rank lists on one connection side, in order: rank r's steps
-// sending to (dir 0) or receiving from (dir 1) each peer.
-typedef struct {
-  uint32_t *start;  // n + 1 offsets into idx
-  uint32_t *idx;    // step indices
-} plist_t;
-
-static int piece_lists(sim_t *m, int r, int dir, plist_t *pl) {
-  const weft_schedule_t *s = &m->rk[r].s;
-  pl->start = calloc((size_t)m->n + 1, sizeof(*pl->start));
-  pl->idx = malloc((s->nsteps ? s->nsteps : 1) * sizeof(*pl->idx));
-  if (!pl->start || !pl->idx) return -1;
-  for (uint32_t i = 0; i < s->nsteps; i++) {
-    const weft_step_t *st = &s->steps[i];
-    if (dir == 0 && has_send(st->kind)) pl->start[st->send_peer + 1]++;
-    if (dir == 1 && has_recv(st->kind)) pl->start[st->recv_peer + 1]++;
-  }
-  for (int p = 0; p < m->n; p++) pl->start[p + 1] += pl->start[p];
-  uint32_t *fill = calloc((size_t)m->n, sizeof(*fill));
-  if (!fill) return -1;
-  // Lanes in order, steps in lane order: one lane per connection end, so
-  // this is the order the pieces travel in.
-  for (uint32_t l = 0; l < s->nlanes; l++) {
-    for (uint32_t i = s->lanes[l].first; i < s->lanes[l].first + s->lanes[l].count; i++) {
-      const weft_step_t *st = &s->steps[i];
-      int p = dir == 0 ? (has_send(st->kind) ? st->send_peer : -1)
-                       : (has_recv(st->kind) ? st->recv_peer : -1);
-      if (p >= 0) pl->idx[pl->start[p] + fill[p]++] = i;
-    }
-  }
-  free(fill);
-  return 0;
-}
-
-// Sender and receiver list the same piece sizes in the same order.
-static int check_connections(sim_t *m) {
-  int n = m->n, rc = 0;
-  plist_t *snd = calloc((size_t)n, sizeof(*snd)), *rcv = calloc((size_t)n, sizeof(*rcv));
-  if (!snd || !rcv) rc = -1;
-  for (int r = 0; r < n && !rc; r++)
-    if (piece_lists(m, r, 0, &snd[r]) || piece_lists(m, r, 1, &rcv[r])) rc = -1;
-  if (rc) fail(m, "out of memory matching connections");
-  for (int a = 0; a < n && !rc; a++) {
-    for (int b = 0; b < n && !rc; b++) {
-      uint32_t ns = snd[a].start[b + 1] - snd[a].start[b],
-               nr = rcv[b].start[a + 1] - rcv[b].start[a];
-      const uint32_t *si = snd[a].idx + snd[a].start[b], *ri = rcv[b].idx + rcv[b].start[a];
-      uint64_t total = 0;
-      for (uint32_t i = 0; i < ns && i < nr && !rc; i++) {
-        const weft_step_t *x = &m->rk[a].s.steps[si[i]], *y = &m->rk[b].s.steps[ri[i]];
-        total += x->count;
-        if (x->count != y->count) {
-          fail(m,
-               "connection %d->%d, piece %u: rank %d sends %llu elements (step %u), rank %d "
-               "receives %llu (step %u)",
-               a, b, i, a, (unsigned long long)x->count, si[i], b, (unsigned long long)y->count,
-               ri[i]);
-          rc = -1;
-        }
-      }
-      if (!rc && ns != nr) {
-        fail(m, "connection %d->%d: rank %d sends %u pieces, rank %d receives %u (%s)", a, b, a, ns,
-             b, nr,
-             ns > nr ? "a send without a matching receive" : "a receive without a matching send");
-        rc = -1;
-      }
-      m->fifo[(size_t)a * n + b].total = total;
-    }
-  }
-  for (int r = 0; snd && rcv && r < n; r++) {
-    free(snd[r].start);
-    free(snd[r].idx);
-    free(rcv[r].start);
-    free(rcv[r].idx);
-  }
-  free(snd);
-  free(rcv);
-  return rc;
 }
 
 /* ---- execution ---- */
@@ -523,10 +208,10 @@ static int race(sim_t *m, int r, uint32_t l, size_t pos, int write) {
   const char *buf;
   size_t i;
   where(R, pos, &buf, &i);
-  fail(m,
-       "rank %d: lane %u %s %s[%zu], which %s too; lanes of one rank must not share data "
-       "that one of them writes",
-       r, l, write ? "writes" : "reads", buf, i, other);
+  weft_sim_fail(m,
+                "rank %d: lane %u %s %s[%zu], which %s too; lanes of one rank must not share data "
+                "that one of them writes",
+                r, l, write ? "writes" : "reads", buf, i, other);
   return -1;
 }
 
@@ -552,7 +237,7 @@ typedef struct {
 } at_t;
 
 static const char *at_desc(at_t *at) {
-  return step_desc(at->d, sizeof(at->d), at->r, at->lane, at->idx, at->st);
+  return weft_sim_step_desc(at->d, sizeof(at->d), at->r, at->lane, at->idx, at->st);
 }
 
 // Rank r's own operand entering the reduction.
@@ -561,8 +246,9 @@ static int to_part(sim_t *m, at_t *at, sval_t *v) {
   if (v->kind != SV_RAW || v->bits != (uint64_t)r) {
     char b[128];
     const char *d = at_desc(at);
-    fail(m, "%s: local operand is %s, not rank %d's own input (overwritten before it was read?)", d,
-         sval_desc(b, sizeof(b), v, m->n), r);
+    weft_sim_fail(
+        m, "%s: local operand is %s, not rank %d's own input (overwritten before it was read?)", d,
+        sval_desc(b, sizeof(b), v, m->n), r);
     return -1;
   }
   v->kind = SV_PART;
@@ -580,22 +266,23 @@ static int combine(sim_t *m, at_t *at, const sval_t *in, sval_t *v) {
   }
   const char *d = at_desc(at);
   if (in->kind != SV_PART) {
-    fail(m, "%s: received %s, which is not a reduction operand%s", d,
-         sval_desc(b, sizeof(b), in, m->n),
-         in->kind == SV_RAW ? " (the sender lacks REDUCE_INPUT?)" : "");
+    weft_sim_fail(m, "%s: received %s, which is not a reduction operand%s", d,
+                  sval_desc(b, sizeof(b), in, m->n),
+                  in->kind == SV_RAW ? " (the sender lacks REDUCE_INPUT?)" : "");
     return -1;
   }
   if (in->final) {
-    fail(m, "%s: received %s and reduces it again", d, sval_desc(b, sizeof(b), in, m->n));
+    weft_sim_fail(m, "%s: received %s and reduces it again", d, sval_desc(b, sizeof(b), in, m->n));
     return -1;
   }
   if (in->idx != v->idx) {
-    fail(m, "%s: combines element %u received with element %u of its own (wrong chunk or offset)",
-         d, in->idx, v->idx);
+    weft_sim_fail(
+        m, "%s: combines element %u received with element %u of its own (wrong chunk or offset)", d,
+        in->idx, v->idx);
     return -1;
   }
-  fail(m, "%s: element %u of rank %d reduced twice", d, v->idx,
-       __builtin_ctzll(in->bits & v->bits));
+  weft_sim_fail(m, "%s: element %u of rank %d reduced twice", d, v->idx,
+                __builtin_ctzll(in->bits & v->bits));
   return -1;
 }
 
@@ -604,13 +291,14 @@ static int check_final(sim_t *m, at_t *at, sval_t *v) {
   int fin = (at->st->flags & WEFT_STEP_FINAL) != 0;
   if (v->bits == m->full) {
     if (!fin) {
-      fail(m, "%s: completes the reduction of element %u but lacks FINAL", at_desc(at), v->idx);
+      weft_sim_fail(m, "%s: completes the reduction of element %u but lacks FINAL", at_desc(at),
+                    v->idx);
       return -1;
     }
     v->final = 1;
   } else if (fin) {
-    fail(m, "%s: has FINAL but element %u is reduced over only %d of %d ranks", at_desc(at), v->idx,
-         __builtin_popcountll(v->bits), m->n);
+    weft_sim_fail(m, "%s: has FINAL but element %u is reduced over only %d of %d ranks",
+                  at_desc(at), v->idx, __builtin_popcountll(v->bits), m->n);
     return -1;
   }
   return 0;
@@ -725,7 +413,7 @@ static void report_deadlock(sim_t *m) {
       const weft_step_t *st = &R->s.steps[idx];
       const fifo_t *in = has_recv(st->kind) ? &m->fifo[(size_t)st->recv_peer * m->n + r] : NULL;
       sb_add(&b, "%s%s moved %llu of %llu, waits for ", shown > 1 ? "; " : "",
-             step_desc(d, sizeof(d), r, l, idx, st), (unsigned long long)R->done[l],
+             weft_sim_step_desc(d, sizeof(d), r, l, idx, st), (unsigned long long)R->done[l],
              (unsigned long long)st->count);
       if (in && in->len == 0)
         sb_add(&b, "data on %d->%d%s", (int)st->recv_peer, r,
@@ -734,7 +422,7 @@ static void report_deadlock(sim_t *m) {
         sb_add(&b, "room on %d->%d (full)", r, (int)st->send_peer);
     }
   }
-  fail(m, "deadlock, %d lanes stuck: %s%s", stuck, msg, stuck > shown ? "; ..." : "");
+  weft_sim_fail(m, "deadlock, %d lanes stuck: %s%s", stuck, msg, stuck > shown ? "; ..." : "");
 }
 
 // One execution under one interleaving policy; checks that it completes.
@@ -788,8 +476,8 @@ static int run(sim_t *m, int mode) {
   for (int a = 0; a < m->n; a++)
     for (int b = 0; b < m->n; b++)
       if (m->fifo[(size_t)a * m->n + b].len) {
-        fail(m, "connection %d->%d still holds %zu elements after every rank finished", a, b,
-             m->fifo[(size_t)a * m->n + b].len);
+        weft_sim_fail(m, "connection %d->%d still holds %zu elements after every rank finished", a,
+                      b, m->fifo[(size_t)a * m->n + b].len);
         return -1;
       }
   return 0;
@@ -838,8 +526,8 @@ static int verify(sim_t *m) {
       if (got.kind != want.kind || got.bits != want.bits || got.idx != want.idx ||
           (want.kind == SV_PART && !got.final)) {
         char a[128], b[128];
-        fail(m, "rank %d recv[%zu] holds %s, expected %s", r, i,
-             sval_desc(a, sizeof(a), &got, m->n), sval_desc(b, sizeof(b), &want, m->n));
+        weft_sim_fail(m, "rank %d recv[%zu] holds %s, expected %s", r, i,
+                      sval_desc(a, sizeof(a), &got, m->n), sval_desc(b, sizeof(b), &want, m->n));
         return -1;
       }
     }
@@ -852,27 +540,28 @@ static int verify(sim_t *m) {
 static int check_config(sim_t *m) {
   const weft_sim_config_t *c = m->cfg;
   if ((unsigned)c->coll >= WEFT_NUM_COLLS || (unsigned)c->algo >= WEFT_NUM_ALGOS) {
-    fail(m, "unknown collective %d or algorithm %d", (int)c->coll, (int)c->algo);
+    weft_sim_fail(m, "unknown collective %d or algorithm %d", (int)c->coll, (int)c->algo);
     return -1;
   }
   if (!weft_algo_supports(c->algo, c->coll)) {
-    fail(m, "algorithm %s cannot run %s", weft_algo_name(c->algo), weft_coll_name(c->coll));
+    weft_sim_fail(m, "algorithm %s cannot run %s", weft_algo_name(c->algo),
+                  weft_coll_name(c->coll));
     return -1;
   }
   if (c->nranks < 1 || c->nranks > WEFT_SIM_MAX_RANKS) {
-    fail(m, "nranks %d outside [1, %d]", c->nranks, WEFT_SIM_MAX_RANKS);
+    weft_sim_fail(m, "nranks %d outside [1, %d]", c->nranks, WEFT_SIM_MAX_RANKS);
     return -1;
   }
   if (c->root < 0 || c->root >= c->nranks) {
-    fail(m, "root %d outside [0, %d)", c->root, c->nranks);
+    weft_sim_fail(m, "root %d outside [0, %d)", c->root, c->nranks);
     return -1;
   }
   if (c->slice == 0 || c->capacity == 0) {
-    fail(m, "slice and capacity must be at least 1 element");
+    weft_sim_fail(m, "slice and capacity must be at least 1 element");
     return -1;
   }
   if (c->count > UINT32_MAX / (size_t)c->nranks) {
-    fail(m, "count %zu too large to simulate", c->count);
+    weft_sim_fail(m, "count %zu too large to simulate", c->count);
     return -1;
   }
   return 0;
@@ -896,19 +585,19 @@ static ncclResult_t simulate(sim_t *m) {
     if (res != ncclSuccess) return res;
   }
   for (int r = 0; r < n; r++)
-    if (layout_rank(m, r)) return ncclSystemError;
+    if (weft_sim_layout_rank(m, r)) return ncclSystemError;
   int32_t *sl = malloc((size_t)n * sizeof(*sl)), *rl = malloc((size_t)n * sizeof(*rl));
   int bad = !sl || !rl;
-  if (bad) fail(m, "out of memory");
-  for (int r = 0; r < n && !bad; r++) bad = check_lanes(m, r, sl, rl);
+  if (bad) weft_sim_fail(m, "out of memory");
+  for (int r = 0; r < n && !bad; r++) bad = weft_sim_check_lanes(m, r, sl, rl);
   free(sl);
   free(rl);
-  if (bad || check_connections(m)) return ncclInternalError;
+  if (bad || weft_sim_check_connections(m)) return ncclInternalError;
   for (size_t i = 0; i < (size_t)n * n; i++) {
     fifo_t *f = &m->fifo[i];
     f->size = f->total < c->capacity ? (size_t)f->total : c->capacity;
     if (f->size && !(f->v = malloc(f->size * sizeof(*f->v)))) {
-      fail(m, "out of memory for connections");
+      weft_sim_fail(m, "out of memory for connections");
       return ncclSystemError;
     }
   }
@@ -918,7 +607,7 @@ static ncclResult_t simulate(sim_t *m) {
     nl += m->rk[r].s.nlanes;
   }
   if (nl > INT32_MAX) {
-    fail(m, "too many lanes to simulate");
+    weft_sim_fail(m, "too many lanes to simulate");
     return ncclInvalidArgument;
   }
   m->nl = (uint32_t)nl;
@@ -927,7 +616,7 @@ static ncclResult_t simulate(sim_t *m) {
   m->next = malloc((nl ? nl : 1) * sizeof(*m->next));
   m->queued = malloc(nl ? nl : 1);
   if (!m->lanes || !m->cur || !m->next || !m->queued) {
-    fail(m, "out of memory");
+    weft_sim_fail(m, "out of memory");
     return ncclSystemError;
   }
   for (int r = 0; r < n; r++)
@@ -961,7 +650,7 @@ ncclResult_t weft_sim_run(const weft_sim_config_t *cfg, char *err, size_t errlen
   m.fifo = calloc((size_t)m.n * m.n, sizeof(*m.fifo));
   ncclResult_t res;
   if (!m.rk || !m.fifo) {
-    fail(&m, "out of memory");
+    weft_sim_fail(&m, "out of memory");
     res = ncclSystemError;
   } else {
     res = simulate(&m);

@@ -21,7 +21,7 @@ shm_before=$(ls /dev/shm 2>/dev/null | grep -c '^weft-' || true)
 run_criterion() {  # name timeout binary args...
   local name=$1 limit=$2
   shift 2
-  local log=$logdir/$name.log start=$SECONDS
+  local log=$logdir/$(tr '/ ' '__' <<<"$name").log start=$SECONDS
   timeout --signal=KILL "$limit" "$@" >"$log" 2>&1
   local rc=$?
   local line
@@ -41,13 +41,12 @@ run_criterion() {  # name timeout binary args...
     failures+=("$name")
     printf '%-28s FAILED (exit %d, no summary; see %s)\n' "$name" "$rc" "$log"
   fi
-  if [ $rc -ne 0 ] && [ -n "$line" ]; then :; fi
 }
 
 run_script() {  # name timeout command...
   local name=$1 limit=$2
   shift 2
-  local log=$logdir/$name.log start=$SECONDS
+  local log=$logdir/$(tr '/ ' '__' <<<"$name").log start=$SECONDS
   if timeout --signal=KILL "$limit" "$@" >"$log" 2>&1; then
     passed=$((passed + 1))
     printf '%-28s passed  (%ds)\n' "$name" $((SECONDS - start))
