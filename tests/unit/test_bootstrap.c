@@ -1,0 +1,140 @@
+/*
+ * test_bootstrap.c — the rendezvous and bootstrap ring under hostile and
+ * unusual conditions: strangers on the root's port, NCCL_COMM_ID (rank 0
+ * hosts the root), ranks that never arrive, and the ring's allgather.
+ * Internal test: it reads the root's address out of the unique id.
+ */
+#include <criterion/criterion.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "comm.h"
+#include "debug.h"
+#include "env.h"
+#include "nccl.h"
+#include "rendezvous.h"
+#include "socket.h"
+
+typedef struct {
+  ncclUniqueId id;
+  int nranks, rank;
+  ncclComm_t comm;
+  ncclResult_t res;
+  int sum;  // AllReduce of (rank + 1) over the communicator
+} rank_job_t;
+
+static void *rank_main(void *arg) {
+  rank_job_t *j = arg;
+  j->res = pncclCommInitRank(&j->comm, j->nranks, j->id, j->rank);
+  if (j->res != ncclSuccess) return NULL;
+  int v = j->rank + 1;
+  j->res = pncclAllReduce(&v, &j->sum, 1, ncclInt32, ncclSum, j->comm, NULL);
+  return NULL;
+}
+
+// Runs n ranks as threads on one id; returns how many succeeded with the right sum.
+static int run_ranks(const ncclUniqueId *id, int n, rank_job_t *jobs) {
+  pthread_t th[16];
+  for (int r = 0; r < n; r++) {
+    jobs[r] = (rank_job_t){.id = *id, .nranks = n, .rank = r};
+    cr_assert_eq(pthread_create(&th[r], NULL, rank_main, &jobs[r]), 0);
+  }
+  int good = 0;
+  for (int r = 0; r < n; r++) {
+    pthread_join(th[r], NULL);
+    good += jobs[r].res == ncclSuccess && jobs[r].sum == n * (n + 1) / 2;
+  }
+  return good;
+}
+
+static void destroy_all(rank_job_t *jobs, int n) {
+  for (int r = 0; r < n; r++)
+    if (jobs[r].comm != NULL) pncclCommDestroy(jobs[r].comm);
+}
+
+static void setup(void) {
+  setenv("NCCL_SOCKET_IFNAME", "lo", 1);
+  setenv("WEFT_TIMEOUT", "20", 1);
+  unsetenv("NCCL_COMM_ID");
+  weft_env_reset();
+}
+
+TestSuite(bootstrap, .init = setup, .timeout = 60);
+
+Test(bootstrap, strangers_are_rejected_and_the_job_goes_on) {
+  ncclUniqueId uid;
+  cr_assert_eq(pncclGetUniqueId(&uid), ncclSuccess);
+  weft_id_t id;
+  cr_assert_eq(weft_id_decode(&uid, &id), ncclSuccess);
+
+  // Three strangers: garbage, a well-formed hello with the wrong secret, and silence.
+  int fds[3];
+  for (int i = 0; i < 3; i++) cr_assert_eq(weft_socket_connect(&id.root, 2000, &fds[i]), ncclSuccess);
+  char garbage[256];
+  memset(garbage, 0x5a, sizeof(garbage));
+  cr_assert_eq(weft_socket_send(fds[0], garbage, sizeof(garbage), 1000), ncclSuccess);
+  uint32_t fake[64] = {WEFT_ID_MAGIC, 1};
+  cr_assert_eq(weft_socket_send(fds[1], fake, sizeof(fake), 1000), ncclSuccess);
+
+  rank_job_t jobs[3];
+  cr_assert_eq(run_ranks(&uid, 3, jobs), 3, "ranks failed although only strangers misbehaved");
+  destroy_all(jobs, 3);
+  cr_expect(strstr(weft_debug_last_error(), "rejected") != NULL, "no rejection logged: '%s'",
+            weft_debug_last_error());
+  for (int i = 0; i < 3; i++) weft_socket_close(&fds[i]);
+}
+
+Test(bootstrap, nccl_comm_id_makes_rank0_host_the_root) {
+  // Find a free loopback port, then let rank 0 host the rendezvous there.
+  weft_sockaddr_t a;
+  int fd = -1;
+  cr_assert_eq(weft_socket_parse_addr("127.0.0.1:0", &a), ncclSuccess);
+  cr_assert_eq(weft_socket_listen(&a, &fd), ncclSuccess);
+  char text[WEFT_ADDR_STRLEN];
+  weft_socket_addr_str(&a, text, sizeof(text));
+  weft_socket_close(&fd);
+  setenv("NCCL_COMM_ID", text, 1);
+  weft_env_reset();
+
+  ncclUniqueId uid;
+  cr_assert_eq(pncclGetUniqueId(&uid), ncclSuccess);
+  weft_id_t id;
+  cr_assert_eq(weft_id_decode(&uid, &id), ncclSuccess);
+  cr_assert(id.flags & WEFT_ID_HOSTED_BY_RANK0, "NCCL_COMM_ID ids are hosted by rank 0");
+
+  rank_job_t jobs[4];
+  cr_assert_eq(run_ranks(&uid, 4, jobs), 4);
+  destroy_all(jobs, 4);
+}
+
+Test(bootstrap, a_missing_rank_is_named_after_the_timeout) {
+  setenv("WEFT_TIMEOUT", "1", 1);
+  weft_env_reset();
+  ncclUniqueId uid;
+  cr_assert_eq(pncclGetUniqueId(&uid), ncclSuccess);
+  // Only ranks 0 and 1 of 3 show up.
+  rank_job_t jobs[2];
+  pthread_t th[2];
+  for (int r = 0; r < 2; r++) {
+    jobs[r] = (rank_job_t){.id = uid, .nranks = 3, .rank = r};
+    cr_assert_eq(pthread_create(&th[r], NULL, rank_main, &jobs[r]), 0);
+  }
+  for (int r = 0; r < 2; r++) {
+    pthread_join(th[r], NULL);
+    cr_expect_neq(jobs[r].res, ncclSuccess, "rank %d initialised without rank 2", r);
+    cr_expect_null(jobs[r].comm);
+  }
+  cr_expect(strstr(weft_debug_last_error(), "never arrived: 2") != NULL, "the missing rank is not named: '%s'",
+            weft_debug_last_error());
+}
+
+Test(bootstrap, a_garbage_unique_id_is_refused) {
+  ncclUniqueId uid;
+  memset(&uid, 0x5a, sizeof(uid));
+  ncclComm_t c = NULL;
+  cr_expect_eq(pncclCommInitRank(&c, 2, uid, 0), ncclInvalidArgument);
+  cr_expect_null(c);
+}
