@@ -156,8 +156,12 @@ else
   }
   # link_run: run it with weft's lib first everywhere, and confirm which file
   # served ncclGetVersion.
+  # A sanitizer build of the library needs its runtime loaded first, since
+  # the foreign program itself is not instrumented.
+  local_preload=$(ldd "$lib" 2>/dev/null | awk '/libasan\.so/ {print $3}')
   link_run() {
     local got want
+    LD_PRELOAD="$local_preload${LD_PRELOAD:+:$LD_PRELOAD}" \
     LD_LIBRARY_PATH="$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
       "${run_timeout[@]}" "$out/abi_link" | tee "$out/abi_link.out" || return 1
     want=$(readlink -f "$lib")
