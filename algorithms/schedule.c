@@ -21,7 +21,7 @@ static const char *const coll_names[WEFT_NUM_COLLS] = {
     "AllReduce", "Broadcast", "Reduce",  "AllGather", "ReduceScatter",
     "AlltoAll",  "Gather",    "Scatter", "Send",      "Recv"};
 
-static const char *const algo_names[WEFT_NUM_ALGOS] = {"ring", "chain", "direct"};
+static const char *const algo_names[WEFT_NUM_ALGOS] = {"ring", "chain", "direct", "oneshot"};
 
 static const char *const kind_names[WEFT_NUM_STEP_KINDS] = {
     "SEND", "RECV", "RECV_REDUCE", "RECV_REDUCE_SEND", "RECV_COPY_SEND", "COPY"};
@@ -51,6 +51,7 @@ int weft_algo_supports(weft_algo_t algo, weft_coll_t coll) {
     case WEFT_ALGO_DIRECT:
       return coll == WEFT_COLL_ALLTOALL || coll == WEFT_COLL_GATHER || coll == WEFT_COLL_SCATTER ||
              coll == WEFT_COLL_SEND || coll == WEFT_COLL_RECV;
+    case WEFT_ALGO_ONESHOT: return coll == WEFT_COLL_ALLREDUCE;
     default: return 0;
   }
 }
@@ -229,6 +230,7 @@ ncclResult_t weft_schedule_build(const weft_coll_args_t *a, weft_algo_t algo, we
   switch (algo) {
     case WEFT_ALGO_RING: WEFTCHECKGOTO(weft_ring_build(a, s), res, fail); break;
     case WEFT_ALGO_CHAIN: WEFTCHECKGOTO(weft_chain_build(a, s), res, fail); break;
+    case WEFT_ALGO_ONESHOT: WEFTCHECKGOTO(weft_oneshot_build(a, s), res, fail); break;
     default: WEFTCHECKGOTO(weft_direct_build(a, s), res, fail); break;
   }
   if (s->nlanes > 0 && s->lanes[s->nlanes - 1].count == 0) s->nlanes--;

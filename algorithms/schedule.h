@@ -46,6 +46,7 @@ typedef enum {
   WEFT_ALGO_RING = 0,   // AllReduce (= ReduceScatter + AllGather), AllGather, ReduceScatter
   WEFT_ALGO_CHAIN,      // Broadcast, Reduce: a pipelined chain in ring order from/to the root
   WEFT_ALGO_DIRECT,     // AlltoAll, Gather, Scatter, Send, Recv: one lane per peer
+  WEFT_ALGO_ONESHOT,    // AllReduce for small counts: everyone sends to everyone, reduces locally
   WEFT_NUM_ALGOS
 } weft_algo_t;
 
@@ -64,7 +65,9 @@ typedef enum { WEFT_BUF_NONE = 0, WEFT_BUF_SEND, WEFT_BUF_RECV } weft_buf_t;
 // Step flags.
 enum {
   WEFT_STEP_REDUCE_INPUT = 0x1,  // src of a SEND/COPY is a local operand entering a reduction (prescale applies)
-  WEFT_STEP_FINAL = 0x2          // the output is a final reduction result (integer Avg's division applies)
+  WEFT_STEP_FINAL = 0x2,         // the output is a final reduction result (integer Avg's division applies)
+  WEFT_STEP_ACCUMULATE = 0x4     // on RECV_REDUCE(_SEND): src is a running partial result, not this
+                                 // rank's own operand (no prescale applies to it)
 };
 
 typedef struct {
@@ -141,5 +144,6 @@ const char *weft_step_kind_name(int kind);  // "SEND", "RECV_REDUCE", ...; "?" w
 ncclResult_t weft_ring_build(const weft_coll_args_t *a, weft_schedule_t *s);
 ncclResult_t weft_chain_build(const weft_coll_args_t *a, weft_schedule_t *s);
 ncclResult_t weft_direct_build(const weft_coll_args_t *a, weft_schedule_t *s);
+ncclResult_t weft_oneshot_build(const weft_coll_args_t *a, weft_schedule_t *s);
 
 #endif

@@ -257,6 +257,15 @@ static int to_part(sim_t *m, at_t *at, sval_t *v) {
   return 0;
 }
 
+// An ACCUMULATE step's local operand: a partial result still in progress.
+static int accumulated(sim_t *m, at_t *at, const sval_t *v) {
+  if (v->kind == SV_PART && !v->final) return 0;
+  char b[128];
+  weft_sim_fail(m, "%s: accumulates into %s, which is not a partial result in progress", at_desc(at),
+                sval_desc(b, sizeof(b), v, m->n));
+  return -1;
+}
+
 static int combine(sim_t *m, at_t *at, const sval_t *in, sval_t *v) {
   char b[128];
   int ok = in->kind == SV_PART && !in->final && in->idx == v->idx && !(in->bits & v->bits);
@@ -346,6 +355,7 @@ static int64_t advance(sim_t *m, int r, uint32_t l, int random) {
   // A plain copy onto itself is skipped, as the engine does.
   int skip = k == WEFT_STEP_COPY && ps == pd && st->flags == 0;
   int ri = (st->flags & WEFT_STEP_REDUCE_INPUT) != 0, produced = ri || reduces(k);
+  int acc = (st->flags & WEFT_STEP_ACCUMULATE) != 0;
   int src = has_src(k), dst = has_dst(k);
   at_t at;  // the description is written only on failure
   at.r = r, at.lane = l, at.idx = idx, at.st = st;
@@ -363,7 +373,7 @@ static int64_t advance(sim_t *m, int r, uint32_t l, int random) {
       v = x;
     }
     if (produced) {
-      if (to_part(m, &at, &v)) return -1;
+      if (acc ? accumulated(m, &at, &v) : to_part(m, &at, &v)) return -1;
       if (reduces(k) && combine(m, &at, &x, &v)) return -1;
       if (check_final(m, &at, &v)) return -1;
     }

@@ -107,7 +107,7 @@ static const char *step_problem(const sim_t *m, int r, const weft_step_t *st, ch
     if (ps != pd && ps < pd + st->count && pd < ps + st->count)
       return "source and destination overlap without coinciding";
   }
-  if (st->flags & ~(WEFT_STEP_REDUCE_INPUT | WEFT_STEP_FINAL)) {
+  if (st->flags & ~(WEFT_STEP_REDUCE_INPUT | WEFT_STEP_FINAL | WEFT_STEP_ACCUMULATE)) {
     snprintf(why, wlen, "unknown flags 0x%x", st->flags);
     return why;
   }
@@ -116,6 +116,8 @@ static const char *step_problem(const sim_t *m, int r, const weft_step_t *st, ch
   int ri = st->flags & WEFT_STEP_REDUCE_INPUT;
   if (ri && k != WEFT_STEP_SEND && k != WEFT_STEP_COPY)
     return "REDUCE_INPUT belongs on SEND or COPY only";
+  if ((st->flags & WEFT_STEP_ACCUMULATE) && !reduces(k))
+    return "ACCUMULATE belongs on RECV_REDUCE or RECV_REDUCE_SEND only";
   if ((st->flags & WEFT_STEP_FINAL) && !reduces(k) && !ri)
     return "FINAL on a step that reduces nothing (an Avg would be divided twice)";
   return NULL;

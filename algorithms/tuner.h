@@ -1,24 +1,35 @@
 /*
  * tuner.h — picks the algorithm and the slice (elements per step) for a call.
  *
- * For now every collective has one algorithm (ring, chain or direct); the
- * slice is half a connection's buffer, so one round can be in flight while
- * the next is being filled. The measured cost model arrives with the
- * multi-host algorithms.
+ * AllReduce uses the one-hop algorithm up to a size threshold and the ring
+ * above it; the other collectives have one algorithm each. NCCL_ALGO (NCCL's
+ * syntax) narrows the choice. The slice is half a connection's buffer, so
+ * one round can be in flight while the next is filled. A measured cost model
+ * replaces the threshold with the multi-host algorithms.
  */
 #ifndef WEFT_TUNER_H
 #define WEFT_TUNER_H
 
 #include <stddef.h>
 
+#include "nccl.h"
 #include "schedule.h"
 
 typedef struct {
-  size_t slot_bytes;  // bytes per connection slot
-  size_t nslots;      // slots per connection
-} weft_link_params_t;
+  size_t slot_bytes;      // bytes per connection slot
+  size_t nslots;          // slots per connection
+  size_t oneshot_max;     // bytes per rank up to which AllReduce goes in one hop
+  const char *algo_spec;  // NCCL_ALGO, or NULL
+} weft_tuner_params_t;
 
-// Fills algo and args->slice.
-void weft_tuner_choose(const weft_link_params_t *link, weft_coll_args_t *args, size_t esize, weft_algo_t *algo);
+// Fills *algo and args->slice. Fails (WARN) only when NCCL_ALGO excludes
+// every algorithm able to run the collective.
+ncclResult_t weft_tuner_choose(const weft_tuner_params_t *p, weft_coll_args_t *args, size_t esize,
+                               weft_algo_t *algo);
+
+// Parse an NCCL_ALGO value into, per collective, a mask of allowed algorithms
+// (bit a = algorithm a). Unknown names are reported and ignored. Returns 0,
+// or -1 for text that does not parse (the masks are then all-allowed).
+int weft_tuner_parse_algos(const char *spec, unsigned masks[WEFT_NUM_COLLS]);
 
 #endif

@@ -111,6 +111,7 @@ static int step_progress(weft_op_t *op, const weft_step_t *st, weft_lane_state_t
   if (src != NULL) src += st->src_off * es;
   if (dst != NULL) dst += st->dst_off * es;
   int final = (st->flags & WEFT_STEP_FINAL) != 0;
+  const weft_redop_t *rop = (st->flags & WEFT_STEP_ACCUMULATE) ? &op->redop_acc : &op->redop;
 
   if (st->kind == WEFT_STEP_COPY) {
     do_copy(op, st, dst, src, st->count);
@@ -141,8 +142,8 @@ static int step_progress(weft_op_t *op, const weft_step_t *st, weft_lane_state_t
         do_copy(op, st, out, src + off, n);
         break;
       case WEFT_STEP_RECV: memcpy(dst + off, in, bytes); break;
-      case WEFT_STEP_RECV_REDUCE: weft_reduce(&op->redop, dst + off, in, src + off, n, final); break;
-      case WEFT_STEP_RECV_REDUCE_SEND: weft_reduce(&op->redop, out, in, src + off, n, final); break;
+      case WEFT_STEP_RECV_REDUCE: weft_reduce(rop, dst + off, in, src + off, n, final); break;
+      case WEFT_STEP_RECV_REDUCE_SEND: weft_reduce(rop, out, in, src + off, n, final); break;
       case WEFT_STEP_RECV_COPY_SEND:
         memcpy(out, in, bytes);
         memcpy(dst + off, in, bytes);

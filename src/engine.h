@@ -34,6 +34,7 @@ typedef struct weft_op {
   int user_op;             // the ncclRedOp_t the caller passed (for descriptors and logs)
   int has_op;
   weft_redop_t redop;
+  weft_redop_t redop_acc;  // redop without prescale, for WEFT_STEP_ACCUMULATE
   const char *sendbuff;
   char *recvbuff;
   int cls;                 // WEFT_CLASS_COLL or WEFT_CLASS_P2P

@@ -15,6 +15,7 @@
 #include "api.h"
 #include "checks.h"
 #include "dtype.h"
+#include "env.h"
 #include "group.h"
 #include "stream.h"
 #include "shm.h"
@@ -109,6 +110,8 @@ static ncclResult_t enqueue_checked(weft_coll_t coll, const void *sendbuff, void
   o->has_op = weft_coll_has_op(coll);
   if (o->has_op) WEFTCHECKGOTO(resolve_op(comm, api, op, dtype, &o->redop), res, fail);
   else o->user_op = 0;
+  o->redop_acc = o->redop;  // folding partial results: no prescale
+  o->redop_acc.prescale = 0;
 
   // Buffer sizes, with overflow checks: count * nranks * esize must fit.
   if (count > SIZE_MAX / esize / (size_t)comm->nranks) {
@@ -123,8 +126,10 @@ static ncclResult_t enqueue_checked(weft_coll_t coll, const void *sendbuff, void
     weft_op_free(o);
     return ncclSuccess;
   }
-  weft_link_params_t link = {.slot_bytes = comm->shm->slot_bytes, .nslots = comm->shm->nslots};
-  weft_tuner_choose(&link, &o->args, esize, &o->algo);
+  weft_tuner_params_t tp = {.slot_bytes = comm->shm->slot_bytes, .nslots = comm->shm->nslots,
+                            .oneshot_max = (size_t)weft_env_WEFT_ONESHOT_MAX_BYTES(),
+                            .algo_spec = weft_env_NCCL_ALGO()};
+  WEFTCHECKGOTO(weft_tuner_choose(&tp, &o->args, esize, &o->algo), res, fail);
   WEFTCHECKGOTO(weft_schedule_build(&o->args, o->algo, &o->sched), res, fail);
   TRACE(WEFT_LOG_COLL, "%s count=%zu %s op=%d root=%d algo=%s steps=%u", api, count, weft_dtype_name(dtype),
         (int)op, root, weft_algo_name(o->algo), o->sched.nsteps);

@@ -81,6 +81,7 @@ typedef struct {
   size_t large;      // the large count where a buffer holds `count` elements
   size_t large_all;  // the large count where buffers hold count * nranks elements
   unsigned dtypes;   // bit d: sweep datatype d
+  unsigned colls;    // bit c: sweep collective c
   char mode[48];     // how ranks run (and the algorithm when one is forced), for messages
 } sweep_cfg_t;
 
@@ -615,6 +616,7 @@ static int run_sweep(const sweep_cfg_t *cfg, int nranks, int nlocal, const ncclC
     }
   }
   for (int coll = 0; coll < NCOLLS && !d->fatal; coll++) {
+    if (!(cfg->colls & (1u << coll))) continue;
     const coll_info_t *ci = &colls[coll];
     for (int dt = 0; dt < ncclNumTypes && !d->fatal; dt++) {
       if (!(cfg->dtypes & (1u << dt))) continue;
@@ -676,16 +678,22 @@ static int thread_rank(int rank, int nranks, ncclComm_t comm, void *arg) {
 }
 
 // The algorithms every sweep runs under, as NCCL_ALGO values; "" leaves the
-// choice to the tuner. Each collective has exactly one algorithm today
-// (ring, chain or direct), so the list has one entry; when the tuner can
-// choose, name each algorithm here. Each entry is its own Criterion test
-// (a process of its own), because the library reads NCCL_ALGO once per
-// process.
+// choice to the tuner (one hop for small AllReduce counts, the ring above).
+// A forced algorithm sweeps only the collectives it changes. Each entry is
+// its own Criterion test (a process of its own), because the library reads
+// NCCL_ALGO once per process.
 typedef struct {
   char algo[32];
+  unsigned colls;
 } algo_param_t;
 
-static algo_param_t algo_params[] = {{""}};
+#define ALL_COLLS ((1u << NCOLLS) - 1)
+
+static algo_param_t algo_params[] = {
+    {"", ALL_COLLS},
+    {"allreduce:ring", 1u << ALLREDUCE},
+    {"allreduce:oneshot", 1u << ALLREDUCE},
+};
 
 // Per-test limits: the forked ranks get FORK_DEADLINE seconds, and every
 // test's Criterion timeout leaves room above that.
@@ -700,7 +708,7 @@ static algo_param_t algo_params[] = {{""}};
 static sweep_cfg_t setup(const char *mode, const algo_param_t *p) {
   weft_test_env_defaults();
   if (p->algo[0]) setenv("NCCL_ALGO", p->algo, 1);
-  sweep_cfg_t cfg = {.large = 262147, .large_all = 65537, .dtypes = ALL_DTYPES};
+  sweep_cfg_t cfg = {.large = 262147, .large_all = 65537, .dtypes = ALL_DTYPES, .colls = p->colls};
   if (strcmp(mode, "group") == 0) cfg.large = 65537, cfg.large_all = 16411;
   snprintf(cfg.mode, sizeof(cfg.mode), "%s%s%s", mode, p->algo[0] ? " NCCL_ALGO=" : "", p->algo);
   return cfg;
