@@ -1,15 +1,19 @@
 /*
  * harness.h — shared helpers for the multi-rank tests.
  *
- * Runs ranks two ways: as forked processes that meet through a unique id
- * from the parent (weft_test_fork_ranks, with a deadline after which every
- * child is killed), and as threads of one process over communicators from
- * ncclCommInitAll (weft_test_thread_ranks). Also: the test environment
- * (bootstrap on loopback), a table of the 12 datatypes with an exact
- * encoder/decoder for every format written here from the formats' field
- * layouts (independent of the library's converters), and 64-bit hashing
- * for comparing buffers across ranks. Header-only: every function is
- * static inline, so a test includes it and links nothing more.
+ * Runs ranks two ways: as forked processes that meet through unique ids
+ * from the parent (weft_test_fork_ranks, weft_test_fork_ranks_ids, with a
+ * deadline after which every child is killed), and as threads of one
+ * process over communicators from ncclCommInitAll (weft_test_thread_ranks).
+ * Checks inside a forked rank (WEFT_TEST_CHECK) and in the Criterion test
+ * process (WEFT_TEST_EXPECT_*), and memory shared with forked ranks. Also:
+ * the test environment (bootstrap on loopback), a table of the 12
+ * datatypes with an exact encoder/decoder for every format written here
+ * from the formats' field layouts (independent of the library's
+ * converters), and 64-bit hashing for comparing buffers across ranks.
+ * Header-only: every function is static inline, so a test includes it and
+ * links nothing more. The WEFT_TEST_EXPECT_* macros expand to Criterion's
+ * cr_expect: a test that uses them includes <criterion/criterion.h>.
  */
 #ifndef WEFT_TEST_HARNESS_H
 #define WEFT_TEST_HARNESS_H
@@ -22,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -49,30 +54,109 @@ static inline double weft_test_now(void) {
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+// weft_test_env_defaults, with WEFT_TIMEOUT set to `seconds` whatever the
+// caller's environment says: for a test whose checks depend on how soon
+// the library gives up on a peer.
+static inline void weft_test_env_timeout(int seconds) {
+  char text[16];
+  snprintf(text, sizeof(text), "%d", seconds);
+  weft_test_env_defaults();
+  setenv("WEFT_TIMEOUT", text, 1);
+}
+
+static inline void weft_test_sleep_ms(int ms) {
+  struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+  }
+}
+
+// ---- Checks inside a forked rank ----
+
+// This process's rank and its failed checks so far: weft_test_fork_ranks_ids
+// sets both in each child before the rank's body runs. One counter per
+// process, so for forked ranks only, not for ranks that are threads.
+static struct {
+  int rank;
+  int fails;
+} weft_test_check_state __attribute__((unused)) = {-1, 0};
+
+// Counts a failed condition and prints it with the rank, the place and a
+// printf-style explanation; the rank carries on.
+#define WEFT_TEST_CHECK(cond, ...)                                                                           \
+  do {                                                                                                       \
+    if (!(cond)) {                                                                                           \
+      weft_test_check_state.fails++;                                                                         \
+      fprintf(stderr, "[rank %d] %s:%d: check failed: %s: ", weft_test_check_state.rank, __FILE__, __LINE__, \
+              #cond);                                                                                        \
+      fprintf(stderr, __VA_ARGS__);                                                                          \
+      fputc('\n', stderr);                                                                                   \
+    }                                                                                                        \
+  } while (0)
+
+// A call must return `want`.
+#define WEFT_TEST_CHECK_RES(call, want)                                                                           \
+  do {                                                                                                            \
+    ncclResult_t r_ = (call);                                                                                     \
+    WEFT_TEST_CHECK(r_ == (want), "returned %d (%s), expected %d", (int)r_, ncclGetErrorString(r_), (int)(want)); \
+  } while (0)
+
+// The failed checks of this rank: what its body returns.
+static inline int weft_test_failures(void) { return weft_test_check_state.fails; }
+
+// ncclCommInitRank as a check: the communicator, or NULL after a failed check.
+static inline ncclComm_t weft_test_init_rank(int nranks, ncclUniqueId id, int rank) {
+  ncclComm_t comm = NULL;
+  WEFT_TEST_CHECK_RES(ncclCommInitRank(&comm, nranks, id, rank), ncclSuccess);
+  return comm;
+}
+
 // ---- Ranks as forked processes ----
 
 // One rank's body: returns its number of failures (0 = all good).
 typedef int (*weft_test_rank_fn)(int rank, int nranks, ncclUniqueId id, void *arg);
 
-// Gets a unique id here (this process hosts the rendezvous), forks n
-// children, runs fn(rank, n, id, arg) in child `rank` and exits it with the
-// failure count clipped to 0..255. Waits at most timeout_s for all of them;
-// on the deadline every child still running is killed with SIGKILL. Prints
-// each rank that failed, exited by signal or timed out. Returns the number
-// of ranks that did not exit 0 (0 = success), or -1 when setup failed.
-// The children are forked before the unique id exists and receive it
-// through a pipe, so no fork happens while the library's rendezvous thread
-// runs (a sanitizer's allocator could deadlock in such a child).
-static inline int weft_test_fork_ranks(int n, weft_test_rank_fn fn, void *arg, int timeout_s) {
+// One rank's body with every unique id of its job (ids[0..nids-1]).
+typedef int (*weft_test_rank_ids_fn)(int rank, int nranks, ncclUniqueId *ids, void *arg);
+
+#define WEFT_TEST_MAX_IDS 8
+
+// One forked rank's outcome (weft_test_fork_ranks_ids): its exit code
+// (0..255), WEFT_TEST_KILLED_BY(signal), WEFT_TEST_RANK_TIMED_OUT when the
+// harness killed it (at the deadline, or because not every rank could
+// start), or WEFT_TEST_RANK_NOT_STARTED.
+#define WEFT_TEST_RANK_TIMED_OUT (-1)
+#define WEFT_TEST_RANK_NOT_STARTED (-2)
+#define WEFT_TEST_KILLED_BY(sig) (256 + (sig))
+
+// Forks n children, then gets nids unique ids here (0..WEFT_TEST_MAX_IDS;
+// this process hosts each rendezvous; with 0 it makes no library call) and
+// hands them to every child, which runs fn(rank, n, ids, arg) with its
+// check state (WEFT_TEST_CHECK) set to that rank and no failures, and exits
+// with fn's result clipped to 0..255. Waits at most timeout_s for all of
+// them; on the deadline every child still running is killed with SIGKILL.
+// Prints each rank that failed, exited by signal or timed out. Returns the
+// number of ranks that did not exit 0 (0 = success), or -1 when setup
+// failed; when status is not NULL, status[0..n-1] receives each rank's
+// outcome. The ids reach the children through pipes once all of them
+// exist, so no fork happens while the library's rendezvous thread runs (a
+// sanitizer's allocator could deadlock in such a child).
+static inline int weft_test_fork_ranks_ids(int n, int nids, weft_test_rank_ids_fn fn, void *arg, int timeout_s,
+                                           int *status) {
   if (n < 1 || n > WEFT_TEST_MAX_RANKS || fn == NULL) {
     fprintf(stderr, "weft_test_fork_ranks: bad arguments (n=%d)\n", n);
+    return -1;
+  }
+  if (nids < 0 || nids > WEFT_TEST_MAX_IDS) {
+    fprintf(stderr, "weft_test_fork_ranks: bad number of unique ids (%d)\n", nids);
     return -1;
   }
   pid_t parent = getpid();
   pid_t pids[WEFT_TEST_MAX_RANKS];
   int pipes[WEFT_TEST_MAX_RANKS];
-  int status[WEFT_TEST_MAX_RANKS];
+  int wstatus[WEFT_TEST_MAX_RANKS];
   int done[WEFT_TEST_MAX_RANKS] = {0};
+  ncclUniqueId ids[WEFT_TEST_MAX_IDS];
+  size_t id_bytes = (size_t)nids * sizeof(ncclUniqueId);
   int started = 0;
   fflush(NULL);
   for (; started < n; started++) {
@@ -94,15 +178,16 @@ static inline int weft_test_fork_ranks(int n, weft_test_rank_fn fn, void *arg, i
       if (getppid() != parent) _exit(255);
       close(fds[1]);
       for (int r = 0; r < started; r++) close(pipes[r]);
-      ncclUniqueId id;
       size_t got = 0;
-      while (got < sizeof(id)) {
-        ssize_t k = read(fds[0], (char *)&id + got, sizeof(id) - got);
+      while (got < id_bytes) {
+        ssize_t k = read(fds[0], (char *)ids + got, id_bytes - got);
         if (k <= 0 && !(k < 0 && errno == EINTR)) _exit(255);  // the parent gave up
         if (k > 0) got += (size_t)k;
       }
       close(fds[0]);
-      int fails = fn(started, n, id, arg);
+      weft_test_check_state.rank = started;
+      weft_test_check_state.fails = 0;
+      int fails = fn(started, n, ids, arg);
       fflush(NULL);
       _exit(fails < 0 ? 255 : fails > 255 ? 255 : fails);  // skip the test framework's atexit
     }
@@ -110,13 +195,14 @@ static inline int weft_test_fork_ranks(int n, weft_test_rank_fn fn, void *arg, i
     pipes[started] = fds[1];
     pids[started] = pid;
   }
-  // Every child exists now: create the id (this process hosts the rendezvous) and hand it out.
-  ncclUniqueId id;
-  ncclResult_t res = started == n ? ncclGetUniqueId(&id) : ncclInternalError;
-  if (started == n && res != ncclSuccess)
-    fprintf(stderr, "weft_test_fork_ranks: ncclGetUniqueId: %s\n", ncclGetErrorString(res));
+  // Every child exists now: create the ids (this process hosts the rendezvous) and hand them out.
+  ncclResult_t res = started == n ? ncclSuccess : ncclInternalError;
+  for (int i = 0; i < nids && res == ncclSuccess; i++) {
+    res = ncclGetUniqueId(&ids[i]);
+    if (res != ncclSuccess) fprintf(stderr, "weft_test_fork_ranks: ncclGetUniqueId: %s\n", ncclGetErrorString(res));
+  }
   for (int r = 0; r < started; r++) {
-    if (res == ncclSuccess && write(pipes[r], &id, sizeof(id)) != (ssize_t)sizeof(id))
+    if (res == ncclSuccess && id_bytes > 0 && write(pipes[r], ids, id_bytes) != (ssize_t)id_bytes)
       fprintf(stderr, "weft_test_fork_ranks: could not hand the id to rank %d\n", r);
     close(pipes[r]);
   }
@@ -126,7 +212,7 @@ static inline int weft_test_fork_ranks(int n, weft_test_rank_fn fn, void *arg, i
   while (remaining > 0) {
     int progressed = 0;
     for (int r = 0; r < started; r++) {
-      if (done[r] || waitpid(pids[r], &status[r], WNOHANG) != pids[r]) continue;
+      if (done[r] || waitpid(pids[r], &wstatus[r], WNOHANG) != pids[r]) continue;
       done[r] = 1;
       remaining--;
       progressed = 1;
@@ -135,7 +221,7 @@ static inline int weft_test_fork_ranks(int n, weft_test_rank_fn fn, void *arg, i
       for (int r = 0; r < started; r++) {
         if (done[r]) continue;
         kill(pids[r], SIGKILL);
-        while (waitpid(pids[r], &status[r], 0) < 0 && errno == EINTR) {
+        while (waitpid(pids[r], &wstatus[r], 0) < 0 && errno == EINTR) {
         }
         done[r] = timed_out[r] = 1;
       }
@@ -143,8 +229,15 @@ static inline int weft_test_fork_ranks(int n, weft_test_rank_fn fn, void *arg, i
     }
     if (remaining > 0 && !progressed) usleep(10000);
   }
+  for (int r = 0; status != NULL && r < n; r++) {
+    int st = wstatus[r];
+    status[r] = r >= started ? WEFT_TEST_RANK_NOT_STARTED
+                : timed_out[r] ? WEFT_TEST_RANK_TIMED_OUT
+                : WIFSIGNALED(st) ? WEFT_TEST_KILLED_BY(WTERMSIG(st))
+                : WEXITSTATUS(st);
+  }
   for (int r = 0; r < started; r++) {
-    int st = status[r];
+    int st = wstatus[r];
     if (timed_out[r] && started < n) {
       fprintf(stderr, "rank %d/%d: killed (not every rank could start)\n", r, n);
     } else if (timed_out[r]) {
@@ -162,6 +255,56 @@ static inline int weft_test_fork_ranks(int n, weft_test_rank_fn fn, void *arg, i
   if (started < n || res != ncclSuccess) return -1;
   return bad;
 }
+
+typedef struct {
+  weft_test_rank_fn fn;
+  void *arg;
+} weft_test_one_id_t;
+
+static inline int weft_test_one_id_main(int rank, int nranks, ncclUniqueId *ids, void *p) {
+  const weft_test_one_id_t *one = p;
+  return one->fn(rank, nranks, ids[0], one->arg);
+}
+
+// weft_test_fork_ranks_ids with one unique id, handed to fn by value, and
+// no per-rank status.
+static inline int weft_test_fork_ranks(int n, weft_test_rank_fn fn, void *arg, int timeout_s) {
+  if (fn == NULL) {
+    fprintf(stderr, "weft_test_fork_ranks: bad arguments (n=%d)\n", n);
+    return -1;
+  }
+  weft_test_one_id_t one = {fn, arg};
+  return weft_test_fork_ranks_ids(n, 1, weft_test_one_id_main, &one, timeout_s, NULL);
+}
+
+// Zeroed memory shared with the ranks this process forks afterwards (they
+// leave results there for the test to check), or NULL.
+static inline void *weft_test_shared_alloc(size_t bytes) {
+  void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  return p == MAP_FAILED ? NULL : p;
+}
+
+static inline void weft_test_shared_free(void *p, size_t bytes) {
+  if (p != NULL) munmap(p, bytes);
+}
+
+// ---- Expectations in a Criterion test process ----
+
+// A call must return `want` (cr_expect: the test carries on).
+#define WEFT_TEST_EXPECT_RES(call, want)                                                                \
+  do {                                                                                                  \
+    ncclResult_t r_ = (call);                                                                           \
+    cr_expect(r_ == (want), "%s returned %d (%s), expected %d", #call, (int)r_, ncclGetErrorString(r_), \
+              (int)(want));                                                                             \
+  } while (0)
+
+// Forks n ranks with nids unique ids (weft_test_fork_ranks_ids) and expects
+// every one to exit 0; why one did not is on stderr.
+#define WEFT_TEST_EXPECT_FORK_OK(n, nids, fn, arg, timeout_s)                                                  \
+  do {                                                                                                         \
+    int bad_ = weft_test_fork_ranks_ids((n), (nids), (fn), (arg), (timeout_s), NULL);                          \
+    cr_expect_eq(bad_, 0, "%d of %d ranks failed (-1: they could not all start; see stderr)", bad_, (int)(n)); \
+  } while (0)
 
 // ---- Ranks as threads of this process ----
 

@@ -7,138 +7,21 @@
  * joins is named when the others time out, and NCCL_DEBUG set by a program
  * before its first call takes effect.
  *
- * Multi-process tests fork their ranks from the test process, which calls
- * ncclGetUniqueId and so hosts the rendezvous. Where a rank must start with
- * logging settings of its own, it re-executes this binary (the role is
- * picked in a constructor, before Criterion starts), because the library
- * reads NCCL_DEBUG when it is loaded.
+ * Multi-process tests fork their ranks through harness.h; the test
+ * process then creates the unique id and so hosts the rendezvous. Where a
+ * rank must start with logging settings of its own, it re-executes this
+ * binary (the role is picked in a constructor, before Criterion starts),
+ * because the library reads NCCL_DEBUG when it is loaded.
  */
 #include <criterion/criterion.h>
 #include <dirent.h>
-#include <errno.h>
-#include <signal.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/mman.h>
-#include <sys/wait.h>
-#include <time.h>
-#include <unistd.h>
 
-#include "nccl.h"
-#include "weft.h"
-
-#define MAX_RANKS 16
-#define RANK_TIMED_OUT (-1)
-#define RANK_RUNNING (-2)
-
-/* ---------- checks inside a forked rank ---------- */
-
-static int g_rank = -1;  // this process's rank once forked
-static int g_fails;      // failed checks in this rank
-
-#define CHECK(cond, ...)                                                                 \
-  do {                                                                                   \
-    if (!(cond)) {                                                                       \
-      g_fails++;                                                                         \
-      fprintf(stderr, "[rank %d] %s:%d: check failed: %s: ", g_rank, __FILE__, __LINE__, #cond); \
-      fprintf(stderr, __VA_ARGS__);                                                      \
-      fputc('\n', stderr);                                                               \
-    }                                                                                    \
-  } while (0)
-
-#define CHECK_RES(call, want)                                                           \
-  do {                                                                                  \
-    ncclResult_t r_ = (call);                                                           \
-    CHECK(r_ == (want), "returned %d (%s), expected %d", (int)r_, ncclGetErrorString(r_), (int)(want)); \
-  } while (0)
-
-// The same, in the test process itself.
-#define EXPECT_RES(call, want)                                                          \
-  do {                                                                                  \
-    ncclResult_t r_ = (call);                                                           \
-    cr_expect(r_ == (want), "%s returned %d (%s), expected %d", #call, (int)r_, ncclGetErrorString(r_), \
-              (int)(want));                                                             \
-  } while (0)
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static void sleep_ms(int ms) {
-  struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-  }
-}
-
-// Loopback only, and bounded waits, before the library reads either knob.
-static void base_env(const char *timeout_s) {
-  setenv("NCCL_SOCKET_IFNAME", "lo", 1);
-  setenv("WEFT_TIMEOUT", timeout_s, 1);
-}
-
-/* ---------- forking ranks ---------- */
-
-typedef void (*rank_fn)(int rank, int nranks, void *arg);
-
-// Forks nranks ranks running fn; waits until all exit or limit_s passes,
-// then kills the rest. status[r]: exit code, 128+signal, or RANK_TIMED_OUT.
-static void run_ranks(int nranks, rank_fn fn, void *arg, double limit_s, int *status) {
-  pid_t pids[MAX_RANKS];
-  cr_assert(nranks >= 1 && nranks <= MAX_RANKS);
-  fflush(NULL);
-  for (int r = 0; r < nranks; r++) {
-    pid_t pid = fork();
-    if (pid == 0) {
-      g_rank = r;
-      g_fails = 0;
-      fn(r, nranks, arg);
-      fflush(NULL);
-      _exit(g_fails > 100 ? 100 : g_fails);
-    }
-    if (pid < 0) {
-      for (int q = 0; q < r; q++) kill(pids[q], SIGKILL);
-      cr_assert_fail("fork: %s", strerror(errno));
-    }
-    pids[r] = pid;
-    status[r] = RANK_RUNNING;  // still running
-  }
-  double end = now_s() + limit_s;
-  for (int left = nranks; left > 0;) {
-    for (int r = 0; r < nranks; r++) {
-      int st;
-      if (status[r] != RANK_RUNNING || waitpid(pids[r], &st, WNOHANG) != pids[r]) continue;
-      status[r] = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-      left--;
-    }
-    if (left > 0 && now_s() > end) {
-      for (int r = 0; r < nranks; r++) {
-        if (status[r] != RANK_RUNNING) continue;
-        kill(pids[r], SIGKILL);
-        waitpid(pids[r], NULL, 0);
-        status[r] = RANK_TIMED_OUT;
-      }
-      break;
-    }
-    if (left > 0) sleep_ms(5);
-  }
-}
-
-static void expect_ranks_ok(int nranks, const int *status) {
-  for (int r = 0; r < nranks; r++) {
-    if (status[r] == RANK_TIMED_OUT) cr_expect_fail("rank %d did not finish in time (killed)", r);
-    else if (status[r] >= 128) cr_expect_fail("rank %d died of signal %d", r, status[r] - 128);
-    else cr_expect_eq(status[r], 0, "rank %d reported %d failed checks (see stderr)", r, status[r]);
-  }
-}
+#include "harness.h"
 
 // Two ranks of one process (ncclCommInitAll): argument checks run before any
 // peer is involved, so one thread can drive both.
 static void init_pair(ncclComm_t comms[2]) {
-  base_env("10");
+  weft_test_env_timeout(10);
   comms[0] = comms[1] = NULL;
   cr_assert_eq(ncclCommInitAll(comms, 2, NULL), ncclSuccess, "ncclCommInitAll(2)");
 }
@@ -147,10 +30,10 @@ static void init_pair(ncclComm_t comms[2]) {
 static void expect_pair_works(ncclComm_t comms[2]) {
   int32_t a[64], b[64];
   for (int i = 0; i < 64; i++) a[i] = i, b[i] = 1000 + i;
-  EXPECT_RES(ncclGroupStart(), ncclSuccess);
-  EXPECT_RES(ncclAllReduce(a, a, 64, ncclInt32, ncclSum, comms[0], NULL), ncclSuccess);
-  EXPECT_RES(ncclAllReduce(b, b, 64, ncclInt32, ncclSum, comms[1], NULL), ncclSuccess);
-  EXPECT_RES(ncclGroupEnd(), ncclSuccess);
+  WEFT_TEST_EXPECT_RES(ncclGroupStart(), ncclSuccess);
+  WEFT_TEST_EXPECT_RES(ncclAllReduce(a, a, 64, ncclInt32, ncclSum, comms[0], NULL), ncclSuccess);
+  WEFT_TEST_EXPECT_RES(ncclAllReduce(b, b, 64, ncclInt32, ncclSum, comms[1], NULL), ncclSuccess);
+  WEFT_TEST_EXPECT_RES(ncclGroupEnd(), ncclSuccess);
   for (int i = 0; i < 64; i++) {
     cr_expect_eq(a[i], 1000 + 2 * i, "rank 0 element %d = %d", i, a[i]);
     cr_expect_eq(b[i], 1000 + 2 * i, "rank 1 element %d = %d", i, b[i]);
@@ -158,7 +41,7 @@ static void expect_pair_works(ncclComm_t comms[2]) {
 }
 
 static void destroy_pair(ncclComm_t comms[2]) {
-  for (int r = 0; r < 2; r++) EXPECT_RES(ncclCommDestroy(comms[r]), ncclSuccess);
+  for (int r = 0; r < 2; r++) WEFT_TEST_EXPECT_RES(ncclCommDestroy(comms[r]), ncclSuccess);
 }
 
 /* ---------- bad arguments ---------- */
@@ -171,46 +54,46 @@ Test(api_errors, bad_collective_arguments, .timeout = 30) {
   float a[16] = {0}, b[32] = {0};
   const ncclDataType_t f32 = ncclFloat32;
 
-  EXPECT_RES(ncclAllReduce(a, b, 8, f32, ncclSum, NULL, NULL), IA);
-  EXPECT_RES(ncclAllReduce(NULL, b, 8, f32, ncclSum, c, NULL), IA);
-  EXPECT_RES(ncclAllReduce(a, NULL, 8, f32, ncclSum, c, NULL), IA);
-  EXPECT_RES(ncclAllGather(a, NULL, 8, f32, c, NULL), IA);
-  EXPECT_RES(ncclReduceScatter(NULL, b, 8, f32, ncclSum, c, NULL), IA);
-  EXPECT_RES(ncclAlltoAll(a, NULL, 8, f32, c, NULL), IA);
-  EXPECT_RES(ncclAllReduce(a, b, 8, (ncclDataType_t)12, ncclSum, c, NULL), IA);
-  EXPECT_RES(ncclAllReduce(a, b, 8, (ncclDataType_t)-1, ncclSum, c, NULL), IA);
-  EXPECT_RES(ncclBroadcast(a, b, 8, (ncclDataType_t)ncclNumTypes, 0, c, NULL), IA);
-  EXPECT_RES(ncclSend(a, 8, (ncclDataType_t)200, 1, c, NULL), IA);
-  EXPECT_RES(ncclAllReduce(a, b, 8, f32, (ncclRedOp_t)5, c, NULL), IA);  // no PreMulSum created
-  EXPECT_RES(ncclAllReduce(a, b, 8, f32, (ncclRedOp_t)99, c, NULL), IA);
-  EXPECT_RES(ncclAllReduce(a, b, 8, f32, (ncclRedOp_t)-1, c, NULL), IA);
-  EXPECT_RES(ncclReduce(a, b, 8, f32, (ncclRedOp_t)5, 0, c, NULL), IA);
-  EXPECT_RES(ncclReduceScatter(b, a, 8, f32, (ncclRedOp_t)99, c, NULL), IA);
+  WEFT_TEST_EXPECT_RES(ncclAllReduce(a, b, 8, f32, ncclSum, NULL, NULL), IA);
+  WEFT_TEST_EXPECT_RES(ncclAllReduce(NULL, b, 8, f32, ncclSum, c, NULL), IA);
+  WEFT_TEST_EXPECT_RES(ncclAllReduce(a, NULL, 8, f32, ncclSum, c, NULL), IA);
+  WEFT_TEST_EXPECT_RES(ncclAllGather(a, NULL, 8, f32, c, NULL), IA);
+  WEFT_TEST_EXPECT_RES(ncclReduceScatter(NULL, b, 8, f32, ncclSum, c, NULL), IA);
+  WEFT_TEST_EXPECT_RES(ncclAlltoAll(a, NULL, 8, f32, c, NULL), IA);
+  WEFT_TEST_EXPECT_RES(ncclAllReduce(a, b, 8, (ncclDataType_t)12, ncclSum, c, NULL), IA);
+  WEFT_TEST_EXPECT_RES(ncclAllReduce(a, b, 8, (ncclDataType_t)-1, ncclSum, c, NULL), IA);
+  WEFT_TEST_EXPECT_RES(ncclBroadcast(a, b, 8, (ncclDataType_t)ncclNumTypes, 0, c, NULL), IA);
+  WEFT_TEST_EXPECT_RES(ncclSend(a, 8, (ncclDataType_t)200, 1, c, NULL), IA);
+  WEFT_TEST_EXPECT_RES(ncclAllReduce(a, b, 8, f32, (ncclRedOp_t)5, c, NULL), IA);  // no PreMulSum created
+  WEFT_TEST_EXPECT_RES(ncclAllReduce(a, b, 8, f32, (ncclRedOp_t)99, c, NULL), IA);
+  WEFT_TEST_EXPECT_RES(ncclAllReduce(a, b, 8, f32, (ncclRedOp_t)-1, c, NULL), IA);
+  WEFT_TEST_EXPECT_RES(ncclReduce(a, b, 8, f32, (ncclRedOp_t)5, 0, c, NULL), IA);
+  WEFT_TEST_EXPECT_RES(ncclReduceScatter(b, a, 8, f32, (ncclRedOp_t)99, c, NULL), IA);
 
   for (int bad = -1; bad <= 2; bad += 3) {  // -1 and nranks
-    EXPECT_RES(ncclBroadcast(a, b, 8, f32, bad, c, NULL), IA);
-    EXPECT_RES(ncclBcast(a, 8, f32, bad, c, NULL), IA);
-    EXPECT_RES(ncclReduce(a, b, 8, f32, ncclSum, bad, c, NULL), IA);
-    EXPECT_RES(ncclGather(a, b, 8, f32, bad, c, NULL), IA);
-    EXPECT_RES(ncclScatter(b, a, 8, f32, bad, c, NULL), IA);
-    EXPECT_RES(ncclSend(a, 8, f32, bad, c, NULL), IA);
-    EXPECT_RES(ncclRecv(b, 8, f32, bad, c, NULL), IA);
+    WEFT_TEST_EXPECT_RES(ncclBroadcast(a, b, 8, f32, bad, c, NULL), IA);
+    WEFT_TEST_EXPECT_RES(ncclBcast(a, 8, f32, bad, c, NULL), IA);
+    WEFT_TEST_EXPECT_RES(ncclReduce(a, b, 8, f32, ncclSum, bad, c, NULL), IA);
+    WEFT_TEST_EXPECT_RES(ncclGather(a, b, 8, f32, bad, c, NULL), IA);
+    WEFT_TEST_EXPECT_RES(ncclScatter(b, a, 8, f32, bad, c, NULL), IA);
+    WEFT_TEST_EXPECT_RES(ncclSend(a, 8, f32, bad, c, NULL), IA);
+    WEFT_TEST_EXPECT_RES(ncclRecv(b, 8, f32, bad, c, NULL), IA);
   }
-  EXPECT_RES(ncclSend(a, 8, f32, 1000000, c, NULL), IA);
+  WEFT_TEST_EXPECT_RES(ncclSend(a, 8, f32, 1000000, c, NULL), IA);
 
   // Sizes that overflow size_t; the buffers are never touched.
-  EXPECT_RES(ncclAllReduce(a, b, SIZE_MAX / 2, ncclFloat64, ncclSum, c, NULL), IA);
-  EXPECT_RES(ncclAllGather(a, b, SIZE_MAX / 8, ncclFloat64, c, NULL), IA);
-  EXPECT_RES(ncclReduceScatter(b, a, SIZE_MAX / 16 + 1, ncclInt64, ncclSum, c, NULL), IA);
-  EXPECT_RES(ncclSend(a, SIZE_MAX / 2, ncclFloat64, 1, c, NULL), IA);
-  EXPECT_RES(ncclBroadcast(a, b, SIZE_MAX, ncclUint8, 0, c, NULL), IA);
+  WEFT_TEST_EXPECT_RES(ncclAllReduce(a, b, SIZE_MAX / 2, ncclFloat64, ncclSum, c, NULL), IA);
+  WEFT_TEST_EXPECT_RES(ncclAllGather(a, b, SIZE_MAX / 8, ncclFloat64, c, NULL), IA);
+  WEFT_TEST_EXPECT_RES(ncclReduceScatter(b, a, SIZE_MAX / 16 + 1, ncclInt64, ncclSum, c, NULL), IA);
+  WEFT_TEST_EXPECT_RES(ncclSend(a, SIZE_MAX / 2, ncclFloat64, 1, c, NULL), IA);
+  WEFT_TEST_EXPECT_RES(ncclBroadcast(a, b, SIZE_MAX, ncclUint8, 0, c, NULL), IA);
 
   // Count 0 moves nothing: NULL buffers are fine and no peer is needed.
-  EXPECT_RES(ncclAllReduce(NULL, NULL, 0, f32, ncclSum, c, NULL), ncclSuccess);
+  WEFT_TEST_EXPECT_RES(ncclAllReduce(NULL, NULL, 0, f32, ncclSum, c, NULL), ncclSuccess);
 
   // Refused calls leave the communicator healthy.
   ncclResult_t async = ncclInternalError;
-  EXPECT_RES(ncclCommGetAsyncError(c, &async), ncclSuccess);
+  WEFT_TEST_EXPECT_RES(ncclCommGetAsyncError(c, &async), ncclSuccess);
   cr_expect_eq(async, ncclSuccess, "async error %d after argument errors", (int)async);
   expect_pair_works(comms);
   destroy_pair(comms);
@@ -228,72 +111,72 @@ Test(api_errors, stale_communicator_after_destroy, .timeout = 30) {
   void *handle = NULL;
   // The pointer value is reused after destroy; each call must refuse it
   // without reading the freed communicator.
-  EXPECT_RES(ncclAllReduce(a, a, 4, ncclFloat32, ncclSum, stale, NULL), ncclInvalidArgument);
-  EXPECT_RES(ncclSend(a, 4, ncclFloat32, 1, stale, NULL), ncclInvalidArgument);
-  EXPECT_RES(ncclCommCount(stale, &v), ncclInvalidArgument);
-  EXPECT_RES(ncclCommUserRank(stale, &v), ncclInvalidArgument);
-  EXPECT_RES(ncclCommCuDevice(stale, &v), ncclInvalidArgument);
-  EXPECT_RES(ncclCommGetAsyncError(stale, &async), ncclInvalidArgument);
-  EXPECT_RES(ncclCommSplit(stale, 0, 0, &child, NULL), ncclInvalidArgument);
-  EXPECT_RES(ncclCommRegister(stale, a, sizeof(a), &handle), ncclInvalidArgument);
-  EXPECT_RES(ncclCommFinalize(stale), ncclInvalidArgument);
-  EXPECT_RES(ncclCommDestroy(stale), ncclInvalidArgument);
-  EXPECT_RES(ncclCommAbort(stale), ncclInvalidArgument);
+  WEFT_TEST_EXPECT_RES(ncclAllReduce(a, a, 4, ncclFloat32, ncclSum, stale, NULL), ncclInvalidArgument);
+  WEFT_TEST_EXPECT_RES(ncclSend(a, 4, ncclFloat32, 1, stale, NULL), ncclInvalidArgument);
+  WEFT_TEST_EXPECT_RES(ncclCommCount(stale, &v), ncclInvalidArgument);
+  WEFT_TEST_EXPECT_RES(ncclCommUserRank(stale, &v), ncclInvalidArgument);
+  WEFT_TEST_EXPECT_RES(ncclCommCuDevice(stale, &v), ncclInvalidArgument);
+  WEFT_TEST_EXPECT_RES(ncclCommGetAsyncError(stale, &async), ncclInvalidArgument);
+  WEFT_TEST_EXPECT_RES(ncclCommSplit(stale, 0, 0, &child, NULL), ncclInvalidArgument);
+  WEFT_TEST_EXPECT_RES(ncclCommRegister(stale, a, sizeof(a), &handle), ncclInvalidArgument);
+  WEFT_TEST_EXPECT_RES(ncclCommFinalize(stale), ncclInvalidArgument);
+  WEFT_TEST_EXPECT_RES(ncclCommDestroy(stale), ncclInvalidArgument);
+  WEFT_TEST_EXPECT_RES(ncclCommAbort(stale), ncclInvalidArgument);
   // A pointer that never was a communicator.
-  EXPECT_RES(ncclCommCount((ncclComm_t)(void *)a, &v), ncclInvalidArgument);
-  EXPECT_RES(ncclCommDestroy(comms[1]), ncclSuccess);
+  WEFT_TEST_EXPECT_RES(ncclCommCount((ncclComm_t)(void *)a, &v), ncclInvalidArgument);
+  WEFT_TEST_EXPECT_RES(ncclCommDestroy(comms[1]), ncclSuccess);
 }
 
 Test(api_errors, group_errors, .timeout = 30) {
-  EXPECT_RES(ncclGroupEnd(), ncclInvalidUsage);
+  WEFT_TEST_EXPECT_RES(ncclGroupEnd(), ncclInvalidUsage);
   ncclComm_t comms[2];
   init_pair(comms);
-  EXPECT_RES(ncclGroupEnd(), ncclInvalidUsage);
+  WEFT_TEST_EXPECT_RES(ncclGroupEnd(), ncclInvalidUsage);
   // A bad call inside a group fails the call and the whole group.
   float a[8] = {0}, b[8] = {0};
-  EXPECT_RES(ncclGroupStart(), ncclSuccess);
-  EXPECT_RES(ncclAllReduce(a, a, 8, ncclFloat32, ncclSum, comms[0], NULL), ncclSuccess);
-  EXPECT_RES(ncclAllReduce(b, b, 8, (ncclDataType_t)12, ncclSum, comms[1], NULL), ncclInvalidArgument);
-  EXPECT_RES(ncclAllReduce(b, b, 8, ncclFloat32, ncclSum, comms[1], NULL), ncclSuccess);
-  EXPECT_RES(ncclGroupEnd(), ncclInvalidArgument);
+  WEFT_TEST_EXPECT_RES(ncclGroupStart(), ncclSuccess);
+  WEFT_TEST_EXPECT_RES(ncclAllReduce(a, a, 8, ncclFloat32, ncclSum, comms[0], NULL), ncclSuccess);
+  WEFT_TEST_EXPECT_RES(ncclAllReduce(b, b, 8, (ncclDataType_t)12, ncclSum, comms[1], NULL), ncclInvalidArgument);
+  WEFT_TEST_EXPECT_RES(ncclAllReduce(b, b, 8, ncclFloat32, ncclSum, comms[1], NULL), ncclSuccess);
+  WEFT_TEST_EXPECT_RES(ncclGroupEnd(), ncclInvalidArgument);
   // Nested groups: only the outermost end launches; a stray end is still wrong.
-  EXPECT_RES(ncclGroupStart(), ncclSuccess);
-  EXPECT_RES(ncclGroupStart(), ncclSuccess);
-  EXPECT_RES(ncclSend(a, 8, ncclFloat32, 7, comms[0], NULL), ncclInvalidArgument);
-  EXPECT_RES(ncclGroupEnd(), ncclSuccess);
-  EXPECT_RES(ncclGroupEnd(), ncclInvalidArgument);
-  EXPECT_RES(ncclGroupEnd(), ncclInvalidUsage);
+  WEFT_TEST_EXPECT_RES(ncclGroupStart(), ncclSuccess);
+  WEFT_TEST_EXPECT_RES(ncclGroupStart(), ncclSuccess);
+  WEFT_TEST_EXPECT_RES(ncclSend(a, 8, ncclFloat32, 7, comms[0], NULL), ncclInvalidArgument);
+  WEFT_TEST_EXPECT_RES(ncclGroupEnd(), ncclSuccess);
+  WEFT_TEST_EXPECT_RES(ncclGroupEnd(), ncclInvalidArgument);
+  WEFT_TEST_EXPECT_RES(ncclGroupEnd(), ncclInvalidUsage);
   // The failed groups left nothing behind: a good group runs.
   expect_pair_works(comms);
   destroy_pair(comms);
 }
 
 Test(api_errors, init_rejects_bad_arguments_without_hanging, .timeout = 30) {
-  base_env("5");
+  weft_test_env_timeout(5);
   ncclUniqueId id, junk;
   cr_assert_eq(ncclGetUniqueId(&id), ncclSuccess);
   memset(&junk, 0x5a, sizeof(junk));
   ncclComm_t comm = (ncclComm_t)(void *)&comm;
-  double t0 = now_s();
-  EXPECT_RES(ncclCommInitRank(&comm, 2, id, 2), ncclInvalidArgument);
-  EXPECT_RES(ncclCommInitRank(&comm, 2, id, 5), ncclInvalidArgument);
-  EXPECT_RES(ncclCommInitRank(&comm, 2, id, -1), ncclInvalidArgument);
-  EXPECT_RES(ncclCommInitRank(&comm, 0, id, 0), ncclInvalidArgument);
-  EXPECT_RES(ncclCommInitRank(&comm, -4, id, 0), ncclInvalidArgument);
-  EXPECT_RES(ncclCommInitRank(NULL, 2, id, 0), ncclInvalidArgument);
-  EXPECT_RES(ncclGetUniqueId(NULL), ncclInvalidArgument);
+  double t0 = weft_test_now();
+  WEFT_TEST_EXPECT_RES(ncclCommInitRank(&comm, 2, id, 2), ncclInvalidArgument);
+  WEFT_TEST_EXPECT_RES(ncclCommInitRank(&comm, 2, id, 5), ncclInvalidArgument);
+  WEFT_TEST_EXPECT_RES(ncclCommInitRank(&comm, 2, id, -1), ncclInvalidArgument);
+  WEFT_TEST_EXPECT_RES(ncclCommInitRank(&comm, 0, id, 0), ncclInvalidArgument);
+  WEFT_TEST_EXPECT_RES(ncclCommInitRank(&comm, -4, id, 0), ncclInvalidArgument);
+  WEFT_TEST_EXPECT_RES(ncclCommInitRank(NULL, 2, id, 0), ncclInvalidArgument);
+  WEFT_TEST_EXPECT_RES(ncclGetUniqueId(NULL), ncclInvalidArgument);
   ncclResult_t r = ncclCommInitRank(&comm, 2, junk, 0);
   cr_expect_neq(r, ncclSuccess, "a garbage unique id was accepted");
   cr_log_info("ncclCommInitRank with a 0x5a-filled id returned %d (%s)", (int)r, ncclGetErrorString(r));
   r = ncclCommInitRank(&comm, 1, junk, 0);
   cr_expect_neq(r, ncclSuccess, "a garbage unique id was accepted for a 1-rank job");
-  cr_expect_lt(now_s() - t0, 5.0, "refusals must not wait for the rendezvous");
+  cr_expect_lt(weft_test_now() - t0, 5.0, "refusals must not wait for the rendezvous");
   // A 1-rank job from a good id works after all that.
   ncclComm_t one = NULL;
   ncclUniqueId id1;
   cr_assert_eq(ncclGetUniqueId(&id1), ncclSuccess);
-  EXPECT_RES(ncclCommInitRank(&one, 1, id1, 0), ncclSuccess);
-  EXPECT_RES(ncclCommDestroy(one), ncclSuccess);
+  WEFT_TEST_EXPECT_RES(ncclCommInitRank(&one, 1, id1, 0), ncclSuccess);
+  WEFT_TEST_EXPECT_RES(ncclCommDestroy(one), ncclSuccess);
 }
 
 Test(api_errors, error_strings, .timeout = 10) {
@@ -344,38 +227,38 @@ Test(api_errors, foreign_pointers_and_unsupported_calls, .timeout = 30) {
   float a[8] = {0};
   long not_a_stream[8] = {0};
   cudaStream_t fake = (cudaStream_t)(void *)not_a_stream;
-  EXPECT_RES(ncclAllReduce(a, a, 8, ncclFloat32, ncclSum, c, fake), ncclInvalidArgument);
-  EXPECT_RES(weftStreamSynchronize(fake), ncclInvalidArgument);
-  EXPECT_RES(weftStreamQuery(fake), ncclInvalidArgument);
-  EXPECT_RES(weftStreamDestroy(fake), ncclInvalidArgument);
+  WEFT_TEST_EXPECT_RES(ncclAllReduce(a, a, 8, ncclFloat32, ncclSum, c, fake), ncclInvalidArgument);
+  WEFT_TEST_EXPECT_RES(weftStreamSynchronize(fake), ncclInvalidArgument);
+  WEFT_TEST_EXPECT_RES(weftStreamQuery(fake), ncclInvalidArgument);
+  WEFT_TEST_EXPECT_RES(weftStreamDestroy(fake), ncclInvalidArgument);
 
   void *heap = malloc(4096);
   cr_assert_not_null(heap);
-  EXPECT_RES(ncclMemFree(heap), ncclInvalidArgument);
-  EXPECT_RES(ncclMemFree(a), ncclInvalidArgument);
+  WEFT_TEST_EXPECT_RES(ncclMemFree(heap), ncclInvalidArgument);
+  WEFT_TEST_EXPECT_RES(ncclMemFree(a), ncclInvalidArgument);
   void *mem = NULL;
   cr_assert_eq(ncclMemAlloc(&mem, 4096), ncclSuccess);
-  EXPECT_RES(ncclMemFree((char *)mem + 64), ncclInvalidArgument);  // inside a block, not its start
-  EXPECT_RES(ncclMemFree(mem), ncclSuccess);
-  EXPECT_RES(ncclMemFree(mem), ncclInvalidArgument);  // twice
+  WEFT_TEST_EXPECT_RES(ncclMemFree((char *)mem + 64), ncclInvalidArgument);  // inside a block, not its start
+  WEFT_TEST_EXPECT_RES(ncclMemFree(mem), ncclSuccess);
+  WEFT_TEST_EXPECT_RES(ncclMemFree(mem), ncclInvalidArgument);  // twice
   free(heap);
 
-  EXPECT_RES(ncclRedOpDestroy(ncclSum, c), ncclInvalidArgument);
-  EXPECT_RES(ncclRedOpDestroy(ncclAvg, c), ncclInvalidArgument);
-  EXPECT_RES(ncclRedOpDestroy((ncclRedOp_t)77, c), ncclInvalidArgument);
+  WEFT_TEST_EXPECT_RES(ncclRedOpDestroy(ncclSum, c), ncclInvalidArgument);
+  WEFT_TEST_EXPECT_RES(ncclRedOpDestroy(ncclAvg, c), ncclInvalidArgument);
+  WEFT_TEST_EXPECT_RES(ncclRedOpDestroy((ncclRedOp_t)77, c), ncclInvalidArgument);
   ncclRedOp_t op;
   float two = 2.0f;
   cr_assert_eq(ncclRedOpCreatePreMulSum(&op, &two, ncclFloat32, ncclScalarHostImmediate, c), ncclSuccess);
-  EXPECT_RES(ncclRedOpDestroy(op, comms[1]), ncclInvalidArgument);  // another communicator's op
-  EXPECT_RES(ncclRedOpDestroy(op, c), ncclSuccess);
-  EXPECT_RES(ncclRedOpDestroy(op, c), ncclInvalidArgument);  // twice
+  WEFT_TEST_EXPECT_RES(ncclRedOpDestroy(op, comms[1]), ncclInvalidArgument);  // another communicator's op
+  WEFT_TEST_EXPECT_RES(ncclRedOpDestroy(op, c), ncclSuccess);
+  WEFT_TEST_EXPECT_RES(ncclRedOpDestroy(op, c), ncclInvalidArgument);  // twice
 
   ncclWindow_t win = NULL;
-  EXPECT_RES(ncclCommWindowRegister(c, a, sizeof(a), &win, NCCL_WIN_DEFAULT), ncclInvalidUsage);
+  WEFT_TEST_EXPECT_RES(ncclCommWindowRegister(c, a, sizeof(a), &win, NCCL_WIN_DEFAULT), ncclInvalidUsage);
   int exclude[1] = {1};
   ncclComm_t shrunk = NULL;
-  EXPECT_RES(ncclCommShrink(c, exclude, 1, &shrunk, NULL, NCCL_SHRINK_DEFAULT), ncclInvalidUsage);
-  EXPECT_RES(ncclCommRevoke(c, NCCL_REVOKE_DEFAULT), ncclInvalidUsage);
+  WEFT_TEST_EXPECT_RES(ncclCommShrink(c, exclude, 1, &shrunk, NULL, NCCL_SHRINK_DEFAULT), ncclInvalidUsage);
+  WEFT_TEST_EXPECT_RES(ncclCommRevoke(c, NCCL_REVOKE_DEFAULT), ncclInvalidUsage);
   expect_pair_works(comms);
   destroy_pair(comms);
 }
@@ -385,11 +268,6 @@ Test(api_errors, foreign_pointers_and_unsupported_calls, .timeout = 30) {
 enum { MM_COUNT, MM_DTYPE, MM_OP, MM_ROOT };
 
 typedef struct {
-  ncclUniqueId id;
-  int kind;
-} mm_job_t;
-
-typedef struct {
   int res[2], async[2], destroy[2];
   double secs[2];
   char last[2][320];
@@ -397,17 +275,17 @@ typedef struct {
 
 static mm_out_t *mm_out;  // shared with the ranks
 
-static void mismatch_body(int rank, int nranks, void *arg) {
-  mm_job_t *job = arg;
+static int mismatch_body(int rank, int nranks, ncclUniqueId *ids, void *arg) {
+  const int *kind = arg;
   ncclComm_t comm = NULL;
-  CHECK_RES(ncclCommInitRank(&comm, nranks, job->id, rank), ncclSuccess);
-  if (comm == NULL) return;
+  WEFT_TEST_CHECK_RES(ncclCommInitRank(&comm, nranks, ids[0], rank), ncclSuccess);
+  if (comm == NULL) return weft_test_failures();
   enum { N = 200 };
   float buf[N];
   for (int i = 0; i < N; i++) buf[i] = (float)(rank + 1);
-  double t0 = now_s();
+  double t0 = weft_test_now();
   ncclResult_t r = ncclInternalError;
-  switch (job->kind) {
+  switch (*kind) {
     case MM_COUNT: r = ncclAllReduce(buf, buf, rank == 0 ? 100 : 200, ncclFloat32, ncclSum, comm, NULL); break;
     case MM_DTYPE:
       r = ncclAllReduce(buf, buf, 100, rank == 0 ? ncclFloat32 : ncclInt32, ncclSum, comm, NULL);
@@ -416,26 +294,22 @@ static void mismatch_body(int rank, int nranks, void *arg) {
     case MM_ROOT: r = ncclBroadcast(buf, buf, 100, ncclFloat32, rank, comm, NULL); break;
     default: break;
   }
-  mm_out->secs[rank] = now_s() - t0;
+  mm_out->secs[rank] = weft_test_now() - t0;
   mm_out->res[rank] = (int)r;
   snprintf(mm_out->last[rank], sizeof(mm_out->last[rank]), "%s", ncclGetLastError(comm));
   ncclResult_t async = ncclSuccess;
-  CHECK_RES(ncclCommGetAsyncError(comm, &async), ncclSuccess);
+  WEFT_TEST_CHECK_RES(ncclCommGetAsyncError(comm, &async), ncclSuccess);
   mm_out->async[rank] = (int)async;
   mm_out->destroy[rank] = (int)ncclCommDestroy(comm);
+  return weft_test_failures();
 }
 
 static void run_mismatch(int kind, const char *what) {
-  base_env("20");  // long enough that a fast failure cannot be the timeout
-  mm_out = mmap(NULL, sizeof(*mm_out), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  cr_assert(mm_out != MAP_FAILED);
-  memset(mm_out, 0, sizeof(*mm_out));
+  weft_test_env_timeout(20);  // long enough that a fast failure cannot be the timeout
+  mm_out = weft_test_shared_alloc(sizeof(*mm_out));
+  cr_assert_not_null(mm_out);
   for (int r = 0; r < 2; r++) mm_out->res[r] = -1;
-  mm_job_t job = {.kind = kind};
-  cr_assert_eq(ncclGetUniqueId(&job.id), ncclSuccess);
-  int status[2];
-  run_ranks(2, mismatch_body, &job, 30, status);
-  expect_ranks_ok(2, status);
+  WEFT_TEST_EXPECT_FORK_OK(2, 1, mismatch_body, &kind, 30);
   int usage = 0;
   for (int r = 0; r < 2; r++) {
     cr_log_info("%s: rank %d got %d (%s) after %.3f s, async error %d, destroy %d; last error: %s", what, r,
@@ -449,7 +323,7 @@ static void run_mismatch(int kind, const char *what) {
     usage += mm_out->res[r] == ncclInvalidUsage;
   }
   cr_expect_geq(usage, 1, "%s: no rank reported ncclInvalidUsage", what);
-  munmap(mm_out, sizeof(*mm_out));
+  weft_test_shared_free(mm_out, sizeof(*mm_out));
 }
 
 Test(api_errors, mismatched_counts_fail_fast, .timeout = 40) { run_mismatch(MM_COUNT, "counts 100/200"); }
@@ -467,9 +341,9 @@ static int role_late_join(void) {
   ncclUniqueId id;
   if (weftUniqueIdFromString(getenv("WEFT_API_TEST_ID"), &id) != ncclSuccess) return 3;
   ncclComm_t comm = NULL;
-  double t0 = now_s();
+  double t0 = weft_test_now();
   ncclResult_t r = ncclCommInitRank(&comm, nranks, id, rank);
-  double secs = now_s() - t0;
+  double secs = weft_test_now() - t0;
   fprintf(stderr, "late-join rank %d: ncclCommInitRank returned %d after %.2f s; last error: %s\n", rank, (int)r,
           secs, ncclGetLastError(NULL));
   if (r == ncclSuccess) return 1;
@@ -506,21 +380,22 @@ __attribute__((constructor)) static void role_dispatch(void) {
 typedef struct {
   const char *role;
   const char *dir;
-  char id[WEFT_UNIQUE_ID_STRLEN];
-  int nranks;
+  int nids;    // unique ids of the job: 0 or 1
+  int nranks;  // ranks of the job, when more than are forked
 } exec_job_t;
 
 // Rank body: run this binary again in the job's role.
-static void exec_role(int rank, int nranks, void *arg) {
+static int exec_role(int rank, int nranks, ncclUniqueId *ids, void *arg) {
   exec_job_t *job = arg;
-  char rank_s[16], nranks_s[16], log[600];
+  char rank_s[16], nranks_s[16], log[600], id[WEFT_UNIQUE_ID_STRLEN] = "";
+  if (job->nids > 0) WEFT_TEST_CHECK_RES(weftUniqueIdToString(&ids[0], id, sizeof(id)), ncclSuccess);
   snprintf(rank_s, sizeof(rank_s), "%d", rank);
   snprintf(nranks_s, sizeof(nranks_s), "%d", job->nranks > 0 ? job->nranks : nranks);
   snprintf(log, sizeof(log), "%s/log.%%p", job->dir);
   setenv(ROLE_VAR, job->role, 1);
   setenv("WEFT_API_TEST_RANK", rank_s, 1);
   setenv("WEFT_API_TEST_NRANKS", nranks_s, 1);
-  setenv("WEFT_API_TEST_ID", job->id, 1);
+  setenv("WEFT_API_TEST_ID", id, 1);
   setenv("WEFT_API_TEST_DIR", job->dir, 1);
   if (strcmp(job->role, "late-join") == 0) {
     setenv("NCCL_DEBUG", "WARN", 1);
@@ -530,7 +405,8 @@ static void exec_role(int rank, int nranks, void *arg) {
     unsetenv("NCCL_DEBUG_FILE");
   }
   execl("/proc/self/exe", "test_api_errors", (char *)NULL);
-  CHECK(0, "exec /proc/self/exe: %s", strerror(errno));
+  WEFT_TEST_CHECK(0, "exec /proc/self/exe: %s", strerror(errno));
+  return weft_test_failures();
 }
 
 static void make_dir(char *dir, size_t len) {
@@ -561,22 +437,21 @@ static void slurp_and_remove(const char *dir, char *text, size_t len) {
 }
 
 Test(api_errors, timeout_names_the_missing_rank, .timeout = 40) {
-  base_env("2");
-  exec_job_t job = {.role = "late-join", .nranks = 3};
+  weft_test_env_timeout(2);
+  exec_job_t job = {.role = "late-join", .nids = 1, .nranks = 3};
   char dir[64];
   make_dir(dir, sizeof(dir));
   job.dir = dir;
-  ncclUniqueId id;
-  cr_assert_eq(ncclGetUniqueId(&id), ncclSuccess);
-  cr_assert_eq(weftUniqueIdToString(&id, job.id, sizeof(job.id)), ncclSuccess);
   int status[2];
-  double t0 = now_s();
-  run_ranks(2, exec_role, &job, 25, status);  // ranks 0 and 1 of 3; rank 2 never comes
-  double secs = now_s() - t0;
+  double t0 = weft_test_now();
+  // Ranks 0 and 1 of 3; rank 2 never comes.
+  int bad = weft_test_fork_ranks_ids(2, job.nids, exec_role, &job, 25, status);
+  double secs = weft_test_now() - t0;
   static char text[1 << 16];
   slurp_and_remove(dir, text, sizeof(text));
+  cr_expect_geq(bad, 0, "could not start the ranks");
   for (int r = 0; r < 2; r++) {
-    cr_expect_neq(status[r], RANK_TIMED_OUT, "rank %d hung", r);
+    cr_expect_neq(status[r], WEFT_TEST_RANK_TIMED_OUT, "rank %d hung", r);
     cr_expect_neq(status[r], 1, "rank %d initialised without rank 2", r);
     cr_expect_eq(status[r], 0, "rank %d: status %d (2 = failed too slowly)", r, status[r]);
   }
@@ -591,7 +466,7 @@ Test(api_errors, nccl_debug_set_before_first_call_is_honoured, .timeout = 20) {
   make_dir(dir, sizeof(dir));
   job.dir = dir;
   int status[1];
-  run_ranks(1, exec_role, &job, 10, status);
+  cr_expect_geq(weft_test_fork_ranks_ids(1, job.nids, exec_role, &job, 10, status), 0, "could not start the program");
   static char text[1 << 14];
   slurp_and_remove(dir, text, sizeof(text));
   cr_expect_eq(status[0], 0,
