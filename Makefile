@@ -25,7 +25,10 @@ LIB_WEFT := $(BUILD)/lib/libweft.so
 LIB_NCCL := $(BUILD)/lib/libnccl.so.2
 RPATH    := -Wl,-rpath,'$$ORIGIN/../lib'
 
-PROGS := $(BUILD)/bin/weftrun $(BUILD)/bin/weft-demo $(BUILD)/bin/weft-env $(BUILD)/bin/weft-sim
+PERF_SRCS := $(wildcard perf/*_perf.c)
+PERF_BINS := $(PERF_SRCS:perf/%.c=$(BUILD)/bin/%)
+
+PROGS := $(BUILD)/bin/weftrun $(BUILD)/bin/weft-demo $(BUILD)/bin/weft-env $(BUILD)/bin/weft-sim $(PERF_BINS)
 
 UNIT_SRCS  := $(wildcard tests/unit/test_*.c)
 UNIT_BINS  := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/unit/%)
@@ -69,6 +72,12 @@ $(BUILD)/bin/weft-demo: tools/weft_demo.c
 $(BUILD)/bin/weftrun $(BUILD)/bin/weft-demo:
 	@mkdir -p $(@D)
 	$(CC) $(PROG_CFLAGS) -o $@ $(filter %.c,$^) -L$(BUILD)/lib -lweft $(RPATH) $(LDLIBS)
+
+# nccl-tests-style benchmarks: one small file per collective + the shared driver.
+PERF_COMMON := perf/common.c perf/common_args.c perf/common_check.c perf/common_out.c
+$(BUILD)/bin/%_perf: perf/%_perf.c $(PERF_COMMON) perf/common.h perf/common_internal.h $(LIB_WEFT)
+	@mkdir -p $(@D)
+	$(CC) $(PROG_CFLAGS) -Iperf -o $@ $< $(PERF_COMMON) -L$(BUILD)/lib -lweft $(RPATH) $(LDLIBS)
 
 # ... except weft-env (prints the internal knob table) and weft-sim (runs the
 # internal schedules through the simulator), which link the objects.
