@@ -21,10 +21,11 @@ static const char *const coll_names[WEFT_NUM_COLLS] = {
     "AllReduce", "Broadcast", "Reduce",  "AllGather", "ReduceScatter",
     "AlltoAll",  "Gather",    "Scatter", "Send",      "Recv"};
 
-static const char *const algo_names[WEFT_NUM_ALGOS] = {"ring", "chain", "direct", "oneshot"};
+static const char *const algo_names[WEFT_NUM_ALGOS] = {"ring", "chain", "direct", "oneshot", "read"};
 
 static const char *const kind_names[WEFT_NUM_STEP_KINDS] = {
-    "SEND", "RECV", "RECV_REDUCE", "RECV_REDUCE_SEND", "RECV_COPY_SEND", "COPY"};
+    "SEND", "RECV", "RECV_REDUCE", "RECV_REDUCE_SEND", "RECV_COPY_SEND", "COPY",
+    "READ", "READ_REDUCE", "SIGNAL", "WAIT"};
 
 const char *weft_coll_name(weft_coll_t c) {
   return ((unsigned)c < WEFT_NUM_COLLS) ? coll_names[c] : "?";
@@ -52,6 +53,9 @@ int weft_algo_supports(weft_algo_t algo, weft_coll_t coll) {
       return coll == WEFT_COLL_ALLTOALL || coll == WEFT_COLL_GATHER || coll == WEFT_COLL_SCATTER ||
              coll == WEFT_COLL_SEND || coll == WEFT_COLL_RECV;
     case WEFT_ALGO_ONESHOT: return coll == WEFT_COLL_ALLREDUCE;
+    case WEFT_ALGO_READ:
+      return coll == WEFT_COLL_ALLREDUCE || coll == WEFT_COLL_REDUCESCATTER || coll == WEFT_COLL_ALLGATHER ||
+             coll == WEFT_COLL_BROADCAST || coll == WEFT_COLL_REDUCE;
     default: return 0;
   }
 }
@@ -174,6 +178,7 @@ ncclResult_t weft_schedule_add_split(weft_schedule_t *s, const weft_step_t *step
     piece.count = left < slice ? left : slice;
     piece.src_off = step->src_off + off;
     piece.dst_off = step->dst_off + off;
+    piece.rem_off = step->rem_off + off;
     WEFTCHECK(weft_schedule_add(s, &piece));
   }
   return ncclSuccess;
@@ -231,6 +236,7 @@ ncclResult_t weft_schedule_build(const weft_coll_args_t *a, weft_algo_t algo, we
     case WEFT_ALGO_RING: WEFTCHECKGOTO(weft_ring_build(a, s), res, fail); break;
     case WEFT_ALGO_CHAIN: WEFTCHECKGOTO(weft_chain_build(a, s), res, fail); break;
     case WEFT_ALGO_ONESHOT: WEFTCHECKGOTO(weft_oneshot_build(a, s), res, fail); break;
+    case WEFT_ALGO_READ: WEFTCHECKGOTO(weft_read_build(a, s), res, fail); break;
     default: WEFTCHECKGOTO(weft_direct_build(a, s), res, fail); break;
   }
   if (s->nlanes > 0 && s->lanes[s->nlanes - 1].count == 0) s->nlanes--;

@@ -47,6 +47,7 @@ typedef enum {
   WEFT_ALGO_CHAIN,      // Broadcast, Reduce: a pipelined chain in ring order from/to the root
   WEFT_ALGO_DIRECT,     // AlltoAll, Gather, Scatter, Send, Recv: one lane per peer
   WEFT_ALGO_ONESHOT,    // AllReduce for small counts: everyone sends to everyone, reduces locally
+  WEFT_ALGO_READ,       // single copy: ranks read each other's buffers (needs peer memory access)
   WEFT_NUM_ALGOS
 } weft_algo_t;
 
@@ -57,6 +58,10 @@ typedef enum {
   WEFT_STEP_RECV_REDUCE_SEND,  // out(send_peer) <- in(recv_peer) OP src
   WEFT_STEP_RECV_COPY_SEND,    // dst <- in(recv_peer); out(send_peer) <- same data
   WEFT_STEP_COPY,              // dst <- src (local)
+  WEFT_STEP_READ,              // dst <- read_peer's buffer (rem_buf, rem_off): a single copy
+  WEFT_STEP_READ_REDUCE,       // dst <- src OP read_peer's operand; src is a running partial result
+  WEFT_STEP_SIGNAL,            // one token (no data) to send_peer; count is 1
+  WEFT_STEP_WAIT,              // one token from recv_peer; count is 1
   WEFT_NUM_STEP_KINDS
 } weft_step_kind_t;
 
@@ -70,15 +75,25 @@ enum {
                                  // rank's own operand (no prescale applies to it)
 };
 
+// Reading a peer's buffers (READ, READ_REDUCE) needs the peer to be inside
+// the same call: a peer's buffers are live from its launch until it
+// returns, so a schedule that reads must keep each peer from returning until
+// its readers are done (SIGNAL/WAIT tokens), and must order a read of data a
+// peer computes after the peer's writes (again with tokens). A READ carrying
+// REDUCE_INPUT reads the peer's own operand (prescale applies); READ_REDUCE's
+// remote operand always is one. A rank may read itself (read_peer == rank).
 typedef struct {
   uint8_t kind;     // weft_step_kind_t
   uint8_t src_buf;  // weft_buf_t of the local operand (SEND, *_REDUCE*, COPY)
-  uint8_t dst_buf;  // weft_buf_t of the output (RECV, RECV_REDUCE, RECV_COPY_SEND, COPY)
+  uint8_t dst_buf;  // weft_buf_t of the output (RECV, RECV_REDUCE, RECV_COPY_SEND, COPY, READ*)
   uint8_t flags;
+  uint8_t rem_buf;    // weft_buf_t of the peer's buffer a READ* step reads
   int32_t send_peer;  // -1 when the step sends nothing
   int32_t recv_peer;  // -1 when the step receives nothing
+  int32_t read_peer;  // READ*: the rank whose buffer is read; -1 otherwise
   uint64_t src_off;   // elements
   uint64_t dst_off;   // elements
+  uint64_t rem_off;   // READ*: elements into the peer's buffer
   uint64_t count;     // elements; never 0 in a built schedule
 } weft_step_t;
 
@@ -145,5 +160,6 @@ ncclResult_t weft_ring_build(const weft_coll_args_t *a, weft_schedule_t *s);
 ncclResult_t weft_chain_build(const weft_coll_args_t *a, weft_schedule_t *s);
 ncclResult_t weft_direct_build(const weft_coll_args_t *a, weft_schedule_t *s);
 ncclResult_t weft_oneshot_build(const weft_coll_args_t *a, weft_schedule_t *s);
+ncclResult_t weft_read_build(const weft_coll_args_t *a, weft_schedule_t *s);
 
 #endif

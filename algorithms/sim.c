@@ -11,104 +11,30 @@
  * race under another. Storage of in-place calls is shared for real, so a
  * schedule that overwrites data before reading it computes a wrong value.
  *
+ * Single-copy steps fit the same model. A READ or READ_REDUCE takes the
+ * peer's current value at once and never blocks, so only the order the
+ * schedule enforces protects it: a read of data the peer has yet to write
+ * sees the wrong symbolic value, and a read of a rank that has finished
+ * every lane (returned to its caller, its buffers no longer live) is an
+ * error. SIGNAL and WAIT move one token through the connection's FIFO,
+ * ordered with its data and taking one element of room.
+ *
  * The checks made before a run (buffer layout, step fields, lanes, matching
- * pieces on every connection) live in sim_checks.c; the types both files
- * share are in sim_internal.h.
+ * pieces on every connection) live in sim_checks.c; every message is written
+ * by sim_report.c, so the rules here cost a few comparisons per element; the
+ * types they share are in sim_internal.h.
  */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "sim_internal.h"
 
-enum { MODE_ROUND_ROBIN = 0, MODE_GREEDY, MODE_RANDOM };
-static const char *const mode_names[] = {"round-robin", "greedy", "random"};
-
-const char *const weft_sim_buf_names[3] = {"none", "send", "recv"};
-
-// Bounded string builder: appends until the buffer is full, then drops text.
-typedef struct {
-  char *p;
-  size_t len, o;
-} sbuf_t;
-
-static void sb_add(sbuf_t *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void sb_add(sbuf_t *b, const char *fmt, ...) {
-  if (b->len == 0 || b->o >= b->len - 1) return;
-  va_list ap;
-  va_start(ap, fmt);
-  int w = vsnprintf(b->p + b->o, b->len - b->o, fmt, ap);
-  va_end(ap);
-  if (w > 0) b->o += (size_t)w;
-  if (b->o >= b->len) b->o = b->len - 1;
-}
-
-void weft_sim_fail(sim_t *m, const char *fmt, ...) {
-  if (m->failed) return;
-  m->failed = 1;
-  if (!m->err || m->errlen == 0) return;
-  const weft_sim_config_t *c = m->cfg;
-  sbuf_t b = {m->err, m->errlen, 0};
-  sb_add(&b, "%s/%s n=%d root=%d count=%zu slice=%zu capacity=%zu %s", weft_coll_name(c->coll),
-         weft_algo_name(c->algo), c->nranks, c->root, c->count, c->slice, c->capacity,
-         c->in_place ? "in-place" : "out-of-place");
-  if (m->mode >= 0) sb_add(&b, ", %s order", mode_names[m->mode]);
-  sb_add(&b, ": ");
-  if (b.o >= b.len - 1) return;
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(m->err + b.o, m->errlen - b.o, fmt, ap);
-  va_end(ap);
-}
-
 static uint64_t rng_next(sim_t *m) {  // splitmix64
   uint64_t z = (m->rng += 0x9e3779b97f4a7c15ull);
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
   return z ^ (z >> 31);
-}
-
-// "rank 3 lane 1 step 7 (RECV_REDUCE from 2, send[12..+5] -> recv[0..+5])"
-const char *weft_sim_step_desc(char *out, size_t len, int r, uint32_t lane, uint32_t idx,
-                               const weft_step_t *st) {
-  sbuf_t b = {out, len, 0};
-  int k = st->kind;
-  if (len) out[0] = 0;
-  sb_add(&b, "rank %d lane %u step %u (%s", r, lane, idx, weft_step_kind_name(k));
-  if (has_recv(k)) sb_add(&b, " from %d", (int)st->recv_peer);
-  if (has_send(k)) sb_add(&b, " to %d", (int)st->send_peer);
-  if (has_src(k) && st->src_buf < 3)
-    sb_add(&b, ", %s[%llu..+%llu]", weft_sim_buf_names[st->src_buf],
-           (unsigned long long)st->src_off, (unsigned long long)st->count);
-  if (has_dst(k) && st->dst_buf < 3)
-    sb_add(&b, "%s%s[%llu..+%llu]", has_src(k) ? " -> " : ", ", weft_sim_buf_names[st->dst_buf],
-           (unsigned long long)st->dst_off, (unsigned long long)st->count);
-  sb_add(&b, has_src(k) || has_dst(k) ? ")" : ", %llu elements)", (unsigned long long)st->count);
-  return out;
-}
-
-static const char *sval_desc(char *out, size_t len, const sval_t *v, int n) {
-  if (v->kind == SV_RAW)
-    snprintf(out, len, "rank %llu's send[%u]", (unsigned long long)v->bits, v->idx);
-  else if (v->kind == SV_PART)
-    snprintf(out, len, "element %u reduced over %d of %d ranks (mask 0x%llx)%s", v->idx,
-             __builtin_popcountll(v->bits), n, (unsigned long long)v->bits,
-             v->final ? "" : ", not final");
-  else
-    snprintf(out, len, "nothing (never written)");
-  return out;
-}
-
-// Which buffer (recv preferred) and index a store position belongs to.
-static void where(const srank_t *R, size_t pos, const char **buf, size_t *i) {
-  if (pos >= R->base[WEFT_BUF_RECV] && pos - R->base[WEFT_BUF_RECV] < R->elems[WEFT_BUF_RECV]) {
-    *buf = "recv";
-    *i = pos - R->base[WEFT_BUF_RECV];
-  } else {
-    *buf = "send";
-    *i = pos - R->base[WEFT_BUF_SEND];
-  }
 }
 
 /* ---- building ---- */
@@ -173,6 +99,77 @@ static ncclResult_t build_rank(sim_t *m, int r) {
   return res;
 }
 
+/* ---- the rules of one element operation ---- */
+
+// What a step does to each of its elements, worked out once per step.
+typedef struct {
+  unsigned io, flags;  // kind_io of the kind, the step's flags
+  int accumulate;      // the local operand is a running result (READ_REDUCE always)
+  int remote;          // the operand entering the reduction was read from the peer
+  uint64_t owner;      // whose raw input enters the reduction (when not accumulating)
+  uint64_t peer;       // READ*: the rank read
+} rule_t;
+
+static rule_t rule_of(const weft_step_t *st, int r) {
+  rule_t u;
+  u.io = kind_io[st->kind];  // kinds were checked before the run
+  u.flags = st->flags;
+  u.accumulate = (u.flags & WEFT_STEP_ACCUMULATE) || st->kind == WEFT_STEP_READ_REDUCE;
+  // SEND, COPY and RECV_REDUCE* bring this rank's operand; a REDUCE_INPUT
+  // READ (no source) the peer's.
+  u.remote = !(u.io & IO_SRC);
+  u.peer = (uint64_t)st->read_peer;
+  u.owner = u.remote ? u.peer : (uint64_t)r;
+  return u;
+}
+
+// Report a broken rule at element e of the step.
+static int reject(sim_t *m, weft_sim_at_t *at, uint64_t e, int rule, sval_t v, sval_t in) {
+  at->e = e;
+  return weft_sim_reject(m, at, rule, v, in);
+}
+
+// The value a step produces for its element e, into *v: from its local
+// operand (*v on entry; for steps without a source, a copy of `in`) and
+// what came in (`in`: popped from the input FIFO or read from the peer's
+// buffer). An operand enters a reduction once, as its owner's raw input; a
+// running result is accumulated only while in progress; FINAL marks exactly
+// the step that completes an element; tokens and data never stand in for
+// each other. Returns 0, or -1 after weft_sim_reject.
+static inline int element(sim_t *m, weft_sim_at_t *at, uint64_t e, const rule_t *u, sval_t *v,
+                          sval_t in) {
+  unsigned io = u->io;
+  if ((io & IO_IN) && (in.kind == SV_TOKEN) != ((io & IO_TOKEN) != 0))
+    return reject(m, at, e, SIM_TOKEN_MISMATCH, *v, in);
+  if (io & IO_TOKEN) {
+    *v = (sval_t){.kind = SV_TOKEN};
+    return 0;
+  }
+  if ((io & IO_READ) && in.kind == SV_NONE) return reject(m, at, e, SIM_READ_NOTHING, *v, in);
+  if (!(u->flags & WEFT_STEP_REDUCE_INPUT) && !(io & IO_RED)) return 0;  // moved unchanged
+  if (u->accumulate) {
+    if (v->kind != SV_PART || v->final) return reject(m, at, e, SIM_NOT_IN_PROGRESS, *v, in);
+  } else {
+    if (v->kind != SV_RAW || v->bits != u->owner)
+      return reject(m, at, e, u->remote ? SIM_NOT_PEER_INPUT : SIM_NOT_OWN_INPUT, *v, in);
+    v->kind = SV_PART, v->bits = 1ull << u->owner, v->final = 0;
+  }
+  if (io & IO_RED) {
+    if (io & IO_READ) {  // READ_REDUCE: the peer's own input, at the same index
+      if (in.kind != SV_RAW || in.bits != u->peer)
+        return reject(m, at, e, SIM_NOT_PEER_INPUT, in, in);
+      in.kind = SV_PART, in.bits = 1ull << u->peer, in.final = 0;
+    }
+    if (in.kind != SV_PART || in.final || in.idx != v->idx || (in.bits & v->bits))
+      return reject(m, at, e, SIM_BAD_COMBINE, *v, in);
+    v->bits |= in.bits;
+  }
+  int fin = (u->flags & WEFT_STEP_FINAL) != 0;
+  if ((v->bits == m->full) != fin) return reject(m, at, e, SIM_BAD_FINAL, *v, in);
+  v->final = (uint8_t)fin;
+  return 0;
+}
+
 /* ---- execution ---- */
 
 static void reset(sim_t *m) {
@@ -188,6 +185,8 @@ static void reset(sim_t *m) {
     for (size_t i = 0; i < R->nstore; i++) R->wlane[i] = R->rlane[i] = -1;
     memset(R->cur, 0, R->s.nlanes * sizeof(*R->cur));
     memset(R->done, 0, R->s.nlanes * sizeof(*R->done));
+    R->left = 0;
+    for (uint32_t l = 0; l < R->s.nlanes; l++) R->left += R->s.lanes[l].count > 0;
   }
   for (size_t i = 0; i < (size_t)m->n * m->n; i++) {
     m->fifo[i].head = m->fifo[i].len = 0;
@@ -195,121 +194,17 @@ static void reset(sim_t *m) {
   }
 }
 
-static int race(sim_t *m, int r, uint32_t l, size_t pos, int write) {
-  const srank_t *R = &m->rk[r];
-  int32_t w = R->wlane[pos], rd = R->rlane[pos];
-  char other[64];
-  if (w != -1 && w != (int32_t)l)
-    snprintf(other, sizeof(other), "lane %d writes", (int)w);
-  else if (rd == -2)
-    snprintf(other, sizeof(other), "several lanes read");
-  else
-    snprintf(other, sizeof(other), "lane %d reads", (int)rd);
-  const char *buf;
-  size_t i;
-  where(R, pos, &buf, &i);
-  weft_sim_fail(m,
-                "rank %d: lane %u %s %s[%zu], which %s too; lanes of one rank must not share data "
-                "that one of them writes",
-                r, l, write ? "writes" : "reads", buf, i, other);
-  return -1;
-}
-
 // Record lane `l` reading (write=0) or writing store[pos]; a write by one
 // lane and any access by another is a race, whatever the order.
 static int touch(sim_t *m, int r, uint32_t l, size_t pos, int write) {
   srank_t *R = &m->rk[r];
   int32_t L = (int32_t)l, w = R->wlane[pos], rd = R->rlane[pos];
-  if ((w != -1 && w != L) || (write && rd != -1 && rd != L)) return race(m, r, l, pos, write);
+  if ((w != -1 && w != L) || (write && rd != -1 && rd != L))
+    return weft_sim_race(m, r, l, pos, write);
   if (write)
     R->wlane[pos] = L;
   else
     R->rlane[pos] = (rd == -1 || rd == L) ? L : -2;
-  return 0;
-}
-
-// The step an element operation belongs to; described only on failure.
-typedef struct {
-  int r;
-  uint32_t lane, idx;
-  const weft_step_t *st;
-  char d[256];
-} at_t;
-
-static const char *at_desc(at_t *at) {
-  return weft_sim_step_desc(at->d, sizeof(at->d), at->r, at->lane, at->idx, at->st);
-}
-
-// Rank r's own operand entering the reduction.
-static int to_part(sim_t *m, at_t *at, sval_t *v) {
-  int r = at->r;
-  if (v->kind != SV_RAW || v->bits != (uint64_t)r) {
-    char b[128];
-    const char *d = at_desc(at);
-    weft_sim_fail(
-        m, "%s: local operand is %s, not rank %d's own input (overwritten before it was read?)", d,
-        sval_desc(b, sizeof(b), v, m->n), r);
-    return -1;
-  }
-  v->kind = SV_PART;
-  v->bits = 1ull << r;
-  v->final = 0;
-  return 0;
-}
-
-// An ACCUMULATE step's local operand: a partial result still in progress.
-static int accumulated(sim_t *m, at_t *at, const sval_t *v) {
-  if (v->kind == SV_PART && !v->final) return 0;
-  char b[128];
-  weft_sim_fail(m, "%s: accumulates into %s, which is not a partial result in progress", at_desc(at),
-                sval_desc(b, sizeof(b), v, m->n));
-  return -1;
-}
-
-static int combine(sim_t *m, at_t *at, const sval_t *in, sval_t *v) {
-  char b[128];
-  int ok = in->kind == SV_PART && !in->final && in->idx == v->idx && !(in->bits & v->bits);
-  if (ok) {
-    v->bits |= in->bits;
-    return 0;
-  }
-  const char *d = at_desc(at);
-  if (in->kind != SV_PART) {
-    weft_sim_fail(m, "%s: received %s, which is not a reduction operand%s", d,
-                  sval_desc(b, sizeof(b), in, m->n),
-                  in->kind == SV_RAW ? " (the sender lacks REDUCE_INPUT?)" : "");
-    return -1;
-  }
-  if (in->final) {
-    weft_sim_fail(m, "%s: received %s and reduces it again", d, sval_desc(b, sizeof(b), in, m->n));
-    return -1;
-  }
-  if (in->idx != v->idx) {
-    weft_sim_fail(
-        m, "%s: combines element %u received with element %u of its own (wrong chunk or offset)", d,
-        in->idx, v->idx);
-    return -1;
-  }
-  weft_sim_fail(m, "%s: element %u of rank %d reduced twice", d, v->idx,
-                __builtin_ctzll(in->bits & v->bits));
-  return -1;
-}
-
-// A step's freshly reduced value: complete exactly when the step says FINAL.
-static int check_final(sim_t *m, at_t *at, sval_t *v) {
-  int fin = (at->st->flags & WEFT_STEP_FINAL) != 0;
-  if (v->bits == m->full) {
-    if (!fin) {
-      weft_sim_fail(m, "%s: completes the reduction of element %u but lacks FINAL", at_desc(at),
-                    v->idx);
-      return -1;
-    }
-    v->final = 1;
-  } else if (fin) {
-    weft_sim_fail(m, "%s: has FINAL but element %u is reduced over only %d of %d ranks",
-                  at_desc(at), v->idx, __builtin_popcountll(v->bits), m->n);
-    return -1;
-  }
   return 0;
 }
 
@@ -337,6 +232,7 @@ static int64_t advance(sim_t *m, int r, uint32_t l, int random) {
   int k = st->kind, n = m->n;
   fifo_t *in = has_recv(k) ? &m->fifo[(size_t)st->recv_peer * n + r] : NULL;
   fifo_t *out = has_send(k) ? &m->fifo[(size_t)r * n + st->send_peer] : NULL;
+  srank_t *P = reads_peer(k) ? &m->rk[st->read_peer] : NULL;  // a read never blocks
   uint64_t todo = st->count - R->done[l];
   if (in && in->len < todo) todo = in->len;
   if (out && out != in && m->cfg->capacity - out->len < todo) todo = m->cfg->capacity - out->len;
@@ -349,22 +245,32 @@ static int64_t advance(sim_t *m, int r, uint32_t l, int random) {
       out->wait_wr = gid;
     return 0;
   }
+  weft_sim_at_t at;  // described only on failure
+  at.r = r, at.lane = l, at.idx = idx, at.st = st, at.e = 0;
+  if (P && P->left == 0) {
+    sval_t none = {0};
+    return reject(m, &at, R->done[l], SIM_READ_AFTER_RETURN, none, none);
+  }
   if (random && (rng_next(m) & 1)) todo = 1 + rng_next(m) % todo;
-  size_t ps = has_src(k) ? R->base[st->src_buf] + st->src_off : 0;
-  size_t pd = has_dst(k) ? R->base[st->dst_buf] + st->dst_off : 0;
-  // A plain copy onto itself is skipped, as the engine does.
-  int skip = k == WEFT_STEP_COPY && ps == pd && st->flags == 0;
-  int ri = (st->flags & WEFT_STEP_REDUCE_INPUT) != 0, produced = ri || reduces(k);
-  int acc = (st->flags & WEFT_STEP_ACCUMULATE) != 0;
   int src = has_src(k), dst = has_dst(k);
-  at_t at;  // the description is written only on failure
-  at.r = r, at.lane = l, at.idx = idx, at.st = st;
+  size_t ps = src ? R->base[st->src_buf] + st->src_off : 0;
+  size_t pd = dst ? R->base[st->dst_buf] + st->dst_off : 0;
+  size_t pr = P ? P->base[st->rem_buf] + st->rem_off : 0;
+  // A plain copy onto itself is skipped, as the engine does.
+  int skip = st->flags == 0 &&
+             ((k == WEFT_STEP_COPY && ps == pd) || (k == WEFT_STEP_READ && P == R && pr == pd));
+  rule_t u = rule_of(st, r);
   for (uint64_t e = R->done[l]; e < R->done[l] + todo && !skip; e++) {
-    sval_t v, x;
+    sval_t v, x = {0};
     if (in) {
       x = in->v[in->head];
       if (++in->head == in->size) in->head = 0;
       in->len--;
+    }
+    if (P) {
+      // Reading itself, a rank's lane takes part in its own race checks.
+      if (P == R && touch(m, r, l, pr + e, 0)) return -1;
+      x = P->store[pr + e];
     }
     if (src) {
       if (touch(m, r, l, ps + e, 0)) return -1;
@@ -372,11 +278,7 @@ static int64_t advance(sim_t *m, int r, uint32_t l, int random) {
     } else {
       v = x;
     }
-    if (produced) {
-      if (acc ? accumulated(m, &at, &v) : to_part(m, &at, &v)) return -1;
-      if (reduces(k) && combine(m, &at, &x, &v)) return -1;
-      if (check_final(m, &at, &v)) return -1;
-    }
+    if (element(m, &at, e, &u, &v, x)) return -1;
     if (dst) {
       if (touch(m, r, l, pd + e, 1)) return -1;
       R->store[pd + e] = v;
@@ -397,44 +299,6 @@ static int64_t advance(sim_t *m, int r, uint32_t l, int random) {
   return (int64_t)todo;
 }
 
-// Does rank p still have a step sending to rank r?
-static int will_send(const sim_t *m, int p, int r) {
-  const srank_t *P = &m->rk[p];
-  for (uint32_t l = 0; l < P->s.nlanes; l++)
-    for (uint32_t i = P->cur[l]; i < P->s.lanes[l].count; i++) {
-      const weft_step_t *st = &P->s.steps[P->s.lanes[l].first + i];
-      if (has_send(st->kind) && st->send_peer == r) return 1;
-    }
-  return 0;
-}
-
-static void report_deadlock(sim_t *m) {
-  char msg[1024], d[256];
-  sbuf_t b = {msg, sizeof(msg), 0};
-  int shown = 0, stuck = 0;
-  msg[0] = 0;
-  for (int r = 0; r < m->n; r++) {
-    const srank_t *R = &m->rk[r];
-    for (uint32_t l = 0; l < R->s.nlanes; l++) {
-      if (R->cur[l] >= R->s.lanes[l].count) continue;
-      if (stuck++ >= 6) continue;
-      shown++;
-      uint32_t idx = R->s.lanes[l].first + R->cur[l];
-      const weft_step_t *st = &R->s.steps[idx];
-      const fifo_t *in = has_recv(st->kind) ? &m->fifo[(size_t)st->recv_peer * m->n + r] : NULL;
-      sb_add(&b, "%s%s moved %llu of %llu, waits for ", shown > 1 ? "; " : "",
-             weft_sim_step_desc(d, sizeof(d), r, l, idx, st), (unsigned long long)R->done[l],
-             (unsigned long long)st->count);
-      if (in && in->len == 0)
-        sb_add(&b, "data on %d->%d%s", (int)st->recv_peer, r,
-               will_send(m, st->recv_peer, r) ? "" : " that rank never sends");
-      else
-        sb_add(&b, "room on %d->%d (full)", r, (int)st->send_peer);
-    }
-  }
-  weft_sim_fail(m, "deadlock, %d lanes stuck: %s%s", stuck, msg, stuck > shown ? "; ..." : "");
-}
-
 // One execution under one interleaving policy; checks that it completes.
 // Sweeps visit only lanes that may move: a blocked lane sleeps on the FIFO
 // in its way until that FIFO's other end moves.
@@ -452,7 +316,7 @@ static int run(sim_t *m, int mode) {
   }
   while (unfinished > 0) {
     if (m->nnext == 0) {
-      report_deadlock(m);
+      weft_sim_report_deadlock(m);
       return -1;
     }
     uint32_t *t = m->cur;
@@ -460,7 +324,7 @@ static int run(sim_t *m, int mode) {
     m->next = t;
     m->ncur = m->nnext;
     m->nnext = 0;
-    if (mode == MODE_RANDOM) {
+    if (mode == SIM_RANDOM) {
       for (uint32_t i = m->ncur; i > 1; i--) {
         uint32_t j = (uint32_t)(rng_next(m) % i), x = m->cur[i - 1];
         m->cur[i - 1] = m->cur[j];
@@ -474,13 +338,15 @@ static int run(sim_t *m, int mode) {
       m->queued[g] = 0;
       int64_t moved;
       do {
-        moved = advance(m, r, l, mode == MODE_RANDOM);
+        moved = advance(m, r, l, mode == SIM_RANDOM);
         if (moved < 0) return -1;
-      } while (moved > 0 && (mode == MODE_GREEDY || (mode == MODE_RANDOM && (rng_next(m) & 1))));
-      if (m->rk[r].cur[l] >= m->rk[r].s.lanes[l].count)
+      } while (moved > 0 && (mode == SIM_GREEDY || (mode == SIM_RANDOM && (rng_next(m) & 1))));
+      if (m->rk[r].cur[l] >= m->rk[r].s.lanes[l].count) {
         unfinished--;
-      else if (moved > 0)
+        m->rk[r].left--;  // at 0 the rank has returned: its buffers are gone
+      } else if (moved > 0) {
         wake(m, (int32_t)g);  // could move more: visit again next sweep
+      }
     }
   }
   for (int a = 0; a < m->n; a++)
@@ -537,7 +403,8 @@ static int verify(sim_t *m) {
           (want.kind == SV_PART && !got.final)) {
         char a[128], b[128];
         weft_sim_fail(m, "rank %d recv[%zu] holds %s, expected %s", r, i,
-                      sval_desc(a, sizeof(a), &got, m->n), sval_desc(b, sizeof(b), &want, m->n));
+                      weft_sim_sval_desc(a, sizeof(a), &got, m->n),
+                      weft_sim_sval_desc(b, sizeof(b), &want, m->n));
         return -1;
       }
     }
@@ -637,7 +504,7 @@ static ncclResult_t simulate(sim_t *m) {
   m->rng = c->seed ? c->seed : derive_seed(c);
   int runs = 2 + (c->random_runs > 0 ? c->random_runs : 0);
   for (int i = 0; i < runs; i++) {
-    if (run(m, i < 2 ? i : MODE_RANDOM) || verify(m)) return ncclInternalError;
+    if (run(m, i < 2 ? i : SIM_RANDOM) || verify(m)) return ncclInternalError;
   }
   return ncclSuccess;
 }

@@ -10,6 +10,10 @@
  * at the end it can say exactly what went wrong: a deadlock and who is stuck,
  * a receive without a send, an element reduced twice or in the wrong place, a
  * missing FINAL or REDUCE_INPUT flag, in-place data overwritten before use.
+ * Single-copy steps are modelled too: a READ takes the peer's buffer as it
+ * is at that moment, a read of a rank that has already returned (finished
+ * its schedule) is an error, and SIGNAL/WAIT tokens travel through the
+ * connections like data.
  *
  * Checked before running: step fields and bounds, at most `slice` elements
  * per step, one lane per connection end, sender and receiver listing the same

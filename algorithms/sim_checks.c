@@ -4,9 +4,11 @@
  * Lays out each rank's buffers (in-place calls share storage for real) and
  * rejects a schedule that is malformed on its face, so the runner in sim.c
  * only ever executes steps that are well-formed: every step's kind, peers,
- * regions, size and flags fit the collective; lanes partition the steps and
- * each connection end belongs to one lane; on every connection the sender
- * and the receiver list the same piece sizes in the same order. Kept apart
+ * regions (a read's region in the peer's buffers), size and flags fit the
+ * collective; lanes partition the steps and each connection end belongs to
+ * one lane; on every connection the sender and the receiver list the same
+ * pieces in the same order — the same sizes, and a WAIT wherever the sender
+ * has a SIGNAL, so a token never stands in for data. Kept apart
  * from the runner: everything here looks at the schedules alone, before any
  * element moves, and reports problems by the schedule's own indices.
  */
@@ -69,6 +71,12 @@ static int region_bad(const srank_t *R, int r, int buf, uint64_t off, uint64_t c
   return 0;
 }
 
+// Do two regions of `count` elements at store positions a and b overlap
+// without coinciding?
+static int overlap(uint64_t a, uint64_t b, uint64_t count) {
+  return a != b && a < b + count && b < a + count;
+}
+
 // The reason a step is malformed for this collective, or NULL.
 static const char *step_problem(const sim_t *m, int r, const weft_step_t *st, char *why,
                                 size_t wlen) {
@@ -85,7 +93,16 @@ static const char *step_problem(const sim_t *m, int r, const weft_step_t *st, ch
              has_recv(k) ? "a rank" : "-1 on a step that receives nothing");
     return why;
   }
+  if (reads_peer(k) && (st->read_peer < 0 || st->read_peer >= m->n)) {
+    snprintf(why, wlen, "read_peer %d is not a rank", (int)st->read_peer);
+    return why;
+  }
   if (st->count == 0) return "a step of 0 elements";
+  if (is_token(k) && st->count != 1) {
+    snprintf(why, wlen, "a SIGNAL or WAIT moves one token: count must be 1, not %llu",
+             (unsigned long long)st->count);
+    return why;
+  }
   if (st->count > c->slice) {
     snprintf(why, wlen, "carries %llu elements, more than the slice of %zu",
              (unsigned long long)st->count, c->slice);
@@ -102,11 +119,17 @@ static const char *step_problem(const sim_t *m, int r, const weft_step_t *st, ch
   } else if (st->dst_buf != WEFT_BUF_NONE) {
     return "names a destination it does not write";
   }
-  if (has_src(k) && has_dst(k)) {
-    uint64_t ps = R->base[st->src_buf] + st->src_off, pd = R->base[st->dst_buf] + st->dst_off;
-    if (ps != pd && ps < pd + st->count && pd < ps + st->count)
-      return "source and destination overlap without coinciding";
-  }
+  if (reads_peer(k) && region_bad(&m->rk[st->read_peer], st->read_peer, st->rem_buf, st->rem_off,
+                                  st->count, "remote", why, wlen))
+    return why;
+  uint64_t ps = has_src(k) ? R->base[st->src_buf] + st->src_off : 0;
+  uint64_t pd = has_dst(k) ? R->base[st->dst_buf] + st->dst_off : 0;
+  if (has_src(k) && has_dst(k) && overlap(ps, pd, st->count))
+    return "source and destination overlap without coinciding";
+  // Reading itself, a rank's remote region is its own storage.
+  if (reads_peer(k) && st->read_peer == r &&
+      overlap(R->base[st->rem_buf] + st->rem_off, pd, st->count))
+    return "reads its own buffer in a region overlapping the destination without coinciding";
   if (st->flags & ~(WEFT_STEP_REDUCE_INPUT | WEFT_STEP_FINAL | WEFT_STEP_ACCUMULATE)) {
     snprintf(why, wlen, "unknown flags 0x%x", st->flags);
     return why;
@@ -114,10 +137,11 @@ static const char *step_problem(const sim_t *m, int r, const weft_step_t *st, ch
   if (!op && reduces(k)) return "reduces, but the collective has no reduction";
   if (!op && st->flags) return "carries reduction flags, but the collective has no reduction";
   int ri = st->flags & WEFT_STEP_REDUCE_INPUT;
-  if (ri && k != WEFT_STEP_SEND && k != WEFT_STEP_COPY)
-    return "REDUCE_INPUT belongs on SEND or COPY only";
+  if (ri && k != WEFT_STEP_SEND && k != WEFT_STEP_COPY && k != WEFT_STEP_READ)
+    return "REDUCE_INPUT belongs on SEND, COPY or READ only";
+  // READ_REDUCE accumulates whether or not it says so.
   if ((st->flags & WEFT_STEP_ACCUMULATE) && !reduces(k))
-    return "ACCUMULATE belongs on RECV_REDUCE or RECV_REDUCE_SEND only";
+    return "ACCUMULATE belongs on RECV_REDUCE, RECV_REDUCE_SEND or READ_REDUCE only";
   if ((st->flags & WEFT_STEP_FINAL) && !reduces(k) && !ri)
     return "FINAL on a step that reduces nothing (an Avg would be divided twice)";
   return NULL;
@@ -238,7 +262,13 @@ int weft_sim_check_connections(sim_t *m) {
       for (uint32_t i = 0; i < ns && i < nr && !rc; i++) {
         const weft_step_t *x = &m->rk[a].s.steps[si[i]], *y = &m->rk[b].s.steps[ri[i]];
         total += x->count;
-        if (x->count != y->count) {
+        if (is_token(x->kind) != is_token(y->kind)) {
+          weft_sim_fail(m,
+                        "connection %d->%d, piece %u: rank %d %s (step %u), rank %d %s (step %u)",
+                        a, b, i, a, is_token(x->kind) ? "signals" : "sends data", si[i], b,
+                        is_token(y->kind) ? "waits for a token" : "receives data", ri[i]);
+          rc = -1;
+        } else if (x->count != y->count) {
           weft_sim_fail(
               m,
               "connection %d->%d, piece %u: rank %d sends %llu elements (step %u), rank %d "
@@ -249,10 +279,15 @@ int weft_sim_check_connections(sim_t *m) {
         }
       }
       if (!rc && ns != nr) {
-        weft_sim_fail(
-            m, "connection %d->%d: rank %d sends %u pieces, rank %d receives %u (%s)", a, b, a, ns,
-            b, nr,
-            ns > nr ? "a send without a matching receive" : "a receive without a matching send");
+        // Name the first piece left over.
+        int tok = ns > nr ? is_token(m->rk[a].s.steps[si[nr]].kind)
+                          : is_token(m->rk[b].s.steps[ri[ns]].kind);
+        const char *what =
+            ns > nr
+                ? (tok ? "a SIGNAL without a matching WAIT" : "a send without a matching receive")
+                : (tok ? "a WAIT without a matching SIGNAL" : "a receive without a matching send");
+        weft_sim_fail(m, "connection %d->%d: rank %d sends %u pieces, rank %d receives %u (%s)", a,
+                      b, a, ns, b, nr, what);
         rc = -1;
       }
       m->fifo[(size_t)a * n + b].total = total;

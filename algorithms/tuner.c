@@ -49,7 +49,7 @@ static int parse_section(char *sec, unsigned masks[WEFT_NUM_COLLS]) {
   char *save = NULL;
   for (char *tok = strtok_r(sec, ",", &save); tok != NULL; tok = strtok_r(NULL, ",", &save)) {
     int a = algo_by_name(tok);
-    if (a < 0) WARN("NCCL_ALGO: algorithm '%s' is not one of weft's (ring, chain, direct, oneshot); ignored", tok);
+    if (a < 0) WARN("NCCL_ALGO: algorithm '%s' is not one of weft's (ring, chain, direct, oneshot, read); ignored", tok);
     else named |= 1u << a;
   }
   unsigned all = (1u << WEFT_NUM_ALGOS) - 1, mask = negate ? all & ~named : named;
@@ -105,14 +105,19 @@ ncclResult_t weft_tuner_choose(const weft_tuner_params_t *p, weft_coll_args_t *a
   allowed_masks(p->algo_spec, masks);
   unsigned allowed = masks[args->coll];
   // Preference order for this call.
-  weft_algo_t prefs[WEFT_NUM_ALGOS];
+  weft_algo_t prefs[WEFT_NUM_ALGOS + 1];
   int np = 0;
-  if (args->coll == WEFT_COLL_ALLREDUCE && args->nranks > 1 && args->count * esize <= p->oneshot_max)
-    prefs[np++] = WEFT_ALGO_ONESHOT;
+  size_t bytes = args->count * esize;
+  int small = args->coll == WEFT_COLL_ALLREDUCE && args->nranks > 1 && bytes <= p->oneshot_max;
+  int large = p->can_read && args->nranks > 1 && bytes >= p->read_min;
+  if (small) prefs[np++] = WEFT_ALGO_ONESHOT;
+  if (large) prefs[np++] = WEFT_ALGO_READ;
   prefs[np++] = WEFT_ALGO_RING;
   prefs[np++] = WEFT_ALGO_CHAIN;
   prefs[np++] = WEFT_ALGO_DIRECT;
-  if (args->coll == WEFT_COLL_ALLREDUCE && np == 3) prefs[np++] = WEFT_ALGO_ONESHOT;
+  // Forced by NCCL_ALGO even outside their size ranges:
+  if (!small) prefs[np++] = WEFT_ALGO_ONESHOT;
+  if (!large && p->can_read) prefs[np++] = WEFT_ALGO_READ;
   int chosen = -1;
   for (int i = 0; i < np && chosen < 0; i++)
     if ((allowed & (1u << prefs[i])) && weft_algo_supports(prefs[i], args->coll)) chosen = (int)prefs[i];

@@ -42,6 +42,7 @@ struct ncclComm {
   weft_bootstrap_t bs;
   struct weft_shm *shm;    // shared-memory transport state
   weft_conn_t *conns;      // [WEFT_NUM_CLASSES][2 (recv=0, send=1)][nranks]
+  int can_read;            // every rank can read every other rank's memory (single-copy schedules)
 
   pthread_mutex_t lock;    // seq and ticket issue, premul table, registrations
   uint64_t coll_seq;       // sequence number of the next collective launched

@@ -45,6 +45,8 @@ static void fill_desc(const weft_op_t *op, weft_desc_t *d) {
   d->root = op->args.root;
   d->count = op->args.count;
   d->slice = op->args.slice;
+  d->sendbuff = (uint64_t)(uintptr_t)op->sendbuff;
+  d->recvbuff = (uint64_t)(uintptr_t)op->recvbuff;
 }
 
 static void op_fail(weft_op_t *op, ncclResult_t res, const char *reason) {
@@ -55,9 +57,15 @@ static void op_fail(weft_op_t *op, ncclResult_t res, const char *reason) {
   if (reason != NULL) weft_shm_abort(op->comm->shm, res, reason);
 }
 
-// 1: peer's descriptor matches ours; 0: peer has not launched it yet; -1: mismatch.
+// 1: peer's descriptor matches ours (and, for schedules that read peer
+// memory, its buffer addresses are known); 0: the peer has not launched the
+// call yet; -1: mismatch (the operation has failed).
 static int verify_peer(weft_op_t *op, int peer) {
   if (op->cls != WEFT_CLASS_COLL || op->verified[peer]) return 1;
+  if (!op->check && !op->reads) {
+    op->verified[peer] = 1;
+    return 1;
+  }
   weft_desc_t *d = &op->comm->shm->hdr[peer]->desc[op->seq % WEFT_DESC_RING];
   uint64_t s1 = atomic_load_explicit(&d->seq, memory_order_acquire);
   if (s1 < op->seq + 1) return 0;
@@ -65,12 +73,25 @@ static int verify_peer(weft_op_t *op, int peer) {
   memcpy(&theirs, d, sizeof(theirs));
   uint64_t s2 = atomic_load_explicit(&d->seq, memory_order_acquire);
   if (s1 != op->seq + 1 || s2 != s1) {  // the peer is already further on; it cannot be checked
+    if (op->reads) {  // impossible unless ranks disagree on the schedule: the peer waits for our tokens
+      char reason[200];
+      snprintf(reason, sizeof(reason), "rank %d moved past collective #%" PRIu64 " before rank %d read its buffers",
+               peer, op->seq, op->comm->rank);
+      WARN("%s", reason);
+      op_fail(op, ncclInternalError, reason);
+      return -1;
+    }
     op->verified[peer] = 1;
     return 1;
   }
+  if (op->reads) {
+    op->peer_buf[2 * peer] = theirs.sendbuff;
+    op->peer_buf[2 * peer + 1] = theirs.recvbuff;
+  }
   fill_desc(op, &mine);
-  if (theirs.coll == mine.coll && theirs.dtype == mine.dtype && theirs.op == mine.op && theirs.root == mine.root &&
-      theirs.count == mine.count && theirs.slice == mine.slice && theirs.algo == mine.algo) {
+  if (!op->check || (theirs.coll == mine.coll && theirs.dtype == mine.dtype && theirs.op == mine.op &&
+                     theirs.root == mine.root && theirs.count == mine.count && theirs.slice == mine.slice &&
+                     theirs.algo == mine.algo)) {
     op->verified[peer] = 1;
     return 1;
   }
@@ -93,6 +114,80 @@ static void do_copy(const weft_op_t *op, const weft_step_t *st, char *dst, const
   }
 }
 
+// READ / READ_REDUCE: data crosses once, from the peer's buffer. Returns 1
+// when the step ran (or failed), 0 while the peer has not launched the call.
+static int read_step(weft_op_t *op, const weft_step_t *st, weft_lane_state_t *ls) {
+  struct ncclComm *comm = op->comm;
+  int p = st->read_peer;
+  size_t es = op->esize, bytes = st->count * es;
+  const char *near = NULL;  // the operand, when this process can address it
+  uint64_t far = 0;
+  if (p == comm->rank) {
+    near = op_buffer(op, st->rem_buf) + st->rem_off * es;
+  } else {
+    int v = verify_peer(op, p);
+    if (v != 1) return v < 0;
+    far = op->peer_buf[2 * p + (st->rem_buf == WEFT_BUF_RECV)] + st->rem_off * es;
+    if (comm->bs.peers[p].pid == comm->bs.peers[comm->rank].pid) near = (const char *)(uintptr_t)far;
+  }
+  weft_conn_t *c = weft_comm_conn(comm, WEFT_CLASS_COLL, 0, p);
+  char *dst = op_buffer(op, st->dst_buf) + st->dst_off * es;
+  int final = (st->flags & WEFT_STEP_FINAL) != 0;
+  ncclResult_t res = ncclSuccess;
+  if (st->kind == WEFT_STEP_READ) {
+    if (near == NULL) res = c->tp->read(c, dst, far, bytes);
+    else if (near != dst) memmove(dst, near, bytes);
+    if (res == ncclSuccess && op->has_op && (st->flags & WEFT_STEP_REDUCE_INPUT) && weft_redop_transforms(&op->redop))
+      weft_reduce_first(&op->redop, dst, dst, st->count, final);
+  } else {
+    if (near == NULL) {
+      if (op->scratch_bytes < bytes) {
+        free(op->scratch);
+        op->scratch = malloc(bytes);
+        op->scratch_bytes = op->scratch != NULL ? bytes : 0;
+      }
+      if (op->scratch == NULL) res = ncclSystemError;
+      else res = c->tp->read(c, op->scratch, far, bytes);
+      near = op->scratch;
+    }
+    // dst = running partial OP (prescaled) operand of rank p
+    if (res == ncclSuccess)
+      weft_reduce(&op->redop, dst, op_buffer(op, st->src_buf) + st->src_off * es, near, st->count, final);
+  }
+  if (res != ncclSuccess) {
+    char reason[200];
+    snprintf(reason, sizeof(reason), "rank %d could not read rank %d's buffer in %s #%" PRIu64, comm->rank, p,
+             weft_coll_name(op->args.coll), op->seq);
+    WARN("%s", reason);
+    op_fail(op, ncclRemoteError, reason);
+    return 1;
+  }
+  ls->done = st->count;
+  return 1;
+}
+
+// SIGNAL / WAIT: one empty slot each way.
+static int token_step(weft_op_t *op, weft_conn_t *sc, weft_conn_t *rc, weft_lane_state_t *ls) {
+  if (sc != NULL) {
+    if (sc->tp->send_slot(sc) == NULL) return 0;
+    sc->tp->send_post(sc, 0);
+  } else {
+    size_t bytes = 0;
+    if (rc->tp->recv_slot(rc, &bytes) == NULL) return 0;
+    rc->tp->recv_release(rc);
+    if (bytes != 0) {
+      char reason[200];
+      snprintf(reason, sizeof(reason), "rank %d expected a token from rank %d in %s #%" PRIu64 " but got %zu bytes",
+               op->comm->rank, rc->peer, weft_coll_name(op->args.coll), op->seq, bytes);
+      WARN("%s", reason);
+      op_fail(op, ncclInvalidUsage, reason);
+      return 1;
+    }
+  }
+  ls->done = 1;
+  return 1;
+}
+
 // Move as much of one step as possible now. Returns 1 if anything moved.
 static int step_progress(weft_op_t *op, const weft_step_t *st, weft_lane_state_t *ls) {
   struct ncclComm *comm = op->comm;
@@ -104,6 +199,8 @@ static int step_progress(weft_op_t *op, const weft_step_t *st, weft_lane_state_t
   if (rc != NULL && (atomic_load_explicit(&rc->served, memory_order_acquire) != (uint64_t)op->recv_ticket[rc->peer] ||
                      verify_peer(op, rc->peer) != 1))
     return 0;
+  if (st->kind == WEFT_STEP_READ || st->kind == WEFT_STEP_READ_REDUCE) return read_step(op, st, ls);
+  if (st->kind == WEFT_STEP_SIGNAL || st->kind == WEFT_STEP_WAIT) return token_step(op, sc, rc, ls);
 
   size_t es = op->esize;
   const char *src = op_buffer(op, st->src_buf);
@@ -220,7 +317,10 @@ ncclResult_t weft_op_launch(weft_op_t *op) {
     const weft_step_t *st = &op->sched.steps[i];
     if (st->send_peer >= 0) op->send_ticket[st->send_peer] = 0;
     if (st->recv_peer >= 0) op->recv_ticket[st->recv_peer] = 0;
+    if (st->kind == WEFT_STEP_READ || st->kind == WEFT_STEP_READ_REDUCE) op->reads = 1;
   }
+  if (op->reads && (op->peer_buf = calloc((size_t)n * 2, sizeof(uint64_t))) == NULL) return ncclSystemError;
+  op->check = op->cls == WEFT_CLASS_COLL && weft_env_WEFT_CHECK_MISMATCH() != 0;
   op->lanes_left = 0;
   for (uint32_t l = 0; l < op->sched.nlanes; l++) op->lanes_left += op->sched.lanes[l].count > 0;
   if (op->lanes_left == 0) {
@@ -237,7 +337,6 @@ ncclResult_t weft_op_launch(weft_op_t *op) {
   pthread_mutex_unlock(&comm->lock);
 
   if (op->cls == WEFT_CLASS_COLL) {
-    if (weft_env_WEFT_CHECK_MISMATCH() == 0) memset(op->verified, 1, (size_t)n);
     weft_desc_t *d = &comm->shm->hdr[comm->rank]->desc[op->seq % WEFT_DESC_RING];
     atomic_store_explicit(&d->seq, 0, memory_order_relaxed);
     fill_desc(op, d);
@@ -348,5 +447,7 @@ void weft_op_free(weft_op_t *op) {
   free(op->recv_ticket);
   free(op->verified);
   free(op->lanes);
+  free(op->peer_buf);
+  free(op->scratch);
   free(op);
 }

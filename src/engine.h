@@ -42,6 +42,11 @@ typedef struct weft_op {
   int64_t *send_ticket;    // per peer, -1 when unused (set at launch)
   int64_t *recv_ticket;
   uint8_t *verified;       // per peer: its descriptor for `seq` matched ours
+  int check;               // compare descriptors (WEFT_CHECK_MISMATCH)
+  int reads;               // the schedule reads peer memory (READ steps)
+  uint64_t *peer_buf;      // reads: per peer, its sendbuff and recvbuff addresses
+  char *scratch;           // reads: a peer's operand on its way into a reduction
+  size_t scratch_bytes;
   weft_lane_state_t *lanes;
   uint32_t lanes_left;
   int state;

@@ -128,6 +128,8 @@ static ncclResult_t enqueue_checked(weft_coll_t coll, const void *sendbuff, void
   }
   weft_tuner_params_t tp = {.slot_bytes = comm->shm->slot_bytes, .nslots = comm->shm->nslots,
                             .oneshot_max = (size_t)weft_env_WEFT_ONESHOT_MAX_BYTES(),
+                            .can_read = comm->can_read,
+                            .read_min = (size_t)weft_env_WEFT_READ_MIN_BYTES(),
                             .algo_spec = weft_env_NCCL_ALGO()};
   WEFTCHECKGOTO(weft_tuner_choose(&tp, &o->args, esize, &o->algo), res, fail);
   WEFTCHECKGOTO(weft_schedule_build(&o->args, o->algo, &o->sched), res, fail);

@@ -23,5 +23,6 @@ WEFT_ENV_STR(WEFT_UNIQUE_ID, NULL, "Set by weftrun: the hex-encoded ncclUniqueId
 WEFT_ENV_STR(WEFT_RANK, NULL, "Set by weftrun: this process's rank.")
 WEFT_ENV_STR(WEFT_NRANKS, NULL, "Set by weftrun: the number of ranks.")
 WEFT_ENV_STR(WEFT_HOSTID, NULL, "Overrides the host identity (host name + boot id) that decides which ranks share memory.")
-WEFT_ENV_STR(NCCL_ALGO, NULL, "Algorithms the tuner may use, NCCL's syntax: 'ring,oneshot', '^oneshot', 'allreduce:ring;broadcast:chain'. weft's names: ring, chain, direct, oneshot.")
+WEFT_ENV_STR(NCCL_ALGO, NULL, "Algorithms the tuner may use, NCCL's syntax: 'ring,oneshot', '^oneshot', 'allreduce:ring;broadcast:chain'. weft's names: ring, chain, direct, oneshot, read.")
 WEFT_ENV_INT(WEFT_ONESHOT_MAX_BYTES, 16384, "AllReduce calls of at most this many bytes per rank use the one-hop algorithm (when allowed).")
+WEFT_ENV_INT(WEFT_READ_MIN_BYTES, 262144, "Calls of at least this many bytes per rank read peers' buffers directly (single copy) where ranks can reach each other's memory.")

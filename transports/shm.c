@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/random.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "checks.h"
@@ -41,6 +42,7 @@ typedef struct {
   size_t nslots;
   uint64_t pos;                // next slot: tail (sender) or head (receiver)
   weft_doorbell_t *wake;       // the other side's doorbell
+  pid_t peer_pid;              // for cross-memory reads; our own pid for thread ranks
 } shm_conn_t;
 
 static fifo_ctl_t *fifo_ctl(weft_shm_t *shm, int owner, int src, int cls) {
@@ -97,6 +99,55 @@ typedef struct {
   uint64_t seg_bytes, slot_bytes, nslots;
 } seg_card_t;
 
+// Copy from another process with cross-memory attach, or plainly within ours.
+static ncclResult_t read_pid(pid_t pid, void *dst, uint64_t remote, size_t bytes) {
+  if (pid == getpid()) {
+    memcpy(dst, (const void *)(uintptr_t)remote, bytes);
+    return ncclSuccess;
+  }
+  size_t done = 0;
+  while (done < bytes) {
+    struct iovec local = {(char *)dst + done, bytes - done};
+    struct iovec far = {(void *)(uintptr_t)(remote + done), bytes - done};
+    ssize_t got = process_vm_readv(pid, &local, 1, &far, 1, 0);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) {
+      WARN("reading %zu bytes from process %d failed: %s", bytes - done, (int)pid,
+           got < 0 ? strerror(errno) : "nothing read (did the peer exit?)");
+      return ncclRemoteError;
+    }
+    done += (size_t)got;
+  }
+  return ncclSuccess;
+}
+
+// Can this rank read every peer's memory? Each rank reads each peer's
+// header through the peer's own address of it; the answers are combined so
+// every rank agrees whether single-copy schedules may be used.
+static ncclResult_t probe_reads(struct ncclComm *comm) {
+  weft_shm_t *shm = comm->shm;
+  int *ok = calloc((size_t)comm->nranks, sizeof(int));
+  if (ok == NULL) return ncclSystemError;
+  ok[comm->rank] = 1;
+  for (int p = 0; p < comm->nranks; p++) {
+    weft_shm_header_t *h = shm->hdr[p];
+    uint64_t magic = 0;
+    if (p == comm->rank || h->pid == getpid()) continue;
+    struct iovec local = {&magic, sizeof(magic)}, far = {(void *)(uintptr_t)h->self_addr, sizeof(magic)};
+    if (process_vm_readv(h->pid, &local, 1, &far, 1, 0) != (ssize_t)sizeof(magic) || magic != SHM_MAGIC) {
+      INFO(WEFT_LOG_SHM, "rank %d cannot read rank %d's memory (%s): single-copy transfers are off", comm->rank,
+           p, strerror(errno));
+      ok[comm->rank] = 0;
+    }
+  }
+  ncclResult_t res = weft_bootstrap_allgather(&comm->bs, ok, sizeof(int));
+  comm->can_read = res == ncclSuccess;
+  for (int p = 0; p < comm->nranks && comm->can_read; p++) comm->can_read = ok[p];
+  free(ok);
+  INFO(WEFT_LOG_SHM, "single-copy reads between ranks: %s", comm->can_read ? "on" : "off");
+  return res;
+}
+
 static ncclResult_t shm_setup(struct ncclComm *comm) {
   ncclResult_t res = ncclSuccess;
   weft_shm_t *shm = calloc(1, sizeof(*shm));
@@ -122,6 +173,8 @@ static ncclResult_t shm_setup(struct ncclComm *comm) {
   me->slot_bytes = shm->slot_bytes;
   me->nslots = shm->nslots;
   me->fifo_bytes = shm->fifo_bytes;
+  me->pid = (int32_t)getpid();
+  me->self_addr = (uint64_t)(uintptr_t)me;
   INFO(WEFT_LOG_SHM, "shm segment %s: %zu bytes, %zu slots of %zu bytes per FIFO", shm->name, shm->seg_bytes,
        shm->nslots, shm->slot_bytes);
 
@@ -163,9 +216,11 @@ static ncclResult_t shm_setup(struct ncclComm *comm) {
         c->is_send = is_send;
         c->slot_bytes = shm->slot_bytes;
         c->priv = sc;
+        sc->peer_pid = (pid_t)shm->hdr[p]->pid;
       }
     }
   }
+  WEFTCHECKGOTO(probe_reads(comm), res, out);
 out:
   free(cards);
   return res;
@@ -221,6 +276,10 @@ static void shm_recv_release(weft_conn_t *c) {
   weft_doorbell_ring(sc->wake);
 }
 
+static ncclResult_t shm_read(weft_conn_t *c, void *dst, uint64_t remote, size_t bytes) {
+  return read_pid(((shm_conn_t *)c->priv)->peer_pid, dst, remote, bytes);
+}
+
 void weft_shm_abort(weft_shm_t *shm, ncclResult_t code, const char *reason) {
   weft_shm_header_t *h0 = shm->hdr[0];
   int32_t expected = 0;
@@ -242,4 +301,5 @@ const weft_transport_t weft_shm_transport = {
     .send_post = shm_send_post,
     .recv_slot = shm_recv_slot,
     .recv_release = shm_recv_release,
+    .read = shm_read,
 };

@@ -27,12 +27,15 @@ typedef struct {
   int32_t root;
   uint64_t count;
   uint64_t slice;
+  uint64_t sendbuff, recvbuff;  // the caller's buffers, in the caller's address space
 } weft_desc_t;
 
 typedef struct {
   _Alignas(64) uint64_t magic;
   uint32_t nranks, rank;
   uint64_t slot_bytes, nslots, fifo_bytes;
+  int32_t pid;             // the owning process
+  uint64_t self_addr;      // where the owner maps this header (probe for cross-memory reads)
   _Alignas(64) weft_doorbell_t doorbell;
   _Alignas(64) _Atomic int32_t abort_code;  // meaningful in rank 0's segment
   int32_t abort_rank;

@@ -44,6 +44,10 @@ typedef struct weft_transport {
   const void *(*recv_slot)(weft_conn_t *c, size_t *bytes);
   // Receiver: the slot from recv_slot has been consumed; wakes the sender.
   void (*recv_release)(weft_conn_t *c);
+  // Copy `bytes` from address `remote` in the peer's memory into dst
+  // (blocking, bounded by the copy itself). NULL when the transport cannot
+  // reach peer memory; then comm->can_read is 0 and no schedule reads.
+  ncclResult_t (*read)(weft_conn_t *c, void *dst, uint64_t remote, size_t bytes);
 } weft_transport_t;
 
 struct weft_conn {

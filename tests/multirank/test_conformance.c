@@ -693,6 +693,8 @@ static algo_param_t algo_params[] = {
     {"", ALL_COLLS},
     {"allreduce:ring", 1u << ALLREDUCE},
     {"allreduce:oneshot", 1u << ALLREDUCE},
+    {"read", (1u << ALLREDUCE) | (1u << REDUCESCATTER) | (1u << ALLGATHER) | (1u << BROADCAST) |
+                 (1u << BCAST) | (1u << REDUCE)},
 };
 
 // Per-test limits: the forked ranks get FORK_DEADLINE seconds, and every

@@ -289,14 +289,22 @@ Test(schedule_names, names_and_support, .timeout = 10) {
   cr_assert_str_eq(weft_algo_name(WEFT_NUM_ALGOS), "?");
   cr_assert_str_eq(weft_step_kind_name(WEFT_STEP_RECV_REDUCE_SEND), "RECV_REDUCE_SEND");
   cr_assert_str_eq(weft_step_kind_name(99), "?");
+  // Algorithms per collective: ring/chain/direct for everything, plus one hop
+  // for AllReduce and single-copy reads for the five read-friendly collectives.
+  static const int expected[WEFT_NUM_COLLS] = {
+      [WEFT_COLL_ALLREDUCE] = 3, [WEFT_COLL_BROADCAST] = 2, [WEFT_COLL_REDUCE] = 2, [WEFT_COLL_ALLGATHER] = 2,
+      [WEFT_COLL_REDUCESCATTER] = 2, [WEFT_COLL_ALLTOALL] = 1, [WEFT_COLL_GATHER] = 1, [WEFT_COLL_SCATTER] = 1,
+      [WEFT_COLL_SEND] = 1, [WEFT_COLL_RECV] = 1};
   int ops = 0;
   for (int c = 0; c < WEFT_NUM_COLLS; c++) {
     ops += weft_coll_has_op((weft_coll_t)c);
     int algos = 0;
     for (int a = 0; a < WEFT_NUM_ALGOS; a++)
       algos += weft_algo_supports((weft_algo_t)a, (weft_coll_t)c);
-    cr_assert_eq(algos, 1, "%s has %d algorithms", weft_coll_name((weft_coll_t)c), algos);
+    cr_assert_eq(algos, expected[c], "%s has %d algorithms", weft_coll_name((weft_coll_t)c), algos);
   }
+  cr_assert_str_eq(weft_algo_name(WEFT_ALGO_READ), "read");
+  cr_assert_str_eq(weft_step_kind_name(WEFT_STEP_WAIT), "WAIT");
   cr_assert_eq(ops, 3);
   cr_assert(weft_coll_has_op(WEFT_COLL_REDUCE));
   cr_assert(!weft_coll_has_op(WEFT_COLL_BROADCAST));

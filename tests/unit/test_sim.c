@@ -547,3 +547,299 @@ Test(sim_negative, builder_failure_is_reported, .timeout = 10) {
   cr_assert_eq(weft_sim_run(&c, err, sizeof(err)), ncclSystemError);
   cr_assert(strstr(err, "rank 1"), "%s", err);
 }
+
+/* ---- single-copy steps: READ, READ_REDUCE, SIGNAL, WAIT ---- */
+
+// A single-copy AllReduce written here, independent of the library's own,
+// with switches that each break one ordering rule. Rank r folds chunk r by
+// reading every rank's send buffer, SIGNALs every peer "chunk r is final",
+// WAITs for every peer's chunk, READs the peers' final chunks, then SIGNALs
+// every peer "done reading you" and WAITs for the same before returning.
+typedef struct {
+  int no_final_handshake;  // every rank returns right after its last READ
+  int read_before_ready;   // this rank reads peers' chunks before their "final" tokens
+  int reduce_twice;        // this rank folds one peer in twice (and one not at all)
+  int wait_first;          // ranks 0 and 1 WAIT for "final" before they SIGNAL it
+  int drop_signal;         // this rank skips its "done reading" SIGNAL to rank 0
+  int accumulate_flag;     // mark READ_REDUCE steps ACCUMULATE (optional for it)
+} rd_bugs_t;
+
+static void rd_add(weft_schedule_t *s, int kind, int peer, uint8_t flags, uint64_t off,
+                   uint64_t count) {
+  weft_step_t st = {0};
+  st.kind = (uint8_t)kind;
+  st.send_peer = st.recv_peer = -1;
+  st.flags = flags;
+  st.count = count;
+  if (kind == WEFT_STEP_SIGNAL) st.send_peer = peer;
+  if (kind == WEFT_STEP_WAIT) st.recv_peer = peer;
+  if (kind == WEFT_STEP_READ || kind == WEFT_STEP_READ_REDUCE) {
+    st.read_peer = peer;
+    st.rem_buf = (flags & WEFT_STEP_REDUCE_INPUT) || kind == WEFT_STEP_READ_REDUCE ? WEFT_BUF_SEND
+                                                                                   : WEFT_BUF_RECV;
+    st.rem_off = off;
+    st.dst_buf = WEFT_BUF_RECV;
+    st.dst_off = off;
+  }
+  if (kind == WEFT_STEP_READ_REDUCE) {
+    st.src_buf = WEFT_BUF_RECV;
+    st.src_off = off;
+  }
+  cr_assert_eq(weft_schedule_add(s, &st), ncclSuccess);
+}
+
+static void rd_tokens(weft_schedule_t *s, const weft_coll_args_t *a, int kind, int skip_to) {
+  for (int k = 1; k < a->nranks; k++) {
+    int p = (a->rank + k) % a->nranks;
+    if (p != skip_to) rd_add(s, kind, p, 0, 0, 1);
+  }
+}
+
+static void rd_read_chunks(weft_schedule_t *s, const weft_coll_args_t *a, size_t chunk) {
+  for (int k = 1; k < a->nranks; k++) {
+    int q = (a->rank + k) % a->nranks;
+    for (size_t o = (size_t)q * chunk; o < (size_t)(q + 1) * chunk && o < a->count; o += a->slice) {
+      size_t end = (size_t)(q + 1) * chunk < a->count ? (size_t)(q + 1) * chunk : a->count;
+      rd_add(s, WEFT_STEP_READ, q, 0, o, end - o < a->slice ? end - o : a->slice);
+    }
+  }
+}
+
+static ncclResult_t rd_allreduce_build(const weft_coll_args_t *a, weft_algo_t algo,
+                                       weft_schedule_t *s, void *ctx) {
+  (void)algo;
+  const rd_bugs_t *bug = ctx;
+  int n = a->nranks, r = a->rank;
+  size_t chunk = (a->count + (size_t)n - 1) / (size_t)n;
+  for (size_t o = (size_t)r * chunk; o < (size_t)(r + 1) * chunk && o < a->count; o += a->slice) {
+    size_t end = (size_t)(r + 1) * chunk < a->count ? (size_t)(r + 1) * chunk : a->count;
+    size_t len = end - o < a->slice ? end - o : a->slice;
+    rd_add(s, WEFT_STEP_READ, r, WEFT_STEP_REDUCE_INPUT | (n == 1 ? WEFT_STEP_FINAL : 0), o, len);
+    for (int k = 1; k < n; k++) {
+      int p = (r + k) % n;
+      if (bug->reduce_twice == r && k == n - 1) p = (r + 1) % n;
+      uint8_t fl = (uint8_t)((k == n - 1 ? WEFT_STEP_FINAL : 0) |
+                             (bug->accumulate_flag ? WEFT_STEP_ACCUMULATE : 0));
+      rd_add(s, WEFT_STEP_READ_REDUCE, p, fl, o, len);
+    }
+  }
+  if (n == 1) return ncclSuccess;
+  int early = bug->read_before_ready == r;
+  if (bug->wait_first && r < 2) rd_tokens(s, a, WEFT_STEP_WAIT, -1);
+  rd_tokens(s, a, WEFT_STEP_SIGNAL, -1);  // chunk r is final
+  if (early) rd_read_chunks(s, a, chunk);
+  if (!(bug->wait_first && r < 2)) rd_tokens(s, a, WEFT_STEP_WAIT, -1);
+  if (!early) rd_read_chunks(s, a, chunk);
+  if (bug->no_final_handshake) return ncclSuccess;
+  rd_tokens(s, a, WEFT_STEP_SIGNAL, bug->drop_signal == r ? 0 : -1);  // done reading you
+  rd_tokens(s, a, WEFT_STEP_WAIT, -1);
+  return ncclSuccess;
+}
+
+static ncclResult_t rd_run(rd_bugs_t bug, int n, size_t count, size_t slice, int in_place,
+                           char *err, size_t errlen) {
+  weft_sim_config_t c = config(WEFT_COLL_ALLREDUCE, WEFT_ALGO_READ, n, count, slice);
+  c.capacity = slice;
+  c.in_place = in_place;
+  c.random_runs = 4;
+  c.build = rd_allreduce_build;
+  c.build_ctx = &bug;
+  return weft_sim_run(&c, err, errlen);
+}
+
+static rd_bugs_t rd_none(void) {
+  rd_bugs_t b = {0};
+  b.read_before_ready = b.reduce_twice = b.drop_signal = -1;
+  return b;
+}
+
+// The reference schedule is right, so every negative test below breaks
+// exactly the rule it names.
+Test(sim_read, correct_schedule_passes, .timeout = 60) {
+  char err[2048];
+  for (int n = 1; n <= 8; n++) {
+    size_t counts[] = {0, 1, (size_t)n, (size_t)(3 * n + 5), 100};
+    for (int ci = 0; ci < 5; ci++)
+      for (size_t slice = 1; slice <= 64; slice *= 8)
+        for (int ip = 0; ip < 2; ip++) {
+          rd_bugs_t b = rd_none();
+          b.accumulate_flag = ci & 1;  // READ_REDUCE with or without ACCUMULATE
+          cr_assert_eq(rd_run(b, n, counts[ci], slice, ip, err, sizeof(err)), ncclSuccess, "%s",
+                       err);
+        }
+  }
+}
+
+Test(sim_read, read_after_peer_returned, .timeout = 10) {
+  char err[2048];
+  rd_bugs_t b = rd_none();
+  b.no_final_handshake = 1;
+  for (int ip = 0; ip < 2; ip++) {
+    cr_assert_eq(rd_run(b, 4, 40, 4, ip, err, sizeof(err)), ncclInternalError, "%s", err);
+    cr_assert(strstr(err, "buffer after rank") && strstr(err, "returned"), "%s", err);
+    cr_assert(strstr(err, "(READ, rank "), "%s", err);
+  }
+}
+
+Test(sim_read, read_before_peer_wrote, .timeout = 10) {
+  char err[2048];
+  rd_bugs_t b = rd_none();
+  b.read_before_ready = 0;
+  // Out of place the peer's chunk was never written. In place it still is
+  // the peer's raw input, which rank 0 copies over its own chunk 1 before
+  // rank 1 has folded rank 0's operand there.
+  cr_assert_eq(rd_run(b, 4, 40, 4, 0, err, sizeof(err)), ncclInternalError, "%s", err);
+  cr_assert(strstr(err, "(READ, rank 1's recv[") && strstr(err, "holds nothing yet"), "%s", err);
+  cr_assert_eq(rd_run(b, 4, 40, 4, 1, err, sizeof(err)), ncclInternalError, "%s", err);
+  cr_assert(strstr(err, "(READ_REDUCE, recv[") &&
+                strstr(err, "is rank 1's send[10], not rank 0's own input"),
+            "%s", err);
+}
+
+Test(sim_read, read_reduce_twice, .timeout = 10) {
+  char err[2048];
+  rd_bugs_t b = rd_none();
+  b.reduce_twice = 2;  // rank 2 folds rank 3 twice
+  cr_assert_eq(rd_run(b, 4, 40, 4, 0, err, sizeof(err)), ncclInternalError, "%s", err);
+  cr_assert(strstr(err, "(READ_REDUCE, recv[") && strstr(err, "of rank 3 reduced twice"), "%s",
+            err);
+}
+
+Test(sim_read, wait_cycle_deadlocks, .timeout = 10) {
+  char err[2048];
+  rd_bugs_t b = rd_none();
+  b.wait_first = 1;  // ranks 0 and 1 each wait for the other's SIGNAL first
+  cr_assert_eq(rd_run(b, 3, 9, 4, 0, err, sizeof(err)), ncclInternalError, "%s", err);
+  cr_assert(strstr(err, "deadlock"), "%s", err);
+  cr_assert(strstr(err, "(WAIT from ") && strstr(err, "waits for a SIGNAL on "), "%s", err);
+}
+
+Test(sim_read, wait_without_signal, .timeout = 10) {
+  char err[2048];
+  rd_bugs_t b = rd_none();
+  b.drop_signal = 2;
+  cr_assert_eq(rd_run(b, 3, 9, 4, 0, err, sizeof(err)), ncclInternalError, "%s", err);
+  cr_assert(strstr(err, "connection 2->0") && strstr(err, "a WAIT without a matching SIGNAL"), "%s",
+            err);
+}
+
+// Malformed single-copy steps, rejected before any run.
+static void mutate_first(const weft_coll_args_t *a, weft_schedule_t *s, void *arg) {
+  (void)a;
+  const weft_step_t *patch = arg;  // fields set to non-zero replace the first step's
+  weft_step_t *st = &s->steps[0];
+  if (patch->kind) st->kind = patch->kind;
+  if (patch->flags) st->flags = patch->flags;
+  if (patch->read_peer) st->read_peer = patch->read_peer;
+  if (patch->rem_off) st->rem_off = patch->rem_off;
+  if (patch->count) st->count = patch->count;
+  if (patch->dst_buf) st->dst_buf = patch->dst_buf;
+}
+
+static ncclResult_t rd_mutated_build(const weft_coll_args_t *a, weft_algo_t algo,
+                                     weft_schedule_t *s, void *ctx) {
+  rd_bugs_t b = rd_none();
+  ncclResult_t rc = rd_allreduce_build(a, algo, s, &b);
+  const mutation_t *mu = ctx;
+  if (rc == ncclSuccess && a->rank == mu->rank) mu->mutate(a, s, mu->arg);
+  return rc;
+}
+
+static void rd_expect_malformed(weft_step_t patch, const char *needle) {
+  weft_sim_config_t c = config(WEFT_COLL_ALLREDUCE, WEFT_ALGO_READ, 3, 12, 4);
+  c.capacity = 4;
+  c.in_place = 1;  // send and recv share storage: a self-read can overlap its destination
+  mutation_t mu = {mutate_first, &patch, 1};
+  c.build = rd_mutated_build;
+  c.build_ctx = &mu;
+  char err[2048];
+  cr_assert_eq(weft_sim_run(&c, err, sizeof(err)), ncclInternalError, "accepted: %s", err);
+  cr_assert(strstr(err, needle), "expected \"%s\" in: %s", needle, err);
+}
+
+Test(sim_read, malformed_steps, .timeout = 10) {
+  // Rank 1's first step is READ self send[4..+4] -> recv[4..+4], REDUCE_INPUT.
+  rd_expect_malformed((weft_step_t){.read_peer = 3}, "read_peer 3 is not a rank");
+  rd_expect_malformed((weft_step_t){.rem_off = 9}, "remote region send[9..+4] exceeds");
+  rd_expect_malformed((weft_step_t){.dst_buf = WEFT_BUF_SEND}, "writes the send buffer");
+  rd_expect_malformed((weft_step_t){.rem_off = 6}, "overlapping the destination");
+  rd_expect_malformed((weft_step_t){.flags = WEFT_STEP_ACCUMULATE}, "ACCUMULATE belongs on");
+  rd_expect_malformed((weft_step_t){.kind = WEFT_STEP_WAIT}, "recv_peer");
+  rd_expect_malformed((weft_step_t){.count = 5}, "more than the slice");
+}
+
+static void bad_tokens(const weft_coll_args_t *a, weft_schedule_t *s, void *arg) {
+  (void)a;
+  int what = *(const int *)arg;
+  for (uint32_t i = 0; i < s->nsteps; i++) {
+    weft_step_t *st = &s->steps[i];
+    if (st->kind != WEFT_STEP_SIGNAL) continue;
+    if (what == 0) st->count = 2;                       // a SIGNAL of two tokens
+    if (what == 1) st->flags = WEFT_STEP_REDUCE_INPUT;  // a flag it cannot carry
+    if (what == 2) st->src_buf = WEFT_BUF_SEND;         // a buffer it does not read
+    if (what == 3) st->kind = WEFT_STEP_SEND, st->src_buf = WEFT_BUF_SEND;  // data, not a token
+    return;
+  }
+}
+
+Test(sim_read, malformed_tokens, .timeout = 10) {
+  static const char *const needles[] = {"a SIGNAL or WAIT moves one token: count must be 1, not 2",
+                                        "REDUCE_INPUT belongs on SEND, COPY or READ only",
+                                        "names a source it does not read",
+                                        "rank 1 sends data (step"};
+  for (int what = 0; what < 4; what++) {
+    weft_sim_config_t c = config(WEFT_COLL_ALLREDUCE, WEFT_ALGO_READ, 3, 12, 4);
+    c.capacity = 4;
+    mutation_t mu = {bad_tokens, &what, 1};
+    c.build = rd_mutated_build;
+    c.build_ctx = &mu;
+    char err[2048];
+    cr_assert_eq(weft_sim_run(&c, err, sizeof(err)), ncclInternalError, "accepted: %s", err);
+    cr_assert(strstr(err, needles[what]), "expected \"%s\" in: %s", needles[what], err);
+  }
+}
+
+// A READ of a collective without a reduction may not claim an operand.
+static ncclResult_t rd_gather_build(const weft_coll_args_t *a, weft_algo_t algo, weft_schedule_t *s,
+                                    void *ctx) {
+  (void)algo;
+  int flagged = *(const int *)ctx;
+  for (int k = 0; k < a->nranks; k++) {
+    int q = (a->rank + k) % a->nranks;
+    weft_step_t st = {0};
+    st.kind = WEFT_STEP_READ;
+    st.send_peer = st.recv_peer = -1;
+    st.read_peer = q;
+    st.rem_buf = WEFT_BUF_SEND;
+    st.dst_buf = WEFT_BUF_RECV;
+    st.dst_off = (uint64_t)q * a->count;
+    st.count = a->count;
+    st.flags = flagged && k == 1 ? WEFT_STEP_REDUCE_INPUT : 0;
+    cr_assert_eq(weft_schedule_add(s, &st), ncclSuccess);
+  }
+  for (int k = 1; k < a->nranks; k++)
+    rd_add(s, WEFT_STEP_SIGNAL, (a->rank + k) % a->nranks, 0, 0, 1);
+  for (int k = 1; k < a->nranks; k++) rd_add(s, WEFT_STEP_WAIT, (a->rank + k) % a->nranks, 0, 0, 1);
+  return ncclSuccess;
+}
+
+Test(sim_read, allgather_by_reads, .timeout = 10) {
+  char err[2048];
+  for (int flagged = 0; flagged < 2; flagged++) {
+    weft_sim_config_t c = config(WEFT_COLL_ALLGATHER, WEFT_ALGO_READ, 4, 6, 6);
+    c.capacity = 6;
+    c.random_runs = 8;
+    c.build = rd_gather_build;
+    c.build_ctx = &flagged;
+    for (int ip = 0; ip < 2; ip++) {
+      c.in_place = ip;
+      ncclResult_t rc = weft_sim_run(&c, err, sizeof(err));
+      if (!flagged) {
+        cr_assert_eq(rc, ncclSuccess, "%s", err);
+      } else {
+        cr_assert_eq(rc, ncclInternalError, "%s", err);
+        cr_assert(strstr(err, "carries reduction flags"), "%s", err);
+      }
+    }
+  }
+}

@@ -28,9 +28,12 @@ Test(tuner, parses_nccl_algo_syntax, .timeout = 10) {
   cr_expect_eq(m[WEFT_COLL_ALLREDUCE], ALL, "a bad value leaves everything allowed");
 }
 
+static int can_read;  // what the transport offers in the current test
+
 static ncclResult_t choose(const char *spec, weft_coll_t coll, int n, size_t count, weft_algo_t *algo,
                            size_t *slice) {
-  weft_tuner_params_t p = {.slot_bytes = 65536, .nslots = 8, .oneshot_max = 16384, .algo_spec = spec};
+  weft_tuner_params_t p = {.slot_bytes = 65536, .nslots = 8, .oneshot_max = 16384, .algo_spec = spec,
+                           .can_read = can_read, .read_min = 262144};
   weft_coll_args_t a = {.coll = coll, .nranks = n, .rank = 0, .count = count};
   ncclResult_t res = weft_tuner_choose(&p, &a, 4, algo);
   *slice = a.slice;
@@ -55,4 +58,23 @@ Test(tuner, picks_by_size_and_honours_nccl_algo, .timeout = 10) {
   cr_expect_eq(algo, WEFT_ALGO_CHAIN);
   cr_expect_eq(choose("broadcast:ring", WEFT_COLL_BROADCAST, 4, 100, &algo, &slice), ncclInvalidUsage,
                "no allowed algorithm can run it");
+  cr_expect_eq(choose("read", WEFT_COLL_ALLREDUCE, 4, 1 << 20, &algo, &slice), ncclInvalidUsage,
+               "single copy cannot be forced where peers' memory is out of reach");
+}
+
+Test(tuner, single_copy_for_large_calls_when_memory_is_reachable, .timeout = 10) {
+  weft_algo_t algo;
+  size_t slice;
+  can_read = 1;
+  cr_assert_eq(choose(NULL, WEFT_COLL_ALLREDUCE, 2, 1 << 20, &algo, &slice), ncclSuccess);
+  cr_expect_eq(algo, WEFT_ALGO_READ);
+  cr_assert_eq(choose(NULL, WEFT_COLL_ALLREDUCE, 2, 16384, &algo, &slice), ncclSuccess);
+  cr_expect_eq(algo, WEFT_ALGO_RING, "between one hop and the single-copy threshold the ring runs");
+  cr_assert_eq(choose(NULL, WEFT_COLL_ALLTOALL, 2, 1 << 20, &algo, &slice), ncclSuccess);
+  cr_expect_eq(algo, WEFT_ALGO_DIRECT, "AlltoAll has no single-copy schedule");
+  cr_assert_eq(choose("^read", WEFT_COLL_ALLGATHER, 2, 1 << 20, &algo, &slice), ncclSuccess);
+  cr_expect_eq(algo, WEFT_ALGO_RING);
+  cr_assert_eq(choose("read", WEFT_COLL_BROADCAST, 2, 16, &algo, &slice), ncclSuccess);
+  cr_expect_eq(algo, WEFT_ALGO_READ, "NCCL_ALGO forces single copy for small calls too");
+  can_read = 0;
 }
