@@ -45,31 +45,36 @@ static ncclResult_t wait_all(weft_schedule_t *s, const weft_coll_args_t *a) {
   return ncclSuccess;
 }
 
-// recv[dst_off..] = fold of every rank's send[src_off..], piece by piece. The
-// fold starts with this rank's own operand, which in place shares memory
-// with the output and so must be read first; only this rank folds this
-// region, so the order is still fixed for a given call.
+// recv[dst_off..] = fold of every rank's send[src_off..], piece by piece.
+// The first step combines this rank's own operand (which in place shares
+// memory with the output, so it must be read first) with the next rank's;
+// the others add one rank each. Only this rank folds this region, so the
+// order is fixed for a given call.
 static ncclResult_t fold(weft_schedule_t *s, const weft_coll_args_t *a, uint64_t src_off, uint64_t dst_off,
                          uint64_t count) {
   int n = a->nranks;
   for (uint64_t off = 0; off < count; off += a->slice) {
     uint64_t len = count - off < a->slice ? count - off : a->slice;
-    for (int k = 0; k < n; k++) {
-      int p = (a->rank + k) % n;
-      weft_step_t st = blank();
-      st.kind = k == 0 ? WEFT_STEP_READ : WEFT_STEP_READ_REDUCE;
-      st.flags = (uint8_t)((k == 0 ? WEFT_STEP_REDUCE_INPUT : WEFT_STEP_ACCUMULATE) |
+    weft_step_t st = blank();
+    st.dst_buf = WEFT_BUF_RECV;
+    st.dst_off = dst_off + off;
+    st.rem_buf = WEFT_BUF_SEND;
+    st.rem_off = src_off + off;
+    st.count = len;
+    if (n == 1) {  // the operand, transformed, is the result
+      st.kind = WEFT_STEP_READ;
+      st.flags = WEFT_STEP_REDUCE_INPUT | WEFT_STEP_FINAL;
+      st.read_peer = a->rank;
+      WEFTCHECK(weft_schedule_add(s, &st));
+      continue;
+    }
+    for (int k = 1; k < n; k++) {
+      st.kind = WEFT_STEP_READ_REDUCE;
+      st.read_peer = (a->rank + k) % n;
+      st.flags = (uint8_t)((k == 1 ? WEFT_STEP_REDUCE_INPUT : WEFT_STEP_ACCUMULATE) |
                            (k == n - 1 ? WEFT_STEP_FINAL : 0));
-      st.read_peer = p;
-      st.rem_buf = WEFT_BUF_SEND;
-      st.rem_off = src_off + off;
-      if (k > 0) {
-        st.src_buf = WEFT_BUF_RECV;
-        st.src_off = dst_off + off;
-      }
-      st.dst_buf = WEFT_BUF_RECV;
-      st.dst_off = dst_off + off;
-      st.count = len;
+      st.src_buf = k == 1 ? WEFT_BUF_SEND : WEFT_BUF_RECV;
+      st.src_off = k == 1 ? src_off + off : dst_off + off;
       WEFTCHECK(weft_schedule_add(s, &st));
     }
   }

@@ -59,7 +59,7 @@ typedef enum {
   WEFT_STEP_RECV_COPY_SEND,    // dst <- in(recv_peer); out(send_peer) <- same data
   WEFT_STEP_COPY,              // dst <- src (local)
   WEFT_STEP_READ,              // dst <- read_peer's buffer (rem_buf, rem_off): a single copy
-  WEFT_STEP_READ_REDUCE,       // dst <- src OP read_peer's operand; src is a running partial result
+  WEFT_STEP_READ_REDUCE,       // dst <- src OP read_peer's operand (src: a partial, or own operand)
   WEFT_STEP_SIGNAL,            // one token (no data) to send_peer; count is 1
   WEFT_STEP_WAIT,              // one token from recv_peer; count is 1
   WEFT_NUM_STEP_KINDS
@@ -81,7 +81,9 @@ enum {
 // its readers are done (SIGNAL/WAIT tokens), and must order a read of data a
 // peer computes after the peer's writes (again with tokens). A READ carrying
 // REDUCE_INPUT reads the peer's own operand (prescale applies); READ_REDUCE's
-// remote operand always is one. A rank may read itself (read_peer == rank).
+// remote operand always is one, and its src is a running partial result —
+// or, with REDUCE_INPUT, this rank's own operand (so the first fold step
+// reads two inputs at once). A rank may read itself (read_peer == rank).
 typedef struct {
   uint8_t kind;     // weft_step_kind_t
   uint8_t src_buf;  // weft_buf_t of the local operand (SEND, *_REDUCE*, COPY)

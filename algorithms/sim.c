@@ -104,7 +104,7 @@ static ncclResult_t build_rank(sim_t *m, int r) {
 // What a step does to each of its elements, worked out once per step.
 typedef struct {
   unsigned io, flags;  // kind_io of the kind, the step's flags
-  int accumulate;      // the local operand is a running result (READ_REDUCE always)
+  int accumulate;      // the local operand is a running result (READ_REDUCE unless REDUCE_INPUT)
   int remote;          // the operand entering the reduction was read from the peer
   uint64_t owner;      // whose raw input enters the reduction (when not accumulating)
   uint64_t peer;       // READ*: the rank read
@@ -114,7 +114,9 @@ static rule_t rule_of(const weft_step_t *st, int r) {
   rule_t u;
   u.io = kind_io[st->kind];  // kinds were checked before the run
   u.flags = st->flags;
-  u.accumulate = (u.flags & WEFT_STEP_ACCUMULATE) || st->kind == WEFT_STEP_READ_REDUCE;
+  // READ_REDUCE accumulates unless REDUCE_INPUT says its source is this rank's own operand.
+  u.accumulate = (u.flags & WEFT_STEP_ACCUMULATE) ||
+                 (st->kind == WEFT_STEP_READ_REDUCE && !(u.flags & WEFT_STEP_REDUCE_INPUT));
   // SEND, COPY and RECV_REDUCE* bring this rank's operand; a REDUCE_INPUT
   // READ (no source) the peer's.
   u.remote = !(u.io & IO_SRC);

@@ -137,9 +137,11 @@ static const char *step_problem(const sim_t *m, int r, const weft_step_t *st, ch
   if (!op && reduces(k)) return "reduces, but the collective has no reduction";
   if (!op && st->flags) return "carries reduction flags, but the collective has no reduction";
   int ri = st->flags & WEFT_STEP_REDUCE_INPUT;
-  if (ri && k != WEFT_STEP_SEND && k != WEFT_STEP_COPY && k != WEFT_STEP_READ)
-    return "REDUCE_INPUT belongs on SEND, COPY or READ only";
-  // READ_REDUCE accumulates whether or not it says so.
+  if (ri && k != WEFT_STEP_SEND && k != WEFT_STEP_COPY && k != WEFT_STEP_READ && k != WEFT_STEP_READ_REDUCE)
+    return "REDUCE_INPUT belongs on SEND, COPY, READ or READ_REDUCE only";
+  if (ri && (st->flags & WEFT_STEP_ACCUMULATE))
+    return "REDUCE_INPUT and ACCUMULATE name the source two ways";
+  // READ_REDUCE accumulates unless REDUCE_INPUT says otherwise.
   if ((st->flags & WEFT_STEP_ACCUMULATE) && !reduces(k))
     return "ACCUMULATE belongs on RECV_REDUCE, RECV_REDUCE_SEND or READ_REDUCE only";
   if ((st->flags & WEFT_STEP_FINAL) && !reduces(k) && !ri)

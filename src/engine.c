@@ -150,9 +150,14 @@ static int read_step(weft_op_t *op, const weft_step_t *st, weft_lane_state_t *ls
       else res = c->tp->read(c, op->scratch, far, bytes);
       near = op->scratch;
     }
-    // dst = running partial OP (prescaled) operand of rank p
-    if (res == ncclSuccess)
-      weft_reduce(&op->redop, dst, op_buffer(op, st->src_buf) + st->src_off * es, near, st->count, final);
+    // dst = src OP (prescaled) operand of rank p, where src is a running
+    // partial, or with REDUCE_INPUT this rank's own operand (prescaled too).
+    const char *src = op_buffer(op, st->src_buf) + st->src_off * es;
+    if (res == ncclSuccess && (st->flags & WEFT_STEP_REDUCE_INPUT) && op->redop.prescale) {
+      weft_reduce_first(&op->redop, dst, src, st->count, 0);
+      src = dst;
+    }
+    if (res == ncclSuccess) weft_reduce(&op->redop, dst, src, near, st->count, final);
   }
   if (res != ncclSuccess) {
     char reason[200];

@@ -28,7 +28,8 @@ struct weft_stream {
   uint64_t magic;
   pthread_t thread;
   pthread_mutex_t lock;
-  pthread_cond_t cond;
+  pthread_cond_t work;  // the worker waits here for batches (or stop)
+  pthread_cond_t idle;  // synchronize waits here for pending == 0
   batch_t *head, *tail;
   int pending;          // batches queued or running
   int stop;
@@ -63,7 +64,7 @@ static void *worker(void *arg) {
   weft_stream_t *s = arg;
   pthread_mutex_lock(&s->lock);
   for (;;) {
-    while (s->head == NULL && !s->stop) pthread_cond_wait(&s->cond, &s->lock);
+    while (s->head == NULL && !s->stop) pthread_cond_wait(&s->work, &s->lock);
     if (s->head == NULL && s->stop) break;
     batch_t *b = s->head;
     pthread_mutex_unlock(&s->lock);
@@ -76,7 +77,9 @@ static void *worker(void *arg) {
     s->pending--;
     free(b->ops);
     free(b);
-    pthread_cond_broadcast(&s->cond);
+    // Wake synchronizers only when everything is done: a wake per batch
+    // would cost a context switch per call on a busy core.
+    if (s->pending == 0) pthread_cond_broadcast(&s->idle);
   }
   pthread_mutex_unlock(&s->lock);
   return NULL;
@@ -95,8 +98,7 @@ ncclResult_t weft_stream_submit(weft_stream_t *s, weft_op_t **ops, int nops) {
   if (s->tail != NULL) s->tail->next = b;
   else s->head = b;
   s->tail = b;
-  s->pending++;
-  pthread_cond_broadcast(&s->cond);
+  if (s->pending++ == 0) pthread_cond_signal(&s->work);  // the worker only sleeps when idle
   pthread_mutex_unlock(&s->lock);
   return ncclSuccess;
 }
@@ -111,7 +113,8 @@ ncclResult_t weftStreamCreate(cudaStream_t *stream) {
   if (s == NULL) return ncclSystemError;
   s->magic = STREAM_MAGIC;
   pthread_mutex_init(&s->lock, NULL);
-  pthread_cond_init(&s->cond, NULL);
+  pthread_cond_init(&s->work, NULL);
+  pthread_cond_init(&s->idle, NULL);
   int err = pthread_create(&s->thread, NULL, worker, s);
   if (err != 0) {
     WARN("weftStreamCreate: pthread_create failed: %s", strerror(err));
@@ -138,7 +141,7 @@ ncclResult_t weftStreamSynchronize(cudaStream_t stream) {
   WEFTCHECK(weft_stream_resolve(stream, "weftStreamSynchronize", &s));
   if (s == NULL) return ncclSuccess;  // the NULL stream is always complete
   pthread_mutex_lock(&s->lock);
-  while (s->pending > 0) pthread_cond_wait(&s->cond, &s->lock);
+  while (s->pending > 0) pthread_cond_wait(&s->idle, &s->lock);
   ncclResult_t res = take_error(s);
   pthread_mutex_unlock(&s->lock);
   return res;
@@ -174,11 +177,12 @@ ncclResult_t weftStreamDestroy(cudaStream_t stream) {
   // Pending work finishes first, as with cudaStreamDestroy.
   pthread_mutex_lock(&s->lock);
   s->stop = 1;
-  pthread_cond_broadcast(&s->cond);
+  pthread_cond_signal(&s->work);
   pthread_mutex_unlock(&s->lock);
   pthread_join(s->thread, NULL);
   pthread_mutex_destroy(&s->lock);
-  pthread_cond_destroy(&s->cond);
+  pthread_cond_destroy(&s->work);
+  pthread_cond_destroy(&s->idle);
   s->magic = 0;
   free(s);
   return ncclSuccess;

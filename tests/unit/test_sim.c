@@ -784,7 +784,7 @@ static void bad_tokens(const weft_coll_args_t *a, weft_schedule_t *s, void *arg)
 
 Test(sim_read, malformed_tokens, .timeout = 10) {
   static const char *const needles[] = {"a SIGNAL or WAIT moves one token: count must be 1, not 2",
-                                        "REDUCE_INPUT belongs on SEND, COPY or READ only",
+                                        "REDUCE_INPUT belongs on SEND, COPY, READ or READ_REDUCE only",
                                         "names a source it does not read",
                                         "rank 1 sends data (step"};
   for (int what = 0; what < 4; what++) {
