@@ -109,7 +109,7 @@ ncclResult_t weft_tuner_choose(const weft_tuner_params_t *p, weft_coll_args_t *a
   int np = 0;
   size_t bytes = args->count * esize;
   int small = args->coll == WEFT_COLL_ALLREDUCE && args->nranks > 1 && bytes <= p->oneshot_max;
-  int large = p->can_read && args->nranks > 1 && bytes >= p->read_min;
+  int large = p->can_read && p->read_min > 0 && args->nranks > 1 && bytes >= p->read_min;
   if (small) prefs[np++] = WEFT_ALGO_ONESHOT;
   if (large) prefs[np++] = WEFT_ALGO_READ;
   prefs[np++] = WEFT_ALGO_RING;

@@ -1,10 +1,11 @@
 /*
  * tuner.h — picks the algorithm and the slice (elements per step) for a call.
  *
- * AllReduce uses the one-hop algorithm up to a size threshold; large calls
- * of AllReduce, ReduceScatter, AllGather, Broadcast and Reduce read peers'
- * buffers directly (single copy) where the transport allows it; the rest use
- * the ring, chain or direct lanes. NCCL_ALGO (NCCL's
+ * AllReduce uses the one-hop algorithm up to a size threshold; from
+ * WEFT_READ_MIN_BYTES (off by default: cross-memory attach measured slower
+ * than the ring here), AllReduce, ReduceScatter, AllGather, Broadcast and
+ * Reduce read peers' buffers directly where the transport allows it; the
+ * rest use the ring, chain or direct lanes. NCCL_ALGO (NCCL's
  * syntax) narrows the choice. The slice is half a connection's buffer, so
  * one round can be in flight while the next is filled. A measured cost model
  * replaces the threshold with the multi-host algorithms.
@@ -22,7 +23,7 @@ typedef struct {
   size_t nslots;          // slots per connection
   size_t oneshot_max;     // bytes per rank up to which AllReduce goes in one hop
   int can_read;           // ranks can read each other's memory (single-copy schedules)
-  size_t read_min;        // bytes per rank from which single-copy schedules are used
+  size_t read_min;        // bytes per rank from which single-copy schedules are used; 0 = never unasked
   const char *algo_spec;  // NCCL_ALGO, or NULL
 } weft_tuner_params_t;
 
