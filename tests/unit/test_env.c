@@ -113,9 +113,9 @@ Test(env, int_knob_is_cached_until_reset, .timeout = 10) {
 Test(env, garbage_int_falls_back_to_default_with_warning, .timeout = 10) {
   setenv("WEFT_SHM_SLOTS", "eight", 1);
   weft_env_reset();
-  cr_assert_eq(weft_env_WEFT_SHM_SLOTS(), 8);
+  cr_assert_eq(weft_env_WEFT_SHM_SLOTS(), 16);
   cr_assert_str_eq(weft_debug_last_error(),
-                   "WEFT_SHM_SLOTS='eight' is not an integer; using default 8");
+                   "WEFT_SHM_SLOTS='eight' is not an integer; using default 16");
   setenv("WEFT_TIMEOUT", "30s", 1);
   weft_env_reset();
   cr_assert_eq(weft_env_WEFT_TIMEOUT(), 300);
@@ -177,12 +177,12 @@ Test(env, set_by_environment_is_logged_once, .timeout = 10) {
   setenv("NCCL_DEBUG_SUBSYS", "ENV", 1);
   setenv("NCCL_DEBUG_FILE", path, 1);
   setenv("WEFT_TIMEOUT", "7", 1);
-  setenv("WEFT_SHM_SLOTS", "8", 1);  // equal to the default: not logged
+  setenv("WEFT_SHM_SLOTS", "16", 1);  // equal to the default: not logged
   setenv("WEFT_COMM_SECRET", "hunter2", 1);
   weft_env_reset();
   cr_assert_eq(weft_env_WEFT_TIMEOUT(), 7);
   cr_assert_eq(weft_env_WEFT_TIMEOUT(), 7);
-  cr_assert_eq(weft_env_WEFT_SHM_SLOTS(), 8);
+  cr_assert_eq(weft_env_WEFT_SHM_SLOTS(), 16);
   cr_assert_str_eq(weft_env_WEFT_COMM_SECRET(), "hunter2");
 
   FILE *f = fopen(path, "r");
