@@ -1,0 +1,287 @@
+#!/usr/bin/env bash
+# run.sh — weft side by side with Open MPI, MPICH and Gloo on this host.
+#
+# Builds the peers' benchmarks (perf/compare/mpi_coll_bench.c with both MPI
+# compilers, perf/compare/membw.c) into build/compare/, measures memory
+# bandwidth, then runs every collective with every library R times,
+# interleaved (weft, openmpi, mpich, gloo, weft, ...), and hands the raw data
+# to report.py for medians, tables (build/compare/results.md) and plots
+# (build/compare/<coll>.png). Every run has a timeout; a library that fails
+# is reported as "failed", it does not stop the script. Everything talks
+# over shared memory or the loopback interface only.
+#
+#   perf/compare/run.sh [-n NRANKS] [-r REPS] [-b MIN] [-e MAX] [-f FACTOR]
+#                       [-c "allreduce allgather reducescatter broadcast alltoall"]
+#                       [--iters N] [--warmup N] [--timeout SECONDS]
+#                       [--quiet-wait SECONDS] [--quiet-busy PERCENT]
+#                       [-o OUTDIR] [--no-install] [--no-build] [--quick]
+set -u -o pipefail
+
+usage() {
+  cat <<'EOF'
+usage: perf/compare/run.sh [options]
+  -n NRANKS        ranks per run (default 2; 4 and 8 work too)
+  -r REPS          interleaved repetitions, median taken (default 3)
+  -b MIN, -e MAX   message sizes as in nccl-tests, K/M/G = 1024^k (default 8 .. 256M)
+  -f FACTOR        size multiplier (default 2)
+  -c "COLLS"       subset of: allreduce allgather reducescatter broadcast alltoall
+  --iters N        timed iterations per size (default 20)
+  --warmup N       warm-up iterations (default 5)
+  --timeout S      limit for one benchmark run in seconds (default 900)
+  --quiet-wait S   before each run, wait up to S seconds (default 30) for a second in
+                   which other work keeps the CPUs at most --quiet-busy percent busy (default 25)
+  -o DIR           output folder (default build/compare; must be under build/)
+  --no-install     do not install missing Debian packages
+  --no-build       do not run make when weft's binaries are missing
+  --quick          small sizes (8 .. 64K), 1 repetition, few iterations: a smoke test
+Outputs in build/compare/ (or -o DIR): results.md, <coll>.png, raw.csv, membw.txt, meta.txt, logs/
+EOF
+}
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+cd "$ROOT" || exit 1
+HERE=perf/compare
+OUT=build/compare
+PY=/usr/bin/python3  # Debian's python: torch, matplotlib, numpy come from apt
+PACKAGES=(openmpi-bin libopenmpi-dev mpich libmpich-dev python3-torch python3-matplotlib python3-numpy)
+ALL_COLLS="allreduce allgather reducescatter broadcast alltoall"
+
+CMDLINE="perf/compare/run.sh$(printf ' %q' "$@")"
+NR=2 REPS= MINB= MAXB= FACTOR=2 COLLS=$ALL_COLLS ITERS= WARMUP= TMO=900 QWAIT=30 QBUSY=25 INSTALL=1 BUILD=1 QUICK=0
+
+while [ $# -gt 0 ]; do
+  case "$1" in
+    -n) NR=${2:?-n needs a value}; shift 2 ;;
+    -r) REPS=${2:?-r needs a value}; shift 2 ;;
+    -b) MINB=${2:?-b needs a value}; shift 2 ;;
+    -e) MAXB=${2:?-e needs a value}; shift 2 ;;
+    -f) FACTOR=${2:?-f needs a value}; shift 2 ;;
+    -c) COLLS=${2:?-c needs a value}; shift 2 ;;
+    -o) OUT=${2:?-o needs a value}; shift 2 ;;
+    --iters) ITERS=${2:?}; shift 2 ;;
+    --warmup) WARMUP=${2:?}; shift 2 ;;
+    --timeout) TMO=${2:?}; shift 2 ;;
+    --quiet-wait) QWAIT=${2:?}; shift 2 ;;
+    --quiet-busy) QBUSY=${2:?}; shift 2 ;;
+    --no-install) INSTALL=0; shift ;;
+    --no-build) BUILD=0; shift ;;
+    --quick) QUICK=1; shift ;;
+    -h|--help) usage; exit 0 ;;
+    *) echo "run.sh: unknown option '$1'" >&2; usage >&2; exit 2 ;;
+  esac
+done
+
+# --quick only fills in what was not given explicitly.
+if [ "$QUICK" = 1 ]; then
+  : "${REPS:=1}" "${MINB:=8}" "${MAXB:=64K}" "${ITERS:=5}" "${WARMUP:=1}"
+  MEMBW_MIB=64 MEMBW_RUNS=3
+fi
+: "${REPS:=3}" "${MINB:=8}" "${MAXB:=256M}" "${ITERS:=20}" "${WARMUP:=5}"
+
+is_uint() { [[ "$1" =~ ^[0-9]+$ ]]; }
+is_size() { [[ "$1" =~ ^[0-9]+[KkMmGg]?[Bb]?$ ]]; }
+for v in "$NR" "$REPS" "$FACTOR" "$ITERS" "$WARMUP" "$TMO" "$QWAIT" "$QBUSY"; do
+  is_uint "$v" || { echo "run.sh: '$v' is not a non-negative integer" >&2; exit 2; }
+done
+is_size "$MINB" && is_size "$MAXB" || { echo "run.sh: bad size in -b/-e" >&2; exit 2; }
+[ "$NR" -ge 1 ] && [ "$REPS" -ge 1 ] && [ "$FACTOR" -ge 2 ] && [ "$ITERS" -ge 1 ] && [ "$TMO" -ge 1 ] ||
+  { echo "run.sh: need -n >= 1, -r >= 1, -f >= 2, --iters >= 1, --timeout >= 1" >&2; exit 2; }
+case "$OUT" in
+  build/*) case "$OUT" in *..*) echo "run.sh: -o must be a folder under build/" >&2; exit 2 ;; esac ;;
+  *) echo "run.sh: -o must be a folder under build/" >&2; exit 2 ;;
+esac
+OUT=${OUT%/}
+for c in $COLLS; do
+  case " $ALL_COLLS " in *" $c "*) ;; *) echo "run.sh: unknown collective '$c'" >&2; exit 2 ;; esac
+done
+
+log() { printf '[compare %s] %s\n' "$(date +%H:%M:%S)" "$*"; }
+
+# A benchmark runs under `timeout`, which puts it in its own process group:
+# pass a signal that stops this script on to it.
+CHILD=
+on_signal() {
+  [ -n "$CHILD" ] && kill -TERM "$CHILD" 2>/dev/null && wait "$CHILD" 2>/dev/null
+  exit 130
+}
+trap on_signal INT TERM HUP
+
+# Percent of all CPU time that was busy during the last second (other work:
+# nothing of ours runs while this samples).
+cpu_busy() {
+  local a b
+  read -r -a a < <(head -1 /proc/stat)
+  sleep 1
+  read -r -a b < <(head -1 /proc/stat)
+  local total=0 i
+  for i in 1 2 3 4 5 6 7 8; do total=$(( total + b[i] - a[i] )); done
+  local idle=$(( b[4] - a[4] + b[5] - a[5] ))
+  [ "$total" -gt 0 ] && echo $(( 100 * (total - idle) / total )) || echo 0
+}
+
+# Wait up to QWAIT seconds for a quiet second; leaves the last sample in BUSY.
+BUSY=0
+wait_quiet() {
+  local start=$SECONDS
+  while :; do
+    BUSY=$(cpu_busy)
+    [ "$BUSY" -le "$QBUSY" ] && return 0
+    [ $(( SECONDS - start )) -ge "$QWAIT" ] && return 0
+  done
+}
+
+# ---- 1. Debian packages -----------------------------------------------------
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  if [ "$INSTALL" = 1 ]; then
+    log "installing: ${missing[*]}"
+    SUDO=
+    [ "$(id -u)" = 0 ] || SUDO=sudo
+    export DEBIAN_FRONTEND=noninteractive
+    $SUDO apt-get install -y --no-install-recommends "${missing[@]}" ||
+      { $SUDO apt-get update && $SUDO apt-get install -y --no-install-recommends "${missing[@]}"; } ||
+      log "package installation failed; the libraries that need them will show as failed"
+  else
+    log "missing packages (not installing, --no-install): ${missing[*]}"
+  fi
+fi
+
+# ---- 2. Builds (into build/, never into the source tree) --------------------
+mkdir -p "$OUT/logs"
+rm -f "$OUT"/raw.csv "$OUT"/logs/*.log "$OUT"/membw.txt "$OUT"/meta.txt "$OUT"/results.md "$OUT"/*.png
+
+perf_bin() {
+  case "$1" in
+    allreduce) echo all_reduce_perf ;; allgather) echo all_gather_perf ;;
+    reducescatter) echo reduce_scatter_perf ;; broadcast) echo broadcast_perf ;;
+    alltoall) echo alltoall_perf ;;
+  esac
+}
+need_make=0
+[ -x build/bin/weftrun ] || need_make=1
+for c in $COLLS; do [ -x "build/bin/$(perf_bin "$c")" ] || need_make=1; done
+if [ "$need_make" = 1 ] && [ "$BUILD" = 1 ]; then
+  log "building weft (make -j$(nproc))"
+  make -j"$(nproc)" >"$OUT/logs/make.log" 2>&1 || log "make failed (see $OUT/logs/make.log)"
+fi
+
+CFLAGS=(-std=c11 -O2 -Wall -Wextra -Werror -D_GNU_SOURCE)
+for m in openmpi mpich; do
+  rm -f "$OUT/mpi_coll_bench.$m"
+  if command -v "mpicc.$m" >/dev/null; then
+    "mpicc.$m" "${CFLAGS[@]}" -o "$OUT/mpi_coll_bench.$m" "$HERE/mpi_coll_bench.c" \
+      >"$OUT/logs/build_$m.log" 2>&1 || log "mpicc.$m failed (see $OUT/logs/build_$m.log)"
+  else
+    echo "mpicc.$m not found" >"$OUT/logs/build_$m.log"
+  fi
+done
+gcc -std=c11 -O3 -march=native -Wall -Wextra -Werror -D_GNU_SOURCE -pthread \
+  -o "$OUT/membw" "$HERE/membw.c" >"$OUT/logs/build_membw.log" 2>&1 ||
+  log "membw build failed (see $OUT/logs/build_membw.log)"
+
+# ---- 3. Machine and versions ------------------------------------------------
+first_line() { "$@" 2>/dev/null | grep -v '^\s*$' | head -1 | tr -s ' \t' ' '; }
+weft_version() {
+  local v
+  v=$(awk '/#define WEFT_(MAJOR|MINOR|PATCH) /{printf "%s%s", sep, $3; sep="."}' include/weft.h 2>/dev/null)
+  local rev
+  rev=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null)
+  echo "${v:-unknown}${rev:+ (git $rev, working tree as built)}"
+}
+{
+  echo "date: $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
+  echo "cpus: $(nproc)"
+  echo "machine: $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), $(awk '/MemTotal/{printf "%.1f GiB RAM", $2/1048576}' /proc/meminfo), L3 $(cat /sys/devices/system/cpu/cpu0/cache/index3/size 2>/dev/null || echo '?'), kernel $(uname -r)"
+  echo "weft: $(weft_version)"
+  echo "openmpi: $(first_line ompi_info --version)"
+  echo "mpich: $(mpichversion 2>/dev/null | awk -F: '/Version|Device/{gsub(/^[ \t]+/, "", $2); printf "%s%s", sep, $2; sep=", "}')"
+  echo "gloo: torch $($PY -c 'import torch; print(torch.__version__)' 2>/dev/null || echo 'not importable')"
+  echo "ranks: $NR"
+  echo "repetitions: $REPS (interleaved weft, openmpi, mpich, gloo; median reported)"
+  echo "sizes: -b $MINB -e $MAXB -f $FACTOR, iterations $ITERS, warm-up $WARMUP"
+  echo "command: $CMDLINE"
+  echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
+} >"$OUT/meta.txt"
+cat "$OUT/meta.txt"
+
+# ---- 4. Memory bandwidth ----------------------------------------------------
+if [ -z "${MEMBW_MIB:-}" ]; then
+  # Far larger than the last-level cache: 2 x L3, at least 256 MiB per array,
+  # at most an eighth of the free memory for the three arrays.
+  l3=$(numfmt --from=iec "$(cat /sys/devices/system/cpu/cpu0/cache/index3/size 2>/dev/null)" 2>/dev/null || echo 0)
+  avail=$(awk '/MemAvailable/{print int($2/1024)}' /proc/meminfo)
+  MEMBW_MIB=$(( 2 * l3 / 1048576 ))
+  [ "$MEMBW_MIB" -ge 256 ] || MEMBW_MIB=256
+  [ $(( 3 * MEMBW_MIB )) -le $(( avail / 8 )) ] || MEMBW_MIB=$(( avail / 24 ))
+  MEMBW_RUNS=7
+fi
+# Measured once per repetition, interleaved with the collectives; the report
+# uses the best repetition (other work on the machine only lowers it).
+run_membw() {  # rep
+  [ -x "$OUT/membw" ] || return 0
+  wait_quiet
+  log "memory bandwidth (rep $1, CPUs ${BUSY}% busy before): 3 arrays of $MEMBW_MIB MiB, 1 and $NR threads, median of $MEMBW_RUNS"
+  echo "# rep $1 busy $BUSY" >>"$OUT/membw.txt"
+  timeout -k 10 "$TMO" "$OUT/membw" -s "$MEMBW_MIB" -t "$NR" -r "$MEMBW_RUNS" \
+    2>>"$OUT/logs/membw.err" | sed "s/^MEMBW /MEMBW rep=$1 /" | tee -a "$OUT/membw.txt" ||
+    log "membw failed (see $OUT/logs/membw.err)"
+}
+
+# ---- 5. Interleaved runs ----------------------------------------------------
+bench_args=(-b "$MINB" -e "$MAXB" -f "$FACTOR" -n "$ITERS" -w "$WARMUP")
+
+run_one() {  # lib coll rep
+  local lib=$1 coll=$2 rep=$3 logf="$OUT/logs/${1}_${2}_r${3}.log" rc load cmd=()
+  case "$lib" in
+    weft)
+      local bin="build/bin/$(perf_bin "$coll")"
+      [ -x "$bin" ] && cmd=(build/bin/weftrun -n "$NR" -t "$TMO" "$bin" "${bench_args[@]}" -a 3) ||
+        echo "$bin not built" >"$logf" ;;
+    openmpi)
+      [ -x "$OUT/mpi_coll_bench.openmpi" ] &&
+        cmd=(mpirun.openmpi --allow-run-as-root --oversubscribe -np "$NR" --bind-to none
+             --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo
+             "$OUT/mpi_coll_bench.openmpi" -c "$coll" "${bench_args[@]}") ||
+        echo "mpi_coll_bench.openmpi not built" >"$logf" ;;
+    mpich)
+      # UCX is MPICH's netmod here: keep it on shared memory (no network devices).
+      [ -x "$OUT/mpi_coll_bench.mpich" ] &&
+        cmd=(env UCX_TLS=self,sm UCX_NET_DEVICES=lo mpirun.mpich -np "$NR"
+             "$OUT/mpi_coll_bench.mpich" -c "$coll" "${bench_args[@]}") ||
+        echo "mpi_coll_bench.mpich not built" >"$logf" ;;
+    gloo)
+      cmd=("$PY" "$HERE/gloo_bench.py" -np "$NR" -c "$coll" "${bench_args[@]}") ;;
+  esac
+  wait_quiet
+  load=$(cut -d' ' -f1 /proc/loadavg)
+  if [ ${#cmd[@]} -gt 0 ]; then
+    echo "# command: ${cmd[*]}" >"$logf"
+    timeout -k 10 "$TMO" "${cmd[@]}" </dev/null >>"$logf" 2>&1 &
+    CHILD=$!
+    wait "$CHILD"
+    rc=$?
+    CHILD=
+  else
+    rc=127
+  fi
+  "$PY" "$HERE/report.py" ingest --csv "$OUT/raw.csv" --lib "$lib" --coll "$coll" \
+    --rep "$rep" --nranks "$NR" --rc "$rc" --log "$logf" --load "$load" --busy "$BUSY"
+}
+
+for rep in $(seq 1 "$REPS"); do
+  run_membw "$rep"
+  for coll in $COLLS; do
+    log "repetition $rep/$REPS, $coll"
+    for lib in weft openmpi mpich gloo; do
+      run_one "$lib" "$coll" "$rep"
+    done
+  done
+done
+echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg)" >>"$OUT/meta.txt"
+
+# ---- 6. Report --------------------------------------------------------------
+"$PY" "$HERE/report.py" report --dir "$OUT" || { log "report failed"; exit 1; }
+log "done: $OUT/results.md, $OUT/*.png, raw data in $OUT/raw.csv, logs in $OUT/logs/"
