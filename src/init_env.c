@@ -89,7 +89,7 @@ static int decode_hex(const char *str, ncclUniqueId *id, char *why, size_t len) 
              HEX_DIGITS);
     return -1;
   }
-  ncclUniqueId out;
+  ncclUniqueId out = {{0}};
   for (int i = 0; i < HEX_DIGITS; i += 2) {
     int hi = hex_value(str[i]), lo = hex_value(str[i + 1]);
     if (hi < 0 || lo < 0) {

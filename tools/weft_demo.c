@@ -238,7 +238,7 @@ static int run_case(const case_t *c, size_t count, void *send, void *recv) {
   for (size_t j = 0; j < nin; j++) put(c->dt, send, j, input(c, g_rank, j));
   for (size_t i = 0; i < nout; i++) put(c->dt, recv, i, -7);  // never a valid result
 
-  double t[TIMED];
+  double t[TIMED] = {0};
   for (int it = 0; it < WARMUP + TIMED; it++) {
     double t0 = now_us();
     run_once(c, send, recv, per, root);
