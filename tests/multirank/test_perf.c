@@ -355,7 +355,7 @@ Test(perf, launcher_environment_one_rank_per_process, .timeout = 60) {
     cr_assert(pids[r] >= 0);
     if (pids[r] == 0) {
       for (int i = 0; launcher_vars[i]; i++) unsetenv(launcher_vars[i]);
-      char rank[8];
+      char rank[16];
       snprintf(rank, sizeof(rank), "%d", r);
       setenv("RANK", rank, 1), setenv("WORLD_SIZE", "2", 1);
       setenv("MASTER_ADDR", "127.0.0.1", 1), setenv("MASTER_PORT", port, 1);
