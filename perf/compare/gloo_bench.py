@@ -6,7 +6,9 @@ Same conventions as mpi_coll_bench.c and nccl-tests: float32, sum, root 0;
 sizes -b/-e/-f with K/M/G = powers of 1024; per-rank chunks of allgather,
 reducescatter and alltoall rounded down to a multiple of 16 bytes; time =
 wall time of ITERS back-to-back calls / ITERS after WARMUP untimed calls,
-maximum over ranks; busbw = size/time * 2(n-1)/n (allreduce), (n-1)/n
+maximum over ranks; buffers are allocated for the largest size and call i
+works on the region at offset (i mod (MAX / size)) * size, as nccl-tests
+rotates its buffers; busbw = size/time * 2(n-1)/n (allreduce), (n-1)/n
 (allgather, reducescatter, alltoall), 1 (broadcast).
 
 torch.distributed's all_reduce and broadcast work in place (the API has no
@@ -158,6 +160,11 @@ def worker(a):
               "broadcast in place (torch API)" % (a.iters, a.iters))
         sys.stdout.flush()
 
+    # Buffers for the largest size, every page touched before any timing.
+    big_total = max(max(counts_for(a.coll, nb, n)[1:]) for nb in sizes(a))
+    big_send = torch.zeros(big_total + 1, dtype=torch.float32)
+    big_recv = torch.zeros(big_total + 1, dtype=torch.float32)
+
     for nbytes in sizes(a):
         param, nsend, nrecv = counts_for(a.coll, nbytes, n)
         if a.coll == "allgather" and param == 0:
@@ -166,10 +173,18 @@ def worker(a):
                 print("SKIPPED coll=%s nranks=%d size=0 reason=gloo_allgather_crashes_on_0_elements"
                       % (a.coll, n))
             continue
-        send = inputs(rank, nsend)
-        recv = torch.full((nrecv,), -1.0, dtype=torch.float32)
+        # nccl-tests' rotation: call i uses the region at (i mod steps) * total.
+        total = max(nsend, nrecv)
+        steps = max(1, min(big_total // total if total else 1, a.warmup + a.iters))
+        send = big_send[:nsend]
+        recv = big_recv[:nrecv]
+        send.copy_(inputs(rank, nsend))
+        recv.fill_(-1.0)
         try:
             op = make_op(a.coll, send, recv, param)
+            ops = [op] + [make_op(a.coll, big_send[k * total:k * total + nsend],
+                                  big_recv[k * total:k * total + nrecv], param)
+                          for k in range(1, steps)]
         except RuntimeError as e:
             if rank == 0:
                 msg = str(e).splitlines()[0] if str(e) else type(e).__name__
@@ -178,12 +193,12 @@ def worker(a):
         if rank == 0 and api_used[0] and len(api_used) == 1:  # once, at the first size
             print("# api: torch.distributed.%s" % api_used[0])
             api_used.append("shown")
-        for _ in range(a.warmup):
-            op()
+        for i in range(a.warmup):
+            ops[i % steps]()
         dist.barrier()
         t0 = time.perf_counter()
-        for _ in range(a.iters):
-            op()
+        for i in range(a.iters):
+            ops[i % steps]()
         dt = torch.tensor([(time.perf_counter() - t0) / a.iters], dtype=torch.float64)
         dist.all_reduce(dt, op=dist.ReduceOp.MAX)
 

@@ -11,6 +11,9 @@
  *     the same number for the same -b/-e/-f;
  *   - time = (wall time of ITERS back-to-back calls) / ITERS, after WARMUP
  *     untimed calls; taken as the maximum over ranks;
+ *   - buffers are allocated for the largest size and call i works on the
+ *     region at offset (i mod (MAX / size)) * size, as nccl-tests rotates
+ *     its buffers, so every library sees the same cache behaviour;
  *   - algbw = size / time, busbw = algbw * factor with factor 2(n-1)/n for
  *     allreduce, (n-1)/n for allgather, reducescatter and alltoall, 1 for
  *     broadcast. All buffers are out-of-place except broadcast's (MPI_Bcast
@@ -151,8 +154,10 @@ static void fill_inputs(coll_t c, float *send, float *recv, counts_t k) {
     for (size_t i = 0; i < k.send; i++) send[i] = -1.0f;
 }
 
-static void run_once(coll_t c, float *send, float *recv, counts_t k) {
+static void run_once(coll_t c, float *send, float *recv, counts_t k, size_t shift) {
   int cnt = (int)k.param;
+  send += shift;
+  recv += shift;
   switch (c) {
     case C_ALLREDUCE: MPI_Allreduce(send, recv, cnt, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD); break;
     case C_ALLGATHER:
@@ -207,9 +212,15 @@ int main(int argc, char **argv) {
   counts_t kmax = counts_for(o.coll, o.max_bytes);
   if (kmax.param > (size_t)INT32_MAX) die("max size too large for an int count");
   // At least one element so malloc never returns NULL for a legal size.
-  float *send = malloc((kmax.send + 1) * sizeof(float));
-  float *recv = malloc((kmax.recv + 1) * sizeof(float));
+  // Both buffers hold the largest region either needs, as in nccl-tests, so
+  // the rotation below stays inside them for every collective.
+  size_t kmax_total = kmax.send > kmax.recv ? kmax.send : kmax.recv;
+  float *send = malloc((kmax_total + 1) * sizeof(float));
+  float *recv = malloc((kmax_total + 1) * sizeof(float));
   if (!send || !recv) die("out of memory");
+  // Touch every page now, so no page fault lands in a timed call.
+  memset(send, 0, (kmax_total + 1) * sizeof(float));
+  memset(recv, 0, (kmax_total + 1) * sizeof(float));
 
   if (rank == 0) {
     char ver[MPI_MAX_LIBRARY_VERSION_STRING];
@@ -227,13 +238,19 @@ int main(int argc, char **argv) {
   for (size_t bytes = o.min_bytes; bytes <= o.max_bytes; bytes *= o.factor) {
     counts_t k = counts_for(o.coll, bytes);
     fill_inputs(o.coll, send, recv, k);
-    for (int i = 0; i < o.warmup; i++) run_once(o.coll, send, recv, k);
-    if (o.coll == C_BROADCAST) fill_inputs(o.coll, send, recv, k);
+    // nccl-tests' rotation: call i uses the region at (i mod steps) * total.
+    size_t total = k.send > k.recv ? k.send : k.recv;
+    size_t steps = total ? kmax_total / total : 1;
+    for (int i = 0; i < o.warmup; i++) run_once(o.coll, send, recv, k, total * ((size_t)i % steps));
     MPI_Barrier(MPI_COMM_WORLD);
     double t0 = MPI_Wtime();
-    for (int i = 0; i < o.iters; i++) run_once(o.coll, send, recv, k);
+    for (int i = 0; i < o.iters; i++) run_once(o.coll, send, recv, k, total * ((size_t)i % steps));
     double dt = (MPI_Wtime() - t0) / o.iters, dt_max = 0;
     MPI_Allreduce(&dt, &dt_max, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+
+    // The check: fresh inputs, one call at offset 0.
+    fill_inputs(o.coll, send, recv, k);
+    run_once(o.coll, send, recv, k, 0);
 
     long wrong = count_wrong(o.coll, send, recv, k), wrong_all = 0;
     MPI_Reduce(&wrong, &wrong_all, 1, MPI_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
