@@ -25,7 +25,7 @@ static const char *const algo_names[WEFT_NUM_ALGOS] = {"ring", "chain", "direct"
 
 static const char *const kind_names[WEFT_NUM_STEP_KINDS] = {
     "SEND", "RECV", "RECV_REDUCE", "RECV_REDUCE_SEND", "RECV_COPY_SEND", "COPY",
-    "READ", "READ_REDUCE", "SIGNAL", "WAIT"};
+    "READ", "READ_REDUCE", "SIGNAL", "WAIT", "RECV_REDUCE_COPY_SEND"};
 
 const char *weft_coll_name(weft_coll_t c) {
   return ((unsigned)c < WEFT_NUM_COLLS) ? coll_names[c] : "?";
@@ -133,7 +133,8 @@ static ncclResult_t grow(void **arr, uint32_t *cap, uint32_t need, size_t elem) 
     WARN("schedule: more than %u entries", UINT32_MAX - 1);
     return ncclInvalidArgument;
   }
-  uint64_t ncap = *cap ? (uint64_t)*cap * 2 : 64;
+  // Start small: a first request under 1 KiB stays in malloc's fast caches.
+  uint64_t ncap = *cap ? (uint64_t)*cap * 2 : 8;
   if (ncap > UINT32_MAX - 1) ncap = UINT32_MAX - 1;
   void *p = realloc(*arr, (size_t)ncap * elem);
   if (!p) {

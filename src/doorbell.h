@@ -2,8 +2,8 @@
  * doorbell.h — how a rank sleeps until a peer has done something for it.
  *
  * Each rank owns one doorbell in shared memory. A peer that posts data to the
- * rank, or frees a slot the rank waits to fill, rings it: one atomic add, and
- * a futex wake only if someone sleeps. A waiting rank arms the doorbell,
+ * rank, or frees a slot the rank waits to fill, rings it: a fence and a load
+ * while the rank is awake, a count bump and a futex wake only if it sleeps. A waiting rank arms the doorbell,
  * re-checks its work, and sleeps on the futex until the count moves (or a
  * bounded time passes, so aborts and timeouts are noticed). No core burns
  * while a rank waits, which is what lets 8 ranks share 2 cores.
@@ -24,9 +24,15 @@ typedef struct {
   _Atomic uint32_t sleepers;  // threads of the owning rank inside weft_doorbell_sleep
 } weft_doorbell_t;
 
+// Call after publishing the work. The fence orders that publication before
+// the load of `sleepers`; a sleeper increments `sleepers` before it
+// re-checks for work, so either it sees the work or we see it and wake it.
+// A ring that finds nobody asleep touches no shared line for writing.
 static inline void weft_doorbell_ring(weft_doorbell_t *d) {
+  atomic_thread_fence(memory_order_seq_cst);
+  if (atomic_load_explicit(&d->sleepers, memory_order_relaxed) == 0) return;
   atomic_fetch_add(&d->seq, 1);
-  if (atomic_load(&d->sleepers) != 0) syscall(SYS_futex, &d->seq, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+  syscall(SYS_futex, &d->seq, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
 }
 
 // Returns the count to pass to weft_doorbell_sleep; re-check work after arming.

@@ -95,7 +95,7 @@ static ncclResult_t enqueue_checked(weft_coll_t coll, const void *sendbuff, void
   weft_stream_t *ws = NULL;
   WEFTCHECK(weft_stream_resolve(stream, api, &ws));
 
-  weft_op_t *o = calloc(1, sizeof(*o));
+  weft_op_t *o = weft_op_alloc();
   if (o == NULL) return ncclSystemError;
   ncclResult_t res = ncclSuccess;
   o->comm = comm;

@@ -10,6 +10,7 @@
 #include "group.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "api.h"
 #include "checks.h"
@@ -20,32 +21,46 @@ typedef struct {
   weft_stream_t *stream;
 } queued_t;
 
+// Small groups (and single calls) live in a fixed per-thread array, so the
+// common path allocates nothing here; bigger groups move to the heap.
+#define QUEUE_INLINE 16
+
 static _Thread_local int group_depth;
-static _Thread_local queued_t *queue;
+static _Thread_local queued_t queue_inline[QUEUE_INLINE];
+static _Thread_local queued_t *queue;  // NULL: queue_inline
 static _Thread_local int queue_len, queue_cap;
 static _Thread_local ncclResult_t group_error;
 
-static void queue_clear(void) {
-  for (int i = 0; i < queue_len; i++) weft_op_free(queue[i].op);
+static queued_t *queue_items(void) { return queue != NULL ? queue : queue_inline; }
+
+static void queue_reset(void) {
   free(queue);
   queue = NULL;
-  queue_len = queue_cap = 0;
+  queue_len = 0;
+  queue_cap = QUEUE_INLINE;
+}
+
+static void queue_clear(void) {
+  for (int i = 0; i < queue_len; i++) weft_op_free(queue_items()[i].op);
+  queue_reset();
   group_error = ncclSuccess;
 }
 
 static ncclResult_t queue_push(weft_op_t *op, weft_stream_t *s) {
+  if (queue_cap < QUEUE_INLINE) queue_cap = QUEUE_INLINE;
   if (queue_len == queue_cap) {
-    int cap = queue_cap ? queue_cap * 2 : 16;
+    int cap = queue_cap * 2;
     queued_t *q = realloc(queue, sizeof(*q) * (size_t)cap);
     if (q == NULL) {
       weft_op_free(op);
       WARN("out of memory queueing a group operation");
       return ncclSystemError;
     }
+    if (queue == NULL) memcpy(q, queue_inline, sizeof(queue_inline));
     queue = q;
     queue_cap = cap;
   }
-  queue[queue_len++] = (queued_t){op, s};
+  queue_items()[queue_len++] = (queued_t){op, s};
   return ncclSuccess;
 }
 
@@ -53,10 +68,15 @@ static ncclResult_t queue_push(weft_op_t *op, weft_stream_t *s) {
 static ncclResult_t group_launch(void) {
   ncclResult_t res = ncclSuccess;
   int n = queue_len;
+  // Take the queue over (a local copy of the inline one) and leave it empty.
+  queued_t local_q[QUEUE_INLINE];
+  weft_op_t *local_ops[QUEUE_INLINE];
   queued_t *q = queue;
+  if (q == NULL) q = memcpy(local_q, queue_inline, sizeof(queued_t) * (size_t)n);
   queue = NULL;
-  queue_len = queue_cap = 0;
-  weft_op_t **inline_ops = calloc((size_t)n + 1, sizeof(*inline_ops));
+  queue_len = 0;
+  queue_cap = QUEUE_INLINE;
+  weft_op_t **inline_ops = n <= QUEUE_INLINE ? local_ops : calloc((size_t)n, sizeof(*inline_ops));
   if (inline_ops == NULL) res = ncclSystemError;
   for (int i = 0; i < n && res == ncclSuccess; i++) res = weft_op_launch(q[i].op);
   int ninline = 0;
@@ -71,7 +91,8 @@ static ncclResult_t group_launch(void) {
     weft_stream_t *s = q[i].stream;
     int cnt = 0;
     for (int j = i; j < n; j++) cnt += q[j].op != NULL && q[j].stream == s;
-    weft_op_t **batch = calloc((size_t)cnt, sizeof(*batch));
+    weft_op_t *local_batch[QUEUE_INLINE];
+    weft_op_t **batch = cnt <= QUEUE_INLINE ? local_batch : calloc((size_t)cnt, sizeof(*batch));
     if (batch == NULL) { res = ncclSystemError; break; }
     for (int j = i, k = 0; j < n; j++) {
       if (q[j].op != NULL && q[j].stream == s) {
@@ -80,12 +101,13 @@ static ncclResult_t group_launch(void) {
       }
     }
     res = weft_stream_submit(s, batch, cnt);
+    if (batch != local_batch) free(batch);
   }
   if (res == ncclSuccess && ninline > 0) res = weft_engine_run(inline_ops, ninline);
   for (int i = 0; i < ninline; i++) weft_op_free(inline_ops[i]);
   for (int i = 0; i < n; i++) weft_op_free(q[i].op);
-  free(inline_ops);
-  free(q);
+  if (inline_ops != local_ops) free(inline_ops);
+  if (q != local_q) free(q);
   return res;
 }
 
@@ -150,7 +172,7 @@ ncclResult_t pncclGroupSimulateEnd(ncclSimInfo_t *simInfo) {
   WEFTCHECK(group_leave("ncclGroupSimulateEnd", &outermost));
   if (!outermost) return ncclSuccess;
   double total = 0;
-  for (int i = 0; i < queue_len; i++) total += estimate_seconds(queue[i].op);
+  for (int i = 0; i < queue_len; i++) total += estimate_seconds(queue_items()[i].op);
   ncclResult_t res = group_error;
   queue_clear();  // simulated, not run
   if (simInfo != NULL) simInfo->estimatedTime = (float)total;

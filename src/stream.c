@@ -2,26 +2,31 @@
  * stream.c — host streams (see stream.h and weft.h).
  *
  * A stream is a worker thread and a FIFO of batches. The worker runs each
- * batch with the engine, in submission order, then signals completion.
+ * batch with the engine, in submission order, then signals completion; out
+ * of work it polls for WEFT_SPIN_NS before it sleeps, and a submit signals
+ * it only when it sleeps.
  * The first failure is kept and returned by the next synchronize or query.
  * Live streams are kept in a registry so that a stray pointer passed as a
  * stream is rejected instead of dereferenced.
  */
 #include "stream.h"
 
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "api.h"
 #include "checks.h"
+#include "env.h"
+#include "util.h"
 #include "weft.h"
 
 #define STREAM_MAGIC 0x77656674737472ull
 
 typedef struct batch {
-  weft_op_t **ops;
-  int nops;
   struct batch *next;
+  int nops;
+  weft_op_t *ops[];
 } batch_t;
 
 struct weft_stream {
@@ -31,7 +36,9 @@ struct weft_stream {
   pthread_cond_t work;  // the worker waits here for batches (or stop)
   pthread_cond_t idle;  // synchronize waits here for pending == 0
   batch_t *head, *tail;
-  int pending;          // batches queued or running
+  batch_t *done;        // finished batches, freed by the next submitter (the thread that allocated them)
+  _Atomic int pending;  // batches queued or running (changed under lock; read without it while spinning)
+  int worker_asleep;    // the worker waits on `work`: a submit must signal it
   int stop;
   ncclResult_t error;   // first failure since the last synchronize/query
   struct weft_stream *next_live;
@@ -60,23 +67,42 @@ ncclResult_t weft_stream_resolve(cudaStream_t stream, const char *api, weft_stre
   return ncclSuccess;
 }
 
+// Out of work, the worker polls for a while before it sleeps: a caller that
+// issues calls back to back then hands them over without a wake-up.
+static void spin_for_work(weft_stream_t *s) {
+  int64_t spin_ns = weft_env_WEFT_SPIN_NS(), start = weft_now_ns();
+  for (unsigned i = 1; atomic_load_explicit(&s->pending, memory_order_acquire) == 0; i++) {
+    if ((i & 15) == 0 && weft_now_ns() - start >= spin_ns) return;
+    if ((i & 127) == 0) sched_yield();
+  }
+}
+
 static void *worker(void *arg) {
   weft_stream_t *s = arg;
   pthread_mutex_lock(&s->lock);
   for (;;) {
-    while (s->head == NULL && !s->stop) pthread_cond_wait(&s->work, &s->lock);
+    if (s->head == NULL && !s->stop) {
+      pthread_mutex_unlock(&s->lock);
+      spin_for_work(s);
+      pthread_mutex_lock(&s->lock);
+    }
+    while (s->head == NULL && !s->stop) {
+      s->worker_asleep = 1;
+      pthread_cond_wait(&s->work, &s->lock);
+      s->worker_asleep = 0;
+    }
     if (s->head == NULL && s->stop) break;
     batch_t *b = s->head;
     pthread_mutex_unlock(&s->lock);
     ncclResult_t res = weft_engine_run(b->ops, b->nops);
-    for (int i = 0; i < b->nops; i++) weft_op_free(b->ops[i]);
+    for (int i = 0; i < b->nops; i++) weft_op_release_comm(b->ops[i]);
     pthread_mutex_lock(&s->lock);
     if (res != ncclSuccess && s->error == ncclSuccess) s->error = res;
     s->head = b->next;
     if (s->head == NULL) s->tail = NULL;
     s->pending--;
-    free(b->ops);
-    free(b);
+    b->next = s->done;
+    s->done = b;
     // Wake synchronizers only when everything is done: a wake per batch
     // would cost a context switch per call on a busy core.
     if (s->pending == 0) pthread_cond_broadcast(&s->idle);
@@ -85,21 +111,41 @@ static void *worker(void *arg) {
   return NULL;
 }
 
+// Frees a list of finished batches and their operations.
+static void free_batches(batch_t *b) {
+  while (b != NULL) {
+    batch_t *next = b->next;
+    for (int i = 0; i < b->nops; i++) weft_op_free(b->ops[i]);
+    free(b);
+    b = next;
+  }
+}
+
+// Takes the finished batches (to free outside the lock).
+static batch_t *take_done(weft_stream_t *s) {
+  batch_t *d = s->done;
+  s->done = NULL;
+  return d;
+}
+
 ncclResult_t weft_stream_submit(weft_stream_t *s, weft_op_t **ops, int nops) {
-  batch_t *b = calloc(1, sizeof(*b));
+  batch_t *b = malloc(sizeof(*b) + sizeof(b->ops[0]) * (size_t)nops);
   if (b == NULL) {
     for (int i = 0; i < nops; i++) weft_op_free(ops[i]);
-    free(ops);
     return ncclSystemError;
   }
-  b->ops = ops;
+  b->next = NULL;
   b->nops = nops;
+  memcpy(b->ops, ops, sizeof(b->ops[0]) * (size_t)nops);
   pthread_mutex_lock(&s->lock);
   if (s->tail != NULL) s->tail->next = b;
   else s->head = b;
   s->tail = b;
-  if (s->pending++ == 0) pthread_cond_signal(&s->work);  // the worker only sleeps when idle
+  s->pending++;
+  if (s->worker_asleep) pthread_cond_signal(&s->work);
+  batch_t *done = take_done(s);
   pthread_mutex_unlock(&s->lock);
+  free_batches(done);
   return ncclSuccess;
 }
 
@@ -112,7 +158,13 @@ ncclResult_t weftStreamCreate(cudaStream_t *stream) {
   weft_stream_t *s = calloc(1, sizeof(*s));
   if (s == NULL) return ncclSystemError;
   s->magic = STREAM_MAGIC;
-  pthread_mutex_init(&s->lock, NULL);
+  // Adaptive: the caller and the worker hold the lock for a few instructions,
+  // so a short spin beats a futex sleep.
+  pthread_mutexattr_t attr;
+  pthread_mutexattr_init(&attr);
+  pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_ADAPTIVE_NP);
+  pthread_mutex_init(&s->lock, &attr);
+  pthread_mutexattr_destroy(&attr);
   pthread_cond_init(&s->work, NULL);
   pthread_cond_init(&s->idle, NULL);
   int err = pthread_create(&s->thread, NULL, worker, s);
@@ -143,7 +195,9 @@ ncclResult_t weftStreamSynchronize(cudaStream_t stream) {
   pthread_mutex_lock(&s->lock);
   while (s->pending > 0) pthread_cond_wait(&s->idle, &s->lock);
   ncclResult_t res = take_error(s);
+  batch_t *done = take_done(s);
   pthread_mutex_unlock(&s->lock);
+  free_batches(done);
   return res;
 }
 
@@ -180,6 +234,7 @@ ncclResult_t weftStreamDestroy(cudaStream_t stream) {
   pthread_cond_signal(&s->work);
   pthread_mutex_unlock(&s->lock);
   pthread_join(s->thread, NULL);
+  free_batches(take_done(s));
   pthread_mutex_destroy(&s->lock);
   pthread_cond_destroy(&s->work);
   pthread_cond_destroy(&s->idle);

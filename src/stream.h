@@ -14,7 +14,8 @@ typedef struct weft_stream weft_stream_t;
 // NULL stream -> *out = NULL (run in the caller). A live weft stream -> it.
 // Anything else is ncclInvalidArgument with a WARN naming `api`.
 ncclResult_t weft_stream_resolve(cudaStream_t stream, const char *api, weft_stream_t **out);
-// Queue a batch (takes ownership of ops and the array); runs after earlier batches.
+// Queue a batch of operations (the stream owns them from now on, even on
+// failure; the array stays the caller's); runs after earlier batches.
 ncclResult_t weft_stream_submit(weft_stream_t *s, weft_op_t **ops, int nops);
 
 #endif

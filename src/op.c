@@ -1,0 +1,59 @@
+/*
+ * op.c — the life of a weft_op_t in memory: allocation, release of its
+ * communicator, and freeing.
+ *
+ * Each thread keeps its most recently freed operation, schedule arrays
+ * included, and hands it out again on the next allocation, so a loop of
+ * small calls costs no allocator round trips for the operation and its
+ * steps. A thread's kept operation is freed when the thread exits.
+ */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine.h"
+
+static pthread_key_t cache_key;
+static pthread_once_t cache_once = PTHREAD_ONCE_INIT;
+static int cache_ok;
+
+static void free_fully(weft_op_t *op) {
+  weft_schedule_free(&op->sched);
+  free(op);
+}
+
+static void cache_destroy(void *p) { free_fully(p); }
+
+static void cache_init(void) { cache_ok = pthread_key_create(&cache_key, cache_destroy) == 0; }
+
+weft_op_t *weft_op_alloc(void) {
+  pthread_once(&cache_once, cache_init);
+  weft_op_t *op = cache_ok ? pthread_getspecific(cache_key) : NULL;
+  if (op == NULL) return calloc(1, sizeof(*op));
+  pthread_setspecific(cache_key, NULL);
+  return op;
+}
+
+void weft_op_release_comm(weft_op_t *op) {
+  if (op == NULL || !op->counted) return;
+  op->counted = 0;
+  atomic_fetch_sub(&op->comm->inflight, 1);  // the last touch of the communicator
+}
+
+void weft_op_free(weft_op_t *op) {
+  if (op == NULL) return;
+  weft_op_release_comm(op);
+  free(op->send_ticket);  // the block that also holds recv_ticket, lanes and verified
+  free(op->peer_buf);
+  free(op->scratch);
+  if (!cache_ok || pthread_getspecific(cache_key) != NULL) {
+    free_fully(op);
+    return;
+  }
+  // Keep the schedule's arrays (emptied) and nothing else.
+  weft_schedule_t sched = op->sched;
+  sched.nsteps = sched.nlanes = 0;
+  memset(op, 0, sizeof(*op));
+  op->sched = sched;
+  if (pthread_setspecific(cache_key, op) != 0) free_fully(op);
+}
