@@ -1,6 +1,7 @@
 /*
  * ring.c — ring schedules: ReduceScatter, AllGather, and AllReduce as the
- * first followed by the second.
+ * first followed by the second (the step that completes a chunk's reduction
+ * also sends it on, RECV_REDUCE_COPY_SEND, so the result is not read back).
  *
  * Data travels from each rank to next = r+1 and arrives from prev = r-1.
  * The buffer is cut into n chunks; in a ReduceScatter pass the partial sum of
@@ -35,9 +36,11 @@ static uint64_t piece_len(const ring_geom_t *g, int j, uint64_t off) {
 static int ring_mod(int v, int n) { return ((v % n) + n) % n; }
 
 // One ReduceScatter round over the pieces at `off`: partial sums read the
-// send buffer; the completed chunk r piece lands at recv[dst_off].
+// send buffer; the completed chunk r piece lands at recv[dst_off]. With
+// `forward`, the last step also sends that piece on (the first step of an
+// AllReduce's AllGather round, fused so the result is not read back).
 static ncclResult_t rs_round(weft_schedule_t *s, const ring_geom_t *g, uint64_t off,
-                             uint64_t dst_off) {
+                             uint64_t dst_off, int forward) {
   int n = g->a->nranks, r = g->a->rank, next = (r + 1) % n, prev = (r + n - 1) % n;
   weft_step_t st = {0};
   int j = ring_mod(r - 1, n);
@@ -58,10 +61,10 @@ static ncclResult_t rs_round(weft_schedule_t *s, const ring_geom_t *g, uint64_t 
     st.count = piece_len(g, j, off);
     WEFTCHECK(weft_schedule_add(s, &st));
   }
-  st.kind = WEFT_STEP_RECV_REDUCE;
+  st.kind = forward ? WEFT_STEP_RECV_REDUCE_COPY_SEND : WEFT_STEP_RECV_REDUCE;
   st.dst_buf = WEFT_BUF_RECV;
   st.flags = WEFT_STEP_FINAL;
-  st.send_peer = -1;
+  st.send_peer = forward ? next : -1;
   st.recv_peer = prev;
   st.src_off = chunk_start(g, r) + off;
   st.dst_off = dst_off;
@@ -70,18 +73,22 @@ static ncclResult_t rs_round(weft_schedule_t *s, const ring_geom_t *g, uint64_t 
 }
 
 // One AllGather round over the pieces at `off`: this rank's own piece is
-// read from (own_buf, own_off); every other chunk's piece lands in recv.
+// read from (own_buf, own_off) — unless own_buf is WEFT_BUF_NONE, when a
+// fused ReduceScatter step already sent it; every other chunk's piece
+// lands in recv.
 static ncclResult_t ag_round(weft_schedule_t *s, const ring_geom_t *g, uint64_t off,
                              weft_buf_t own_buf, uint64_t own_off) {
   int n = g->a->nranks, r = g->a->rank, next = (r + 1) % n, prev = (r + n - 1) % n;
   weft_step_t st = {0};
-  st.kind = WEFT_STEP_SEND;
-  st.src_buf = (uint8_t)own_buf;
   st.send_peer = next;
-  st.recv_peer = -1;
-  st.src_off = own_off;
-  st.count = piece_len(g, r, off);
-  WEFTCHECK(weft_schedule_add(s, &st));
+  if (own_buf != WEFT_BUF_NONE) {
+    st.kind = WEFT_STEP_SEND;
+    st.src_buf = (uint8_t)own_buf;
+    st.recv_peer = -1;
+    st.src_off = own_off;
+    st.count = piece_len(g, r, off);
+    WEFTCHECK(weft_schedule_add(s, &st));
+  }
   st.src_buf = WEFT_BUF_NONE;
   st.src_off = 0;
   st.dst_buf = WEFT_BUF_RECV;
@@ -120,7 +127,7 @@ static ncclResult_t ring_reduce_scatter(const weft_coll_args_t *a, weft_schedule
   if (a->nranks == 1)
     return local_copy(s, a, 0, 0, a->count, WEFT_STEP_REDUCE_INPUT | WEFT_STEP_FINAL);
   ring_geom_t g = {a, a->count, a->count * (size_t)a->nranks};
-  for (uint64_t off = 0; off < a->count; off += a->slice) WEFTCHECK(rs_round(s, &g, off, off));
+  for (uint64_t off = 0; off < a->count; off += a->slice) WEFTCHECK(rs_round(s, &g, off, off, 0));
   return ncclSuccess;
 }
 
@@ -144,8 +151,8 @@ static ncclResult_t ring_all_reduce(const weft_coll_args_t *a, weft_schedule_t *
   size_t first = chunk < a->count ? chunk : a->count;  // chunk 0 is the largest
   uint64_t own = chunk_start(&g, a->rank);
   for (uint64_t off = 0; off < first; off += a->slice) {
-    WEFTCHECK(rs_round(s, &g, off, own + off));
-    WEFTCHECK(ag_round(s, &g, off, WEFT_BUF_RECV, own + off));
+    WEFTCHECK(rs_round(s, &g, off, own + off, 1));
+    WEFTCHECK(ag_round(s, &g, off, WEFT_BUF_NONE, 0));
   }
   return ncclSuccess;
 }

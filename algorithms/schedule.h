@@ -62,6 +62,7 @@ typedef enum {
   WEFT_STEP_READ_REDUCE,       // dst <- src OP read_peer's operand (src: a partial, or own operand)
   WEFT_STEP_SIGNAL,            // one token (no data) to send_peer; count is 1
   WEFT_STEP_WAIT,              // one token from recv_peer; count is 1
+  WEFT_STEP_RECV_REDUCE_COPY_SEND,  // dst <- in(recv_peer) OP src; out(send_peer) <- same data
   WEFT_NUM_STEP_KINDS
 } weft_step_kind_t;
 

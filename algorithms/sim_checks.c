@@ -143,7 +143,7 @@ static const char *step_problem(const sim_t *m, int r, const weft_step_t *st, ch
     return "REDUCE_INPUT and ACCUMULATE name the source two ways";
   // READ_REDUCE accumulates unless REDUCE_INPUT says otherwise.
   if ((st->flags & WEFT_STEP_ACCUMULATE) && !reduces(k))
-    return "ACCUMULATE belongs on RECV_REDUCE, RECV_REDUCE_SEND or READ_REDUCE only";
+    return "ACCUMULATE belongs on RECV_REDUCE, RECV_REDUCE_SEND, RECV_REDUCE_COPY_SEND or READ_REDUCE only";
   if ((st->flags & WEFT_STEP_FINAL) && !reduces(k) && !ri)
     return "FINAL on a step that reduces nothing (an Avg would be divided twice)";
   return NULL;

@@ -87,7 +87,8 @@ static const uint8_t kind_io[WEFT_NUM_STEP_KINDS] = {
     [WEFT_STEP_READ] = IO_READ | IO_DST,
     [WEFT_STEP_READ_REDUCE] = IO_READ | IO_SRC | IO_DST | IO_RED,
     [WEFT_STEP_SIGNAL] = IO_OUT | IO_TOKEN,
-    [WEFT_STEP_WAIT] = IO_IN | IO_TOKEN};
+    [WEFT_STEP_WAIT] = IO_IN | IO_TOKEN,
+    [WEFT_STEP_RECV_REDUCE_COPY_SEND] = IO_IN | IO_OUT | IO_SRC | IO_DST | IO_RED};
 
 static inline int io(int k, int what) {
   return k >= 0 && k < WEFT_NUM_STEP_KINDS && (kind_io[k] & what);

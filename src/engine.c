@@ -19,6 +19,7 @@
 #include <time.h>
 
 #include "checks.h"
+#include "copy.h"
 #include "dtype.h"
 #include "env.h"
 #include "shm.h"
@@ -49,6 +50,24 @@ static void fill_desc(const weft_op_t *op, weft_desc_t *d) {
   d->recvbuff = (uint64_t)(uintptr_t)op->recvbuff;
 }
 
+// What every slot of a collective carries: its sequence number and the call
+// mixed into 32 bits (never 0, which point-to-point slots carry).
+static uint32_t call_tag(const weft_op_t *op) {
+  weft_desc_t d = {0};
+  fill_desc(op, &d);
+  uint64_t h = op->seq * 0x9e3779b97f4a7c15ull;
+  const uint64_t parts[] = {d.coll | (uint64_t)d.dtype << 8 | (uint64_t)d.algo << 16 | (uint64_t)d.op << 24 |
+                                (uint64_t)(uint32_t)d.root << 32,
+                            d.count, d.slice};
+  for (size_t i = 0; i < sizeof(parts) / sizeof(parts[0]); i++) {
+    h ^= parts[i] + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+    h *= 0xbf58476d1ce4e5b9ull;
+    h ^= h >> 31;
+  }
+  uint32_t t = (uint32_t)(h ^ (h >> 32));
+  return t != 0 ? t : 1;
+}
+
 static void op_fail(weft_op_t *op, ncclResult_t res, const char *reason) {
   if (op->state != WEFT_OP_PENDING) return;
   op->state = WEFT_OP_FAILED;
@@ -61,7 +80,8 @@ static void op_fail(weft_op_t *op, ncclResult_t res, const char *reason) {
 // memory, its buffer addresses are known); 0: the peer has not launched the
 // call yet; -1: mismatch (the operation has failed).
 static int verify_peer(weft_op_t *op, int peer) {
-  if (op->cls != WEFT_CLASS_COLL || op->verified[peer]) return 1;
+  // verified[peer]: 0 unknown, 1 its slot tags matched, 2 its descriptor matched (buffers known).
+  if (op->cls != WEFT_CLASS_COLL || op->verified[peer] == 2 || (op->verified[peer] == 1 && !op->reads)) return 1;
   if (!op->check && !op->reads) {
     op->verified[peer] = 1;
     return 1;
@@ -92,7 +112,7 @@ static int verify_peer(weft_op_t *op, int peer) {
   if (!op->check || (theirs.coll == mine.coll && theirs.dtype == mine.dtype && theirs.op == mine.op &&
                      theirs.root == mine.root && theirs.count == mine.count && theirs.slice == mine.slice &&
                      theirs.algo == mine.algo)) {
-    op->verified[peer] = 1;
+    op->verified[peer] = 2;
     return 1;
   }
   char a[160], b[160], reason[400];
@@ -105,6 +125,21 @@ static int verify_peer(weft_op_t *op, int peer) {
   return -1;
 }
 
+// A slot from `peer` carried another call's tag: say what each rank called.
+static void tag_mismatch(weft_op_t *op, int peer) {
+  if (verify_peer(op, peer) < 0) return;  // the descriptors tell the story (and failed the op)
+  char a[160], reason[400];
+  weft_desc_t mine;
+  fill_desc(op, &mine);
+  describe(op, &mine, a, sizeof(a));
+  snprintf(reason, sizeof(reason),
+           "rank %d received data from rank %d that belongs to another call than its collective #%" PRIu64
+           " (%s): the ranks disagree on the order or number of collectives",
+           op->comm->rank, peer, op->seq, a);
+  WARN("%s", reason);
+  op_fail(op, ncclInvalidUsage, reason);
+}
+
 static void do_copy(const weft_op_t *op, const weft_step_t *st, char *dst, const char *src, size_t n) {
   int reducing = op->has_op && (st->flags & WEFT_STEP_REDUCE_INPUT);
   if (reducing && weft_redop_transforms(&op->redop)) {
@@ -112,6 +147,12 @@ static void do_copy(const weft_op_t *op, const weft_step_t *st, char *dst, const
   } else if (dst != src) {
     memmove(dst, src, n * op->esize);
   }
+}
+
+// Data arriving for the user's output buffer: large outputs bypass the cache.
+static void copy_out(const weft_op_t *op, char *dst, const char *src, size_t bytes) {
+  if (op->nt) weft_copy_nt(dst, src, bytes);
+  else memcpy(dst, src, bytes);
 }
 
 // READ / READ_REDUCE: data crosses once, from the peer's buffer. Returns 1
@@ -175,10 +216,16 @@ static int read_step(weft_op_t *op, const weft_step_t *st, weft_lane_state_t *ls
 static int token_step(weft_op_t *op, weft_conn_t *sc, weft_conn_t *rc, weft_lane_state_t *ls) {
   if (sc != NULL) {
     if (sc->tp->send_slot(sc) == NULL) return 0;
-    sc->tp->send_post(sc, 0);
+    sc->tp->send_post(sc, 0, op->tag);
   } else {
     size_t bytes = 0;
-    if (rc->tp->recv_slot(rc, &bytes) == NULL) return 0;
+    uint32_t tag = 0;
+    if (rc->tp->recv_slot(rc, &bytes, &tag) == NULL) return 0;
+    if (op->check && tag != op->tag) {
+      tag_mismatch(op, rc->peer);
+      return 1;
+    }
+    if (op->verified[rc->peer] == 0) op->verified[rc->peer] = 1;
     rc->tp->recv_release(rc);
     if (bytes != 0) {
       char reason[200];
@@ -198,11 +245,11 @@ static int step_progress(weft_op_t *op, const weft_step_t *st, weft_lane_state_t
   struct ncclComm *comm = op->comm;
   weft_conn_t *sc = st->send_peer >= 0 ? weft_comm_conn(comm, op->cls, 1, st->send_peer) : NULL;
   weft_conn_t *rc = st->recv_peer >= 0 ? weft_comm_conn(comm, op->cls, 0, st->recv_peer) : NULL;
-  if (sc != NULL && (atomic_load_explicit(&sc->served, memory_order_acquire) != (uint64_t)op->send_ticket[sc->peer] ||
-                     verify_peer(op, sc->peer) != 1))
+  // Slot tags catch mismatched calls on the way; descriptors are compared
+  // only before reads and when the engine goes idle (engine_run).
+  if (sc != NULL && atomic_load_explicit(&sc->served, memory_order_acquire) != (uint64_t)op->send_ticket[sc->peer])
     return 0;
-  if (rc != NULL && (atomic_load_explicit(&rc->served, memory_order_acquire) != (uint64_t)op->recv_ticket[rc->peer] ||
-                     verify_peer(op, rc->peer) != 1))
+  if (rc != NULL && atomic_load_explicit(&rc->served, memory_order_acquire) != (uint64_t)op->recv_ticket[rc->peer])
     return 0;
   if (st->kind == WEFT_STEP_READ || st->kind == WEFT_STEP_READ_REDUCE) return read_step(op, st, ls);
   if (st->kind == WEFT_STEP_SIGNAL || st->kind == WEFT_STEP_WAIT) return token_step(op, sc, rc, ls);
@@ -227,8 +274,14 @@ static int step_progress(weft_op_t *op, const weft_step_t *st, weft_lane_state_t
     const char *in = NULL;
     char *out = NULL;
     size_t in_bytes = 0;
-    if (rc != NULL && (in = rc->tp->recv_slot(rc, &in_bytes)) == NULL) break;
+    uint32_t tag = 0;
+    if (rc != NULL && (in = rc->tp->recv_slot(rc, &in_bytes, &tag)) == NULL) break;
     if (sc != NULL && (out = sc->tp->send_slot(sc)) == NULL) break;
+    if (rc != NULL && op->check && tag != op->tag) {
+      tag_mismatch(op, rc->peer);
+      return 1;
+    }
+    if (rc != NULL && op->verified[rc->peer] == 0) op->verified[rc->peer] = 1;  // its tag matched
     if (rc != NULL && in_bytes != bytes) {
       char reason[300];
       snprintf(reason, sizeof(reason),
@@ -243,17 +296,21 @@ static int step_progress(weft_op_t *op, const weft_step_t *st, weft_lane_state_t
       case WEFT_STEP_SEND:
         do_copy(op, st, out, src + off, n);
         break;
-      case WEFT_STEP_RECV: memcpy(dst + off, in, bytes); break;
+      case WEFT_STEP_RECV: copy_out(op, dst + off, in, bytes); break;
       case WEFT_STEP_RECV_REDUCE: weft_reduce(rop, dst + off, in, src + off, n, final); break;
       case WEFT_STEP_RECV_REDUCE_SEND: weft_reduce(rop, out, in, src + off, n, final); break;
       case WEFT_STEP_RECV_COPY_SEND:
         memcpy(out, in, bytes);
-        memcpy(dst + off, in, bytes);
+        copy_out(op, dst + off, in, bytes);
+        break;
+      case WEFT_STEP_RECV_REDUCE_COPY_SEND:
+        weft_reduce(rop, out, in, src + off, n, final);
+        copy_out(op, dst + off, out, bytes);
         break;
       default: break;
     }
     if (rc != NULL) rc->tp->recv_release(rc);
-    if (sc != NULL) sc->tp->send_post(sc, bytes);
+    if (sc != NULL) sc->tp->send_post(sc, bytes, op->tag);
     ls->done += n;
     moved = 1;
   }
@@ -271,6 +328,20 @@ static void op_release(weft_op_t *op) {
   }
   // Other threads of this rank may wait for the tickets just released.
   weft_doorbell_ring(weft_shm_doorbell(comm->shm, comm->rank));
+}
+
+// verify_peer for every peer the operation exchanges slots with: 1 when all
+// run the same call, 0 while one has not launched it, -1 if one launched a
+// different call (the operation has then failed).
+static int check_peers(weft_op_t *op) {
+  int all = 1;
+  for (int p = 0; p < op->comm->nranks; p++) {
+    if (op->verified[p] || (op->send_ticket[p] < 0 && op->recv_ticket[p] < 0)) continue;
+    int v = verify_peer(op, p);
+    if (v < 0) return -1;
+    if (v == 0) all = 0;
+  }
+  return all;
 }
 
 static int op_progress(weft_op_t *op) {
@@ -301,7 +372,13 @@ static int op_progress(weft_op_t *op) {
       if (ls->cursor == lane->count) op->lanes_left--;
     }
   }
-  if (op->state == WEFT_OP_PENDING && op->lanes_left == 0) op->state = WEFT_OP_DONE;
+  // Done once every peer is known to run the same call: peers we only sent
+  // to (whose tags we never saw) are compared by descriptor.
+  if (op->state == WEFT_OP_PENDING && op->lanes_left == 0) {
+    int c = check_peers(op);
+    if (c > 0) op->state = WEFT_OP_DONE;
+    else if (c == 0) return moved;  // a peer has not launched the call yet
+  }
   if (op->state != WEFT_OP_PENDING) op_release(op);
   return moved || op->state != WEFT_OP_PENDING;
 }
@@ -309,14 +386,17 @@ static int op_progress(weft_op_t *op) {
 ncclResult_t weft_op_launch(weft_op_t *op) {
   struct ncclComm *comm = op->comm;
   int n = comm->nranks;
-  op->send_ticket = malloc(sizeof(int64_t) * (size_t)n);
-  op->recv_ticket = malloc(sizeof(int64_t) * (size_t)n);
-  op->verified = calloc((size_t)n, 1);
-  op->lanes = calloc(op->sched.nlanes ? op->sched.nlanes : 1, sizeof(*op->lanes));
-  if (op->send_ticket == NULL || op->recv_ticket == NULL || op->verified == NULL || op->lanes == NULL) {
+  // One block for the per-peer and per-lane state: tickets, lanes, verified flags.
+  size_t nl = op->sched.nlanes ? op->sched.nlanes : 1;
+  char *block = calloc(1, 2 * sizeof(int64_t) * (size_t)n + nl * sizeof(*op->lanes) + (size_t)n);
+  if (block == NULL) {
     WARN("out of memory launching %s", weft_coll_name(op->args.coll));
     return ncclSystemError;
   }
+  op->send_ticket = (int64_t *)block;
+  op->recv_ticket = op->send_ticket + n;
+  op->lanes = (weft_lane_state_t *)(op->recv_ticket + n);
+  op->verified = (uint8_t *)(op->lanes + nl);
   for (int p = 0; p < n; p++) op->send_ticket[p] = op->recv_ticket[p] = -1;
   for (uint32_t i = 0; i < op->sched.nsteps; i++) {
     const weft_step_t *st = &op->sched.steps[i];
@@ -326,6 +406,13 @@ ncclResult_t weft_op_launch(weft_op_t *op) {
   }
   if (op->reads && (op->peer_buf = calloc((size_t)n * 2, sizeof(uint64_t))) == NULL) return ncclSystemError;
   op->check = op->cls == WEFT_CLASS_COLL && weft_env_WEFT_CHECK_MISMATCH() != 0;
+  // Non-temporal output only out of place: in place, the output lines were
+  // just read as input and are in the cache already.
+  int64_t nt_min = weft_env_WEFT_NT_MIN_BYTES();
+  uintptr_t rb = (uintptr_t)op->recvbuff, sb = (uintptr_t)op->sendbuff;
+  size_t rbytes = weft_coll_recv_elems(&op->args) * op->esize, sbytes = weft_coll_send_elems(&op->args) * op->esize;
+  int overlap = sb != 0 && rb != 0 && rb < sb + sbytes && sb < rb + rbytes;
+  op->nt = nt_min > 0 && rbytes >= (uint64_t)nt_min && !overlap;
   op->lanes_left = 0;
   for (uint32_t l = 0; l < op->sched.nlanes; l++) op->lanes_left += op->sched.lanes[l].count > 0;
   if (op->lanes_left == 0) {
@@ -342,12 +429,13 @@ ncclResult_t weft_op_launch(weft_op_t *op) {
   pthread_mutex_unlock(&comm->lock);
 
   if (op->cls == WEFT_CLASS_COLL) {
+    if (op->check) op->tag = call_tag(op);
     weft_desc_t *d = &comm->shm->hdr[comm->rank]->desc[op->seq % WEFT_DESC_RING];
     atomic_store_explicit(&d->seq, 0, memory_order_relaxed);
     fill_desc(op, d);
     atomic_store_explicit(&d->seq, op->seq + 1, memory_order_release);
   }
-  op->last_progress_ns = weft_now_ns();
+  op->last_progress_ns = 0;  // stamped when the engine first finds it idle
   // Counted until weft_op_free: the engine may touch the communicator until then.
   atomic_fetch_add(&comm->inflight, 1);
   op->counted = 1;
@@ -396,7 +484,7 @@ ncclResult_t weft_engine_run(weft_op_t **ops, int nops) {
       if (ops[i]->state != WEFT_OP_PENDING) continue;
       if (op_progress(ops[i])) {
         moved = 1;
-        ops[i]->last_progress_ns = weft_now_ns();
+        ops[i]->last_progress_ns = 0;  // moved: its idle clock starts again
       }
       if (ops[i]->state != WEFT_OP_PENDING) remaining--;
     }
@@ -405,13 +493,27 @@ ncclResult_t weft_engine_run(weft_op_t **ops, int nops) {
       spins = 0;
       continue;
     }
-    int64_t now = weft_now_ns();
-    if (idle_since == 0) idle_since = now;
-    if (now - idle_since < spin_ns) {
+    // Spin a while (the clock is read every 16th pass only), then sleep.
+    if ((spins++ & 15) != 0) {
       cpu_relax();
-      if ((++spins & 63) == 0) sched_yield();
       continue;
     }
+    int64_t now = weft_now_ns();
+    if (idle_since == 0) idle_since = now;
+    for (int i = 0; i < nops; i++)
+      if (ops[i]->last_progress_ns == 0) ops[i]->last_progress_ns = now;
+    if (now - idle_since < spin_ns) {
+      if ((spins & 127) == 0x41) sched_yield();  // now and then, for ranks sharing a core
+      continue;
+    }
+    // Before sleeping, compare descriptors with every peer an operation
+    // waits for: a mismatch that sends no slot our way is caught here.
+    for (int i = 0; i < nops; i++)
+      if (ops[i]->state == WEFT_OP_PENDING && check_peers(ops[i]) < 0) {
+        op_release(ops[i]);
+        remaining--;
+      }
+    if (remaining == 0) break;
     // Sleep until a peer rings (or a short while passes, to notice aborts).
     if (single != NULL) {
       weft_doorbell_t *bell = weft_shm_doorbell(single->shm, single->rank);
@@ -442,17 +544,4 @@ ncclResult_t weft_engine_run(weft_op_t **ops, int nops) {
   for (int i = 0; i < nops && res == ncclSuccess; i++)
     if (ops[i]->state == WEFT_OP_FAILED) res = ops[i]->result;
   return res;
-}
-
-void weft_op_free(weft_op_t *op) {
-  if (op == NULL) return;
-  if (op->counted) atomic_fetch_sub(&op->comm->inflight, 1);  // the last touch of the communicator
-  weft_schedule_free(&op->sched);
-  free(op->send_ticket);
-  free(op->recv_ticket);
-  free(op->verified);
-  free(op->lanes);
-  free(op->peer_buf);
-  free(op->scratch);
-  free(op);
 }

@@ -42,7 +42,9 @@ typedef struct weft_op {
   int64_t *send_ticket;    // per peer, -1 when unused (set at launch)
   int64_t *recv_ticket;
   uint8_t *verified;       // per peer: its descriptor for `seq` matched ours
-  int check;               // compare descriptors (WEFT_CHECK_MISMATCH)
+  int check;               // compare descriptors and slot tags (WEFT_CHECK_MISMATCH)
+  uint32_t tag;            // collectives: a hash of seq and the call, sent with every slot
+  int nt;                  // write the output with non-temporal stores (WEFT_NT_MIN_BYTES)
   int reads;               // the schedule reads peer memory (READ steps)
   uint64_t *peer_buf;      // reads: per peer, its sendbuff and recvbuff addresses
   char *scratch;           // reads: a peer's operand on its way into a reduction
@@ -62,7 +64,13 @@ typedef struct weft_op {
 ncclResult_t weft_op_launch(weft_op_t *op);
 // Run operations to completion (or failure); returns the first error.
 ncclResult_t weft_engine_run(weft_op_t **ops, int nops);
-// Frees the operation; a launched one stops counting as in flight here.
+// A zeroed operation (possibly one this thread freed before, with its
+// schedule's arrays kept, empty); NULL when out of memory.
+weft_op_t *weft_op_alloc(void);
+// A finished operation stops counting as in flight on its communicator (which
+// may then be destroyed); the operation itself stays valid until freed.
+void weft_op_release_comm(weft_op_t *op);
+// Frees the operation (releasing the communicator first if still counted).
 void weft_op_free(weft_op_t *op);
 
 #endif

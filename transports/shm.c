@@ -1,11 +1,14 @@
 /*
  * shm.c — the shared-memory transport (see shm.h for the segment layout).
  *
- * Each FIFO is a single-producer single-consumer ring of slots with 64-bit
- * head and tail counters on their own cache lines: the sender fills slot
- * tail % nslots and publishes tail+1 with a release store; the receiver reads
- * slot head % nslots after an acquire load and publishes head+1. The FIFO
- * lives in the receiver's segment, so reads are local to the receiver.
+ * Each FIFO is a single-producer single-consumer ring of slots. Every slot
+ * has a one-cache-line header — sequence flag, length, tag and, for short
+ * messages, the data itself — so a receiver polls exactly the line that
+ * carries the message: the sender fills message n's slot (n % nslots) and
+ * stores n+1 into its header's flag with release order; the receiver waits
+ * for that value with an acquire load, consumes the slot and publishes its
+ * head counter, which the sender reads only when its cached copy says the
+ * ring is full. The FIFO lives in the receiver's segment.
  */
 #include "shm.h"
 
@@ -26,10 +29,20 @@
 
 #define SHM_MAGIC 0x7765667473686d31ull
 
+// Messages this short travel inside the slot's header line, so a receiver
+// that polls the header has the data in the same cache line as the flag.
+#define INLINE_BYTES 48
+
+// One cache line per slot: written by the sender, `seq` last (release).
 typedef struct {
-  _Alignas(64) _Atomic uint64_t tail;
-  _Alignas(64) _Atomic uint64_t head;
-  _Alignas(64) uint32_t len[WEFT_SHM_MAX_SLOTS];
+  _Alignas(64) _Atomic uint64_t seq;  // n + 1 once the n-th message sent on this FIFO is in the slot
+  uint32_t len, tag;
+  unsigned char inline_data[INLINE_BYTES];
+} slot_hdr_t;
+
+typedef struct {
+  _Alignas(64) _Atomic uint64_t head;  // messages the receiver has consumed
+  _Alignas(64) slot_hdr_t slot[WEFT_SHM_MAX_SLOTS];
 } fifo_ctl_t;
 
 #define CTL_BYTES WEFT_ALIGN_UP(sizeof(fifo_ctl_t), 4096)
@@ -40,7 +53,8 @@ typedef struct {
   fifo_ctl_t *ctl;
   char *data;
   size_t nslots;
-  uint64_t pos;                // next slot: tail (sender) or head (receiver)
+  uint64_t pos;                // messages sent (sender) or consumed (receiver) so far
+  uint64_t seen_head;          // sender: the receiver's head when last read
   weft_doorbell_t *wake;       // the other side's doorbell
   pid_t peer_pid;              // for cross-memory reads; our own pid for thread ranks
 } shm_conn_t;
@@ -246,26 +260,36 @@ static void shm_teardown(struct ncclComm *comm) {
   comm->shm = NULL;
 }
 
+// The sender reads the receiver's head only when its cached copy says the
+// FIFO is full, so an uncongested message costs the receiver one cache miss
+// (the slot header) and the sender none.
 static void *shm_send_slot(weft_conn_t *c) {
   shm_conn_t *sc = c->priv;
-  uint64_t head = atomic_load_explicit(&sc->ctl->head, memory_order_acquire);
-  if (sc->pos - head >= sc->nslots) return NULL;
+  if (sc->pos - sc->seen_head >= sc->nslots) {
+    sc->seen_head = atomic_load_explicit(&sc->ctl->head, memory_order_acquire);
+    if (sc->pos - sc->seen_head >= sc->nslots) return NULL;
+  }
   return sc->data + (sc->pos % sc->nslots) * c->slot_bytes;
 }
 
-static void shm_send_post(weft_conn_t *c, size_t bytes) {
+static void shm_send_post(weft_conn_t *c, size_t bytes, uint32_t tag) {
   shm_conn_t *sc = c->priv;
-  sc->ctl->len[sc->pos % sc->nslots] = (uint32_t)bytes;
+  slot_hdr_t *h = &sc->ctl->slot[sc->pos % sc->nslots];
+  h->len = (uint32_t)bytes;
+  h->tag = tag;
+  if (bytes <= INLINE_BYTES) memcpy(h->inline_data, sc->data + (sc->pos % sc->nslots) * c->slot_bytes, bytes);
   sc->pos++;
-  atomic_store_explicit(&sc->ctl->tail, sc->pos, memory_order_release);
+  atomic_store_explicit(&h->seq, sc->pos, memory_order_release);
   weft_doorbell_ring(sc->wake);
 }
 
-static const void *shm_recv_slot(weft_conn_t *c, size_t *bytes) {
+static const void *shm_recv_slot(weft_conn_t *c, size_t *bytes, uint32_t *tag) {
   shm_conn_t *sc = c->priv;
-  uint64_t tail = atomic_load_explicit(&sc->ctl->tail, memory_order_acquire);
-  if (tail == sc->pos) return NULL;
-  *bytes = sc->ctl->len[sc->pos % sc->nslots];
+  slot_hdr_t *h = &sc->ctl->slot[sc->pos % sc->nslots];
+  if (atomic_load_explicit(&h->seq, memory_order_acquire) != sc->pos + 1) return NULL;
+  *bytes = h->len;
+  *tag = h->tag;
+  if (h->len <= INLINE_BYTES) return h->inline_data;
   return sc->data + (sc->pos % sc->nslots) * c->slot_bytes;
 }
 

@@ -38,10 +38,12 @@ typedef struct weft_transport {
   void (*teardown)(struct ncclComm *comm);
   // Sender: the next free slot (conn->slot_bytes long), or NULL if all are full.
   void *(*send_slot)(weft_conn_t *c);
-  // Sender: publish the slot from send_slot holding `bytes` bytes; wakes the receiver.
-  void (*send_post)(weft_conn_t *c, size_t bytes);
-  // Receiver: the next full slot and its length, or NULL if none is ready.
-  const void *(*recv_slot)(weft_conn_t *c, size_t *bytes);
+  // Sender: publish the slot from send_slot holding `bytes` bytes; wakes the
+  // receiver. `tag` travels with the slot untouched (the engine uses it to
+  // check that both sides run the same collective).
+  void (*send_post)(weft_conn_t *c, size_t bytes, uint32_t tag);
+  // Receiver: the next full slot, its length and tag, or NULL if none is ready.
+  const void *(*recv_slot)(weft_conn_t *c, size_t *bytes, uint32_t *tag);
   // Receiver: the slot from recv_slot has been consumed; wakes the sender.
   void (*recv_release)(weft_conn_t *c);
   // Copy `bytes` from address `remote` in the peer's memory into dst

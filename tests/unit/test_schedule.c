@@ -47,18 +47,21 @@ Test(schedule_ring, allreduce_step_counts, .timeout = 10) {
     cr_assert_eq(s.nlanes, 1);
     cr_assert_eq(t.sends, 2 * (4 - 1));
     cr_assert_eq(t.recvs, 2 * (4 - 1));
-    cr_assert_eq(t.steps, 2 * 4);
-    cr_assert_eq(t.kinds[WEFT_STEP_SEND], 2);
+    // The step completing this rank's chunk also starts its AllGather.
+    cr_assert_eq(t.steps, 2 * 4 - 1);
+    cr_assert_eq(t.kinds[WEFT_STEP_SEND], 1);
     cr_assert_eq(t.kinds[WEFT_STEP_RECV_REDUCE_SEND], 2);
-    cr_assert_eq(t.kinds[WEFT_STEP_RECV_REDUCE], 1);
+    cr_assert_eq(t.kinds[WEFT_STEP_RECV_REDUCE], 0);
+    cr_assert_eq(t.kinds[WEFT_STEP_RECV_REDUCE_COPY_SEND], 1);
     cr_assert_eq(t.kinds[WEFT_STEP_RECV_COPY_SEND], 2);
     cr_assert_eq(t.kinds[WEFT_STEP_RECV], 1);
     // Chunks of 16: the final reduction writes this rank's chunk.
     int i = 3;
-    cr_assert_eq(s.steps[i].kind, WEFT_STEP_RECV_REDUCE);
+    cr_assert_eq(s.steps[i].kind, WEFT_STEP_RECV_REDUCE_COPY_SEND);
     cr_assert_eq(s.steps[i].flags, WEFT_STEP_FINAL);
     cr_assert_eq(s.steps[i].dst_off, (uint64_t)r * 16);
     cr_assert_eq(s.steps[i].recv_peer, (r + 3) % 4);
+    cr_assert_eq(s.steps[i].send_peer, (r + 1) % 4);
     cr_assert_eq(s.steps[0].flags, WEFT_STEP_REDUCE_INPUT);
     cr_assert_eq(s.steps[0].send_peer, (r + 1) % 4);
     weft_schedule_free(&s);
@@ -71,7 +74,7 @@ Test(schedule_ring, allreduce_chunks_are_multiples_of_16, .timeout = 10) {
   int found = 0;
   for (uint32_t i = 0; i < s.nsteps; i++) {
     const weft_step_t *st = &s.steps[i];
-    if (st->kind == WEFT_STEP_RECV_REDUCE) {
+    if (st->kind == WEFT_STEP_RECV_REDUCE_COPY_SEND) {
       cr_assert_eq(st->dst_off, 96);
       cr_assert_eq(st->count, 4);
       found++;
@@ -85,8 +88,8 @@ Test(schedule_ring, allreduce_chunks_are_multiples_of_16, .timeout = 10) {
   // and the steps carrying their chunks vanish.
   s = build(args(WEFT_COLL_ALLREDUCE, 4, 2, 0, 20, 1000), WEFT_ALGO_RING);
   tally_t t = tally(&s);
-  cr_assert_eq(t.kinds[WEFT_STEP_RECV_REDUCE], 0);
-  cr_assert_lt(t.steps, 8);
+  cr_assert_eq(t.kinds[WEFT_STEP_RECV_REDUCE_COPY_SEND], 0);
+  cr_assert_lt(t.steps, 7);
   weft_schedule_free(&s);
 }
 
