@@ -33,6 +33,9 @@ usage: perf/compare/run.sh [options]
   -o DIR           output folder (default build/compare; must be under build/)
   --no-install     do not install missing Debian packages
   --no-build       do not run make when weft's binaries are missing
+  --weft-z N       weft's -z mode (default 2: every call on the NULL stream, complete
+                   on return, as a blocking MPI call is; 0: weft streams, synchronised
+                   after each timed batch, as nccl-tests does on GPUs)
   --quick          small sizes (8 .. 64K), 1 repetition, few iterations: a smoke test
 Outputs in build/compare/ (or -o DIR): results.md, <coll>.png, raw.csv, membw.txt, meta.txt, logs/
 EOF
@@ -47,7 +50,7 @@ PACKAGES=(openmpi-bin libopenmpi-dev mpich libmpich-dev python3-torch python3-ma
 ALL_COLLS="allreduce allgather reducescatter broadcast alltoall"
 
 CMDLINE="perf/compare/run.sh$(printf ' %q' "$@")"
-NR=2 REPS= MINB= MAXB= FACTOR=2 COLLS=$ALL_COLLS ITERS= WARMUP= TMO=900 QWAIT=30 QBUSY=25 INSTALL=1 BUILD=1 QUICK=0
+NR=2 REPS= MINB= MAXB= FACTOR=2 COLLS=$ALL_COLLS ITERS= WARMUP= TMO=900 QWAIT=30 QBUSY=25 INSTALL=1 BUILD=1 QUICK=0 WEFT_Z=2
 
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -65,6 +68,7 @@ while [ $# -gt 0 ]; do
     --quiet-busy) QBUSY=${2:?}; shift 2 ;;
     --no-install) INSTALL=0; shift ;;
     --no-build) BUILD=0; shift ;;
+    --weft-z) WEFT_Z=${2:?--weft-z needs a value}; shift 2 ;;
     --quick) QUICK=1; shift ;;
     -h|--help) usage; exit 0 ;;
     *) echo "run.sh: unknown option '$1'" >&2; usage >&2; exit 2 ;;
@@ -202,6 +206,7 @@ weft_version() {
   echo "ranks: $NR"
   echo "repetitions: $REPS (interleaved weft, openmpi, mpich, gloo; median reported)"
   echo "sizes: -b $MINB -e $MAXB -f $FACTOR, iterations $ITERS, warm-up $WARMUP"
+  echo "weft mode: -z $WEFT_Z ($([ "$WEFT_Z" = 2 ] && echo 'NULL stream: each call complete on return, like a blocking MPI call' || echo 'see perf/README.md'))"
   echo "command: $CMDLINE"
   echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 } >"$OUT/meta.txt"
@@ -238,7 +243,7 @@ run_one() {  # lib coll rep
   case "$lib" in
     weft)
       local bin="build/bin/$(perf_bin "$coll")"
-      [ -x "$bin" ] && cmd=(build/bin/weftrun -n "$NR" -t "$TMO" "$bin" "${bench_args[@]}" -a 3) ||
+      [ -x "$bin" ] && cmd=(build/bin/weftrun -n "$NR" -t "$TMO" "$bin" "${bench_args[@]}" -a 3 -z "$WEFT_Z") ||
         echo "$bin not built" >"$logf" ;;
     openmpi)
       [ -x "$OUT/mpi_coll_bench.openmpi" ] &&
