@@ -120,6 +120,8 @@ typedef struct {
   int root;             // root (Broadcast, Reduce, Gather, Scatter) or peer (Send, Recv)
   size_t count;
   size_t slice;         // most elements one step may carry (>= 1)
+  const int *host_of;   // [nranks] host index of each rank (0 .. nhosts-1), or NULL: one host
+  int nhosts;           // hosts spanned by the communicator (1 when host_of is NULL)
 } weft_coll_args_t;
 
 // Element counts of the user's buffers for a collective on this rank

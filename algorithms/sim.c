@@ -69,7 +69,7 @@ static ncclResult_t build_rank(sim_t *m, int r) {
   const weft_sim_config_t *c = m->cfg;
   weft_sim_build_fn build = c->build ? c->build : default_build;
   srank_t *R = &m->rk[r];
-  weft_coll_args_t a = {c->coll, m->n, r, c->root, c->count, c->slice};
+  weft_coll_args_t a = {c->coll, m->n, r, c->root, c->count, c->slice, NULL, 1};
   ncclResult_t res;
   if (!is_p2p(c->coll)) {
     res = build(&a, c->algo, &R->s, c->build_ctx);

@@ -103,6 +103,30 @@ void weft_comm_set_error(struct ncclComm *comm, ncclResult_t res) {
   atomic_compare_exchange_strong(&comm->async_error, &expected, (int)res);
 }
 
+/* ---------- hosts ---------- */
+
+ncclResult_t weft_comm_map_hosts(struct ncclComm *comm) {
+  int n = comm->nranks;
+  comm->host_of = malloc(sizeof(int) * (size_t)n);
+  if (comm->host_of == NULL) return ncclSystemError;
+  comm->nhosts = 0;
+  for (int r = 0; r < n; r++) {
+    int h = -1;
+    for (int q = 0; q < r && h < 0; q++)
+      if (comm->bs.peers[q].host_hash == comm->bs.peers[r].host_hash) h = comm->host_of[q];
+    comm->host_of[r] = h >= 0 ? h : comm->nhosts++;
+  }
+  comm->local_rank = comm->local_size = 0;
+  for (int r = 0; r < n; r++) {
+    if (comm->host_of[r] != comm->host_of[comm->rank]) continue;
+    if (r < comm->rank) comm->local_rank++;
+    comm->local_size++;
+  }
+  INFO(WEFT_LOG_INIT, "rank %d: host %d of %d, local rank %d of %d", comm->rank, comm->host_of[comm->rank],
+       comm->nhosts, comm->local_rank, comm->local_size);
+  return ncclSuccess;
+}
+
 /* ---------- connections ---------- */
 
 static const weft_transport_t *const transports[] = {&weft_shm_transport};
@@ -129,6 +153,7 @@ void weft_comm_free(struct ncclComm *comm) {
   if (comm == NULL) return;
   weft_shm_transport.teardown(comm);
   free(comm->conns);
+  free(comm->host_of);
   weft_bootstrap_close(&comm->bs);
   for (weft_registration_t *r = comm->registrations; r != NULL;) {
     weft_registration_t *next = r->next;

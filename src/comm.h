@@ -43,6 +43,9 @@ struct ncclComm {
   struct weft_shm *shm;    // shared-memory transport state
   weft_conn_t *conns;      // [WEFT_NUM_CLASSES][2 (recv=0, send=1)][nranks]
   int can_read;            // every rank can read every other rank's memory (single-copy schedules)
+  int *host_of;            // [nranks]: host index of each rank (hosts numbered by their first rank)
+  int nhosts;
+  int local_rank, local_size;  // this rank among the ranks of its host
 
   pthread_mutex_t lock;    // seq and ticket issue, premul table, registrations
   uint64_t coll_seq;       // sequence number of the next collective launched
@@ -62,6 +65,9 @@ struct ncclComm {
 static inline weft_conn_t *weft_comm_conn(struct ncclComm *c, int cls, int is_send, int peer) {
   return &c->conns[((size_t)cls * 2 + (size_t)is_send) * (size_t)c->nranks + (size_t)peer];
 }
+
+// Fill host_of, nhosts, local_rank and local_size from the bootstrap's peer table.
+ncclResult_t weft_comm_map_hosts(struct ncclComm *comm);
 
 // Live-communicator registry: public entry points reject pointers that are
 // not live communicators (NULL, destroyed, or garbage) without touching them.

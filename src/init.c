@@ -45,6 +45,7 @@ static ncclResult_t comm_init(struct ncclComm *comm, const weft_id_t *ids, int n
   WEFTCHECKGOTO(weft_rendezvous_join(ids, nid, comm->nranks, &me, table), res, out);
   WEFTCHECKGOTO(weft_bootstrap_connect(&comm->bs, comm->rank, comm->nranks, ids[0].secret, table, &listen_fd), res,
                 out);
+  WEFTCHECKGOTO(weft_comm_map_hosts(comm), res, out);
   WEFTCHECKGOTO(weft_comm_connect(comm), res, out);
   comm->id_hash = weft_hash_bytes(ids[0].secret, sizeof(ids[0].secret));
   INFO(WEFT_LOG_INIT, "comm %p rank %d nranks %d pid %d - Init COMPLETE", (void *)comm, comm->rank, comm->nranks,

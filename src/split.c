@@ -85,6 +85,7 @@ ncclResult_t pncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *new
   child->bs.send_fd = child->bs.recv_fd = -1;
   pthread_mutex_init(&child->lock, NULL);
   WEFTCHECKGOTO(weft_bootstrap_connect(&child->bs, my_rank, m, comm->bs.secret, members, &listen_fd), res, out);
+  WEFTCHECKGOTO(weft_comm_map_hosts(child), res, out);
   WEFTCHECKGOTO(weft_comm_connect(child), res, out);
   child->id_hash = comm->id_hash ^ weft_hash_bytes(&color, sizeof(color));
   INFO(WEFT_LOG_INIT, "comm %p split from %p: color %d key %d -> rank %d of %d", (void *)child, (void *)comm, color,

@@ -62,7 +62,7 @@ static const char *region(char *out, size_t len, int buf, uint64_t off, uint64_t
 static void dump(weft_coll_t coll, weft_algo_t algo, int n, int root, size_t count, size_t slice) {
   char src[64], dst[64];
   for (int r = 0; r < n; r++) {
-    weft_coll_args_t a = {coll, n, r, root, count, slice};
+    weft_coll_args_t a = {coll, n, r, root, count, slice, NULL, 1};
     weft_schedule_t s = {0};
     if (weft_schedule_build(&a, algo, &s) != ncclSuccess) {
       printf("rank %d: build failed\n", r);
