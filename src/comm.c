@@ -4,6 +4,8 @@
  */
 #include "comm.h"
 
+#include "net_transport.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -129,28 +131,30 @@ ncclResult_t weft_comm_map_hosts(struct ncclComm *comm) {
 
 /* ---------- connections ---------- */
 
-static const weft_transport_t *const transports[] = {&weft_shm_transport};
-
+// Shared memory serves the ranks of a host; the network every other pair
+// (and every pair when NCCL_SHM_DISABLE=1). Shared memory is set up for
+// every communicator: its segments also carry doorbells, abort words and
+// descriptor boards.
 ncclResult_t weft_comm_connect(struct ncclComm *comm) {
   comm->conns = calloc((size_t)WEFT_NUM_CLASSES * 2 * (size_t)comm->nranks, sizeof(*comm->conns));
   if (comm->conns == NULL) return ncclSystemError;
-  // Every pair must be served by a transport; shared memory is the only one for now.
+  WEFTCHECK(weft_shm_transport.setup(comm));
+  WEFTCHECK(weft_net_setup(comm));
   for (int p = 0; p < comm->nranks; p++) {
-    int ok = 0;
-    for (size_t t = 0; t < sizeof(transports) / sizeof(transports[0]) && !ok; t++)
-      ok = transports[t]->can_connect(comm, p);
-    if (!ok) {
-      WARN("rank %d: no transport can connect to rank %d (%s); only shared memory between ranks of one host "
-           "is available",
-           comm->rank, p, weft_env_NCCL_SHM_DISABLE() ? "NCCL_SHM_DISABLE=1" : "different hosts");
-      return ncclSystemError;
-    }
+    if (p == comm->rank) continue;
+    for (int cls = 0; cls < WEFT_NUM_CLASSES; cls++)
+      for (int is_send = 0; is_send < 2; is_send++)
+        if (weft_comm_conn(comm, cls, is_send, p)->tp == NULL) {
+          WARN("rank %d: no transport serves rank %d", comm->rank, p);
+          return ncclInternalError;
+        }
   }
-  return weft_shm_transport.setup(comm);
+  return ncclSuccess;
 }
 
 void weft_comm_free(struct ncclComm *comm) {
   if (comm == NULL) return;
+  weft_net_teardown(comm);
   weft_shm_transport.teardown(comm);
   free(comm->conns);
   free(comm->host_of);

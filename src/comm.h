@@ -41,6 +41,7 @@ struct ncclComm {
 
   weft_bootstrap_t bs;
   struct weft_shm *shm;    // shared-memory transport state
+  struct weft_net_state *net;  // network transport state (NULL when shared memory serves every pair)
   weft_conn_t *conns;      // [WEFT_NUM_CLASSES][2 (recv=0, send=1)][nranks]
   int can_read;            // every rank can read every other rank's memory (single-copy schedules)
   int *host_of;            // [nranks]: host index of each rank (hosts numbered by their first rank)

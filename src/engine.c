@@ -86,6 +86,10 @@ static int verify_peer(weft_op_t *op, int peer) {
     op->verified[peer] = 1;
     return 1;
   }
+  if (op->comm->shm->hdr[peer] == NULL) {  // another host: no descriptor board; its slot tags vouch for it
+    op->verified[peer] = 1;
+    return 1;
+  }
   weft_desc_t *d = &op->comm->shm->hdr[peer]->desc[op->seq % WEFT_DESC_RING];
   uint64_t s1 = atomic_load_explicit(&d->seq, memory_order_acquire);
   if (s1 < op->seq + 1) return 0;
@@ -351,7 +355,7 @@ static int op_progress(weft_op_t *op) {
   if (shared != ncclSuccess || atomic_load(&comm->aborted)) {
     if (shared != ncclSuccess)
       WARN("rank %d: %s #%" PRIu64 " failed: rank %d reported: %s", comm->rank, weft_coll_name(op->args.coll),
-           op->seq, comm->shm->hdr[0]->abort_rank, comm->shm->hdr[0]->abort_reason);
+           op->seq, weft_shm_abort_header(comm->shm)->abort_rank, weft_shm_abort_header(comm->shm)->abort_reason);
     else
       WARN("rank %d: %s #%" PRIu64 " failed: the communicator was aborted", comm->rank, weft_coll_name(op->args.coll),
            op->seq);

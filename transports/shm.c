@@ -64,8 +64,13 @@ static fifo_ctl_t *fifo_ctl(weft_shm_t *shm, int owner, int src, int cls) {
   return (fifo_ctl_t *)(base + HDR_BYTES + ((size_t)src * WEFT_NUM_CLASSES + (size_t)cls) * shm->fifo_bytes);
 }
 
+static int same_host(const struct ncclComm *comm, int peer) {
+  return comm->host_of[peer] == comm->host_of[comm->rank];
+}
+
+// A rank's connection to itself always stays in its own segment.
 static int shm_can_connect(struct ncclComm *comm, int peer) {
-  return weft_env_NCCL_SHM_DISABLE() == 0 && comm->bs.peers[peer].host_hash == comm->bs.peers[comm->rank].host_hash;
+  return peer == comm->rank || (weft_env_NCCL_SHM_DISABLE() == 0 && same_host(comm, peer));
 }
 
 static ncclResult_t shm_params(weft_shm_t *shm) {
@@ -146,6 +151,10 @@ static ncclResult_t probe_reads(struct ncclComm *comm) {
   for (int p = 0; p < comm->nranks; p++) {
     weft_shm_header_t *h = shm->hdr[p];
     uint64_t magic = 0;
+    if (h == NULL || !shm_can_connect(comm, p)) {  // another host, or shared memory off: no reads
+      ok[comm->rank] = 0;
+      continue;
+    }
     if (p == comm->rank || h->pid == getpid()) continue;
     struct iovec local = {&magic, sizeof(magic)}, far = {(void *)(uintptr_t)h->self_addr, sizeof(magic)};
     if (process_vm_readv(h->pid, &local, 1, &far, 1, 0) != (ssize_t)sizeof(magic) || magic != SHM_MAGIC) {
@@ -170,6 +179,7 @@ static ncclResult_t shm_setup(struct ncclComm *comm) {
   comm->shm = shm;
   shm->rank = comm->rank;
   shm->nranks = comm->nranks;
+  for (shm->leader = 0; !same_host(comm, shm->leader);) shm->leader++;
   shm->hdr = calloc((size_t)comm->nranks, sizeof(*shm->hdr));
   if (shm->hdr == NULL) { res = ncclSystemError; goto out; }
   WEFTCHECKGOTO(shm_params(shm), res, out);
@@ -206,16 +216,18 @@ static ncclResult_t shm_setup(struct ncclComm *comm) {
       res = ncclInvalidUsage;
       goto out;
     }
-    if (p != comm->rank) WEFTCHECKGOTO(map_segment(cards[p].name, cards[p].seg_bytes, 0, &shm->hdr[p]), res, out);
+    if (p != comm->rank && same_host(comm, p))
+      WEFTCHECKGOTO(map_segment(cards[p].name, cards[p].seg_bytes, 0, &shm->hdr[p]), res, out);
   }
   WEFTCHECKGOTO(weft_bootstrap_barrier(&comm->bs), res, out);
   shm_unlink(shm->name);
   shm->name_live = 0;
 
-  // Wire every connection to its FIFO.
+  // Wire the connections to peers shared memory serves to their FIFOs.
   for (int cls = 0; cls < WEFT_NUM_CLASSES; cls++) {
     for (int is_send = 0; is_send < 2; is_send++) {
       for (int p = 0; p < comm->nranks; p++) {
+        if (!shm_can_connect(comm, p)) continue;
         weft_conn_t *c = weft_comm_conn(comm, cls, is_send, p);
         shm_conn_t *sc = calloc(1, sizeof(*sc));
         if (sc == NULL) { res = ncclSystemError; goto out; }
@@ -305,7 +317,7 @@ static ncclResult_t shm_read(weft_conn_t *c, void *dst, uint64_t remote, size_t 
 }
 
 void weft_shm_abort(weft_shm_t *shm, ncclResult_t code, const char *reason) {
-  weft_shm_header_t *h0 = shm->hdr[0];
+  weft_shm_header_t *h0 = weft_shm_abort_header(shm);
   int32_t expected = 0;
   // The reason is written before the code is published, so readers see it whole.
   if (atomic_load(&h0->abort_code) == 0) {
@@ -313,7 +325,8 @@ void weft_shm_abort(weft_shm_t *shm, ncclResult_t code, const char *reason) {
     h0->abort_rank = shm->rank;
     atomic_compare_exchange_strong(&h0->abort_code, &expected, (int32_t)code);
   }
-  for (int p = 0; p < shm->nranks; p++) weft_doorbell_ring(&shm->hdr[p]->doorbell);
+  for (int p = 0; p < shm->nranks; p++)
+    if (shm->hdr[p] != NULL) weft_doorbell_ring(&shm->hdr[p]->doorbell);
 }
 
 const weft_transport_t weft_shm_transport = {

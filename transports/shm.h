@@ -1,8 +1,8 @@
 /*
  * shm.h — shared-memory transport: one POSIX shared-memory segment per rank.
  *
- * A rank's segment holds its doorbell, the communicator-wide abort word (read
- * from rank 0's segment), the board of collective descriptors that peers
+ * A rank's segment holds its doorbell, the abort word of its host's ranks
+ * (read from the segment of the host's lowest rank), the board of collective descriptors that peers
  * compare to catch mismatched calls, and one FIFO per (source rank, traffic
  * class) that the sources write into. Segments are unlinked as soon as every
  * peer has mapped them, so nothing is left in /dev/shm after any exit.
@@ -45,17 +45,22 @@ typedef struct {
 
 typedef struct weft_shm {
   int rank, nranks;
+  int leader;                 // lowest rank on this host: its segment holds the host's abort word
   size_t seg_bytes, slot_bytes, nslots, fifo_bytes;
   char name[64];
   int name_live;              // our segment's name still exists in /dev/shm
-  weft_shm_header_t **hdr;    // every rank's segment, mapped here
+  weft_shm_header_t **hdr;    // the segment of every rank on this host, mapped here; NULL for other hosts
 } weft_shm_t;
 
-// Mark the communicator failed for every rank (first reason wins) and wake all.
+// Mark the communicator failed for every rank of this host (first reason
+// wins) and wake them; the network transport carries the failure to the
+// other hosts.
 void weft_shm_abort(weft_shm_t *shm, ncclResult_t code, const char *reason);
+// The header holding this host's abort word, code, rank and reason.
+static inline weft_shm_header_t *weft_shm_abort_header(const weft_shm_t *shm) { return shm->hdr[shm->leader]; }
 // The communicator-wide failure code (ncclSuccess while none).
 static inline ncclResult_t weft_shm_abort_code(const weft_shm_t *shm) {
-  return (ncclResult_t)atomic_load_explicit(&shm->hdr[0]->abort_code, memory_order_acquire);
+  return (ncclResult_t)atomic_load_explicit(&weft_shm_abort_header(shm)->abort_code, memory_order_acquire);
 }
 static inline weft_doorbell_t *weft_shm_doorbell(weft_shm_t *shm, int rank) { return &shm->hdr[rank]->doorbell; }
 

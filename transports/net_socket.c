@@ -1,0 +1,504 @@
+/*
+ * net_socket.c — the built-in TCP network backend (weft_net_t, see net.h).
+ *
+ * A communicator is one direction between two ranks, carried by
+ * NCCL_NSOCKS_PERTHREAD x NCCL_SOCKET_NTHREADS TCP connections. A message
+ * of S bytes is cut into k = min(sockets, S / 64 KiB) parts (at least one);
+ * part i travels on socket i, and socket 0 carries a 16-byte header (magic,
+ * tag, size) before part 0, so both sides derive the same cut from S. Each
+ * socket moves its parts in message order, so requests complete in order.
+ * Everything is non-blocking; test() moves what the kernel accepts now.
+ * Each communicator has an epoll descriptor over its sockets (edge
+ * triggered) that the caller can wait on.
+ *
+ * An orderly close sends a "bye" header after the last message; an end of
+ * stream without it, a reset or keepalive expiry fails the communicator.
+ * Connection set-up (connect, accept) happens at communicator creation and
+ * is bounded by WEFT_TIMEOUT.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/random.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "checks.h"
+#include "env.h"
+#include "net.h"
+#include "socket.h"
+#include "util.h"
+
+#define MSG_MAGIC 0x4d544657u  // "WFTM"
+#define BYE_MAGIC 0x42544657u  // "WFTB"
+#define HANDLE_MAGIC 0x776566746e657431ull
+#define MAX_SOCKS 64
+#define MAX_REQS 256
+#define PART_MIN 65536
+#define HELLO_MAX 256
+#define MAX_PENDING 64
+
+typedef struct {
+  uint32_t magic, tag;
+  uint64_t size;
+} wire_hdr_t;
+
+typedef struct {
+  uint64_t magic;
+  weft_sockaddr_t addr;
+} handle_t;
+
+// Sent on every socket of a new connection, before the caller's hello.
+typedef struct {
+  uint64_t conn_id;  // random, shared by the sockets of one communicator
+  uint32_t index, nsocks;
+  uint32_t hello_len;
+} sock_hello_t;
+
+typedef struct sock_comm sock_comm_t;
+
+typedef struct {
+  sock_comm_t *comm;
+  int used;
+  uint64_t index;     // position in the communicator's request ring
+  char *data;
+  size_t cap;         // receives: the buffer's size
+  size_t size;        // sends: the message; receives: from the header
+  uint32_t tag;
+  wire_hdr_t hdr;     // the header, as sent or as being received
+  size_t hdr_done;
+  int hdr_known;
+  size_t part_done[MAX_SOCKS];
+} sock_req_t;
+
+struct sock_comm {
+  int is_send, nsocks;
+  int fds[MAX_SOCKS];
+  int epfd;
+  sock_req_t reqs[MAX_REQS];
+  uint64_t head, tail;        // oldest unfinished request; next free one
+  uint64_t cur[MAX_SOCKS];    // per socket: the request whose part it moves
+  int failed, peer_closed;
+  char peer[WEFT_ADDR_STRLEN];
+};
+
+typedef struct {  // a connection being assembled on the accepting side
+  uint64_t conn_id;
+  uint32_t nsocks, got;
+  int fds[MAX_SOCKS];
+  char hello[HELLO_MAX];
+} pending_t;
+
+typedef struct {
+  int fd;
+  pending_t pending[MAX_PENDING];
+  int npending;
+} sock_listen_t;
+
+static weft_sockaddr_t dev_addr;
+static char dev_name[64];
+
+static int nsocks_per_comm(void) {
+  int64_t n = weft_env_NCCL_SOCKET_NTHREADS() * weft_env_NCCL_NSOCKS_PERTHREAD();
+  return n < 1 ? 1 : n > MAX_SOCKS ? MAX_SOCKS : (int)n;
+}
+
+static ncclResult_t sock_init(void) { return weft_socket_find_interface(&dev_addr, dev_name, sizeof(dev_name)); }
+
+static ncclResult_t sock_devices(int *ndev) {
+  *ndev = 1;
+  return ncclSuccess;
+}
+
+static ncclResult_t sock_get_properties(int dev, weft_net_props_t *props) {
+  (void)dev;
+  memset(props, 0, sizeof(*props));
+  snprintf(props->name, sizeof(props->name), "%s", dev_name);
+  weft_socket_addr_str(&dev_addr, props->addr, sizeof(props->addr));
+  char path[128];
+  snprintf(path, sizeof(path), "/sys/class/net/%s/speed", dev_name);
+  FILE *f = fopen(path, "r");
+  if (f != NULL) {
+    if (fscanf(f, "%d", &props->speed_mbps) != 1 || props->speed_mbps < 0) props->speed_mbps = 0;
+    fclose(f);
+  }
+  return ncclSuccess;
+}
+
+static ncclResult_t sock_listen(int dev, void *handle, void **listen_comm) {
+  (void)dev;
+  sock_listen_t *l = calloc(1, sizeof(*l));
+  if (l == NULL) return ncclSystemError;
+  handle_t h = {.magic = HANDLE_MAGIC, .addr = dev_addr};
+  ncclResult_t res = weft_socket_listen(&h.addr, &l->fd);
+  if (res != ncclSuccess) {
+    free(l);
+    return res;
+  }
+  _Static_assert(sizeof(handle_t) <= WEFT_NET_HANDLE_BYTES, "handle too large");
+  memset(handle, 0, WEFT_NET_HANDLE_BYTES);
+  memcpy(handle, &h, sizeof(h));
+  *listen_comm = l;
+  return ncclSuccess;
+}
+
+static int set_nonblocking(int fd) {
+  int flags = fcntl(fd, F_GETFL);
+  return flags == -1 ? -1 : fcntl(fd, F_SETFL, flags | O_NONBLOCK);
+}
+
+static void comm_free(sock_comm_t *c, int abortive) {
+  for (int i = 0; i < c->nsocks; i++) {
+    if (abortive && c->fds[i] >= 0) {  // reset instead of an orderly end of stream
+      struct linger lg = {1, 0};
+      setsockopt(c->fds[i], SOL_SOCKET, SO_LINGER, &lg, sizeof(lg));
+    }
+    weft_socket_close(&c->fds[i]);
+  }
+  if (c->epfd >= 0) close(c->epfd);
+  free(c);
+}
+
+// A communicator over connected sockets (taken over from fds).
+static ncclResult_t comm_new(int is_send, int nsocks, int *fds, sock_comm_t **out) {
+  sock_comm_t *c = calloc(1, sizeof(*c));
+  if (c == NULL) return ncclSystemError;
+  c->is_send = is_send;
+  c->nsocks = nsocks;
+  for (int i = 0; i < nsocks; i++) c->fds[i] = fds[i], fds[i] = -1;
+  c->epfd = epoll_create1(EPOLL_CLOEXEC);
+  struct sockaddr_storage ss;
+  socklen_t sl = sizeof(ss);
+  weft_sockaddr_t peer = {0};
+  if (getpeername(c->fds[0], (struct sockaddr *)&ss, &sl) == 0 && sl <= sizeof(peer)) memcpy(&peer, &ss, sl);
+  weft_socket_addr_str(&peer, c->peer, sizeof(c->peer));
+  for (int i = 0; i < nsocks && c->epfd >= 0; i++) {
+    struct epoll_event ev = {.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET, .data.u32 = (uint32_t)i};
+    if (set_nonblocking(c->fds[i]) != 0 || epoll_ctl(c->epfd, EPOLL_CTL_ADD, c->fds[i], &ev) != 0) {
+      WARN("socket to %s: cannot set up polling: %s", c->peer, strerror(errno));
+      comm_free(c, 1);
+      return ncclSystemError;
+    }
+  }
+  if (c->epfd < 0) {
+    WARN("epoll_create1 failed: %s", strerror(errno));
+    comm_free(c, 1);
+    return ncclSystemError;
+  }
+  *out = c;
+  return ncclSuccess;
+}
+
+static ncclResult_t sock_connect(int dev, const void *handle, const void *hello, size_t hello_len, void **send_comm) {
+  (void)dev;
+  handle_t h;
+  memcpy(&h, handle, sizeof(h));
+  if (h.magic != HANDLE_MAGIC || hello_len > HELLO_MAX) {
+    WARN("net socket: connect with a %s", h.magic != HANDLE_MAGIC ? "handle this backend did not make" : "hello too long");
+    return ncclInvalidArgument;
+  }
+  int n = nsocks_per_comm(), fds[MAX_SOCKS];
+  for (int i = 0; i < n; i++) fds[i] = -1;
+  sock_hello_t sh = {.index = 0, .nsocks = (uint32_t)n, .hello_len = (uint32_t)hello_len};
+  if (getrandom(&sh.conn_id, sizeof(sh.conn_id), 0) != sizeof(sh.conn_id)) sh.conn_id = (uint64_t)weft_now_ns();
+  int tmo = (int)weft_timeout_ms();
+  ncclResult_t res = ncclSuccess;
+  for (int i = 0; i < n && res == ncclSuccess; i++) {
+    sh.index = (uint32_t)i;
+    res = weft_socket_connect(&h.addr, tmo > 0 ? tmo : -1, &fds[i]);
+    if (res == ncclSuccess) res = weft_socket_send(fds[i], &sh, sizeof(sh), tmo > 0 ? tmo : -1);
+    if (res == ncclSuccess && hello_len) res = weft_socket_send(fds[i], hello, hello_len, tmo > 0 ? tmo : -1);
+  }
+  sock_comm_t *c = NULL;
+  if (res == ncclSuccess) res = comm_new(1, n, fds, &c);
+  for (int i = 0; i < n; i++) weft_socket_close(&fds[i]);
+  if (res != ncclSuccess) {
+    char a[WEFT_ADDR_STRLEN];
+    WARN("net socket: could not connect to %s: %s", weft_socket_addr_str(&h.addr, a, sizeof(a)),
+         ncclGetErrorString(res));
+    return res == ncclInProgress ? ncclRemoteError : res;
+  }
+  *send_comm = c;
+  return ncclSuccess;
+}
+
+// Accept connections until one communicator has all its sockets; blocking,
+// bounded by WEFT_TIMEOUT. Connections from strangers are dropped.
+static ncclResult_t sock_accept(void *listen_comm, void *hello, size_t hello_len, void **recv_comm) {
+  sock_listen_t *l = listen_comm;
+  int tmo = (int)weft_timeout_ms();
+  int64_t end = tmo > 0 ? weft_now_ms() + tmo : -1;
+  for (;;) {
+    int left = end < 0 ? 1000 : (int)(end - weft_now_ms());
+    if (end >= 0 && left <= 0) {
+      WARN("net socket: no connection arrived within WEFT_TIMEOUT=%d s", tmo / 1000);
+      return ncclRemoteError;
+    }
+    int fd = -1;
+    weft_sockaddr_t from;
+    ncclResult_t res = weft_socket_accept(l->fd, left, &fd, &from);
+    if (res == ncclInProgress) continue;
+    if (res != ncclSuccess) return res;
+    sock_hello_t sh;
+    char buf[HELLO_MAX];
+    if (weft_socket_recv(fd, &sh, sizeof(sh), 2000) != ncclSuccess || sh.hello_len != hello_len ||
+        sh.nsocks == 0 || sh.nsocks > MAX_SOCKS || sh.index >= sh.nsocks ||
+        (hello_len && weft_socket_recv(fd, buf, hello_len, 2000) != ncclSuccess)) {
+      char a[WEFT_ADDR_STRLEN];
+      INFO(WEFT_LOG_NET, "net socket: dropped a connection from %s that did not introduce itself",
+           weft_socket_addr_str(&from, a, sizeof(a)));
+      weft_socket_close(&fd);
+      continue;
+    }
+    pending_t *p = NULL;
+    for (int i = 0; i < l->npending && p == NULL; i++)
+      if (l->pending[i].conn_id == sh.conn_id) p = &l->pending[i];
+    if (p == NULL) {
+      if (l->npending == MAX_PENDING) {
+        WARN("net socket: more than %d connections half set up", MAX_PENDING);
+        weft_socket_close(&fd);
+        return ncclSystemError;
+      }
+      p = &l->pending[l->npending++];
+      memset(p, 0, sizeof(*p));
+      p->conn_id = sh.conn_id;
+      p->nsocks = sh.nsocks;
+      for (int i = 0; i < MAX_SOCKS; i++) p->fds[i] = -1;
+      memcpy(p->hello, buf, hello_len);
+    }
+    if (p->nsocks != sh.nsocks || p->fds[sh.index] >= 0 || memcmp(p->hello, buf, hello_len) != 0) {
+      INFO(WEFT_LOG_NET, "net socket: inconsistent socket %u of connection %016" PRIx64 " dropped", sh.index,
+           sh.conn_id);
+      weft_socket_close(&fd);
+      continue;
+    }
+    p->fds[sh.index] = fd;
+    if (++p->got < p->nsocks) continue;
+    sock_comm_t *c = NULL;
+    res = comm_new(0, (int)p->nsocks, p->fds, &c);
+    memcpy(hello, p->hello, hello_len);
+    for (int i = 0; i < (int)p->nsocks; i++) weft_socket_close(&p->fds[i]);
+    *p = l->pending[--l->npending];
+    if (res != ncclSuccess) return res;
+    *recv_comm = c;
+    return ncclSuccess;
+  }
+}
+
+static ncclResult_t sock_close_listen(void *listen_comm) {
+  sock_listen_t *l = listen_comm;
+  if (l == NULL) return ncclSuccess;
+  for (int i = 0; i < l->npending; i++)
+    for (int j = 0; j < MAX_SOCKS; j++) weft_socket_close(&l->pending[i].fds[j]);
+  weft_socket_close(&l->fd);
+  free(l);
+  return ncclSuccess;
+}
+
+/* ---- data ---- */
+
+static int nparts(size_t size, int nsocks) {
+  size_t k = size / PART_MIN;
+  return k < 1 ? 1 : k > (size_t)nsocks ? nsocks : (int)k;
+}
+
+// Part i of a message of `size` bytes cut into k parts: [*off, *off + *len).
+static void part_range(size_t size, int k, int i, size_t *off, size_t *len) {
+  size_t q = (size + (size_t)k - 1) / (size_t)k;
+  *off = q * (size_t)i < size ? q * (size_t)i : size;
+  *len = *off + q < size ? q : size - *off;
+}
+
+static ncclResult_t comm_fail(sock_comm_t *c, const char *what, int err) {
+  if (!c->failed)
+    INFO(WEFT_LOG_NET, "net socket %s %s: %s", c->is_send ? "to" : "from", c->peer, err ? strerror(err) : what);
+  c->failed = 1;
+  return ncclRemoteError;
+}
+
+// Move bytes on socket i for the requests in order; stops when the kernel
+// would block or the next message's cut is not known yet.
+static ncclResult_t progress_socket(sock_comm_t *c, int i) {
+  while (c->cur[i] < c->tail) {
+    sock_req_t *r = &c->reqs[c->cur[i] % MAX_REQS];
+    if (!c->is_send && !r->hdr_known) {
+      if (i != 0) return ncclSuccess;  // the size arrives on socket 0 first
+      while (r->hdr_done < sizeof(r->hdr)) {
+        ssize_t n = recv(c->fds[0], (char *)&r->hdr + r->hdr_done, sizeof(r->hdr) - r->hdr_done, MSG_DONTWAIT);
+        if (n > 0) {
+          r->hdr_done += (size_t)n;
+          continue;
+        }
+        if (n == 0) return c->peer_closed ? ncclSuccess : comm_fail(c, "connection closed without a goodbye", 0);
+        if (errno == EINTR) continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK) return ncclSuccess;
+        return comm_fail(c, NULL, errno);
+      }
+      if (r->hdr.magic == BYE_MAGIC) {  // orderly end: nothing more will come
+        c->peer_closed = 1;
+        r->hdr_done = 0;
+        return ncclSuccess;
+      }
+      if (r->hdr.magic != MSG_MAGIC) return comm_fail(c, "garbage on the connection", 0);
+      if (r->hdr.size > r->cap) {
+        WARN("net socket: a message of %" PRIu64 " bytes from %s does not fit the %zu-byte receive", r->hdr.size,
+             c->peer, r->cap);
+        return comm_fail(c, "message too long", 0);
+      }
+      r->size = r->hdr.size;
+      r->tag = r->hdr.tag;
+      r->hdr_known = 1;
+    }
+    int k = nparts(r->size, c->nsocks);
+    if (i >= k) {
+      c->cur[i]++;
+      continue;
+    }
+    size_t off, len;
+    part_range(r->size, k, i, &off, &len);
+    while (r->part_done[i] < len || (c->is_send && i == 0 && r->hdr_done < sizeof(r->hdr))) {
+      ssize_t n;
+      if (c->is_send) {
+        struct iovec iov[2];
+        int niov = 0;
+        size_t hdr_left = i == 0 ? sizeof(r->hdr) - r->hdr_done : 0;
+        if (hdr_left) iov[niov++] = (struct iovec){(char *)&r->hdr + r->hdr_done, hdr_left};
+        if (r->part_done[i] < len) iov[niov++] = (struct iovec){r->data + off + r->part_done[i], len - r->part_done[i]};
+        struct msghdr m = {.msg_iov = iov, .msg_iovlen = (size_t)niov};
+        n = sendmsg(c->fds[i], &m, MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (n > 0) {
+          size_t h = (size_t)n < hdr_left ? (size_t)n : hdr_left;
+          r->hdr_done += h;
+          r->part_done[i] += (size_t)n - h;
+          continue;
+        }
+      } else {
+        n = recv(c->fds[i], r->data + off + r->part_done[i], len - r->part_done[i], MSG_DONTWAIT);
+        if (n > 0) {
+          r->part_done[i] += (size_t)n;
+          continue;
+        }
+        if (n == 0) return comm_fail(c, "connection closed in the middle of a message", 0);
+      }
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return ncclSuccess;
+      return comm_fail(c, NULL, errno);
+    }
+    c->cur[i]++;
+  }
+  return ncclSuccess;
+}
+
+static ncclResult_t progress(sock_comm_t *c) {
+  if (c->failed) return ncclRemoteError;
+  for (int i = 0; i < c->nsocks; i++) WEFTCHECK(progress_socket(c, i));
+  return ncclSuccess;
+}
+
+static ncclResult_t post(sock_comm_t *c, char *data, size_t size, uint32_t tag, void **request) {
+  if (c->tail - c->head >= MAX_REQS) {
+    WARN("net socket: more than %d requests outstanding on one connection", MAX_REQS);
+    return ncclInternalError;
+  }
+  sock_req_t *r = &c->reqs[c->tail % MAX_REQS];
+  memset(r, 0, sizeof(*r));
+  r->comm = c;
+  r->index = c->tail;
+  r->used = 1;
+  r->data = data;
+  if (c->is_send) {
+    r->size = size;
+    r->tag = tag;
+    r->hdr = (wire_hdr_t){.magic = MSG_MAGIC, .tag = tag, .size = size};
+    r->hdr_known = 1;
+  } else {
+    r->cap = size;
+  }
+  c->tail++;
+  *request = r;
+  return progress(c);
+}
+
+static ncclResult_t sock_isend(void *send_comm, const void *data, size_t size, uint32_t tag, void **request) {
+  return post(send_comm, (char *)data, size, tag, request);
+}
+
+static ncclResult_t sock_irecv(void *recv_comm, void *data, size_t size, void **request) {
+  return post(recv_comm, data, size, 0, request);
+}
+
+// Every socket has moved past the request (so its header and parts are done).
+static int req_done(const sock_comm_t *c, const sock_req_t *r) {
+  for (int i = 0; i < c->nsocks; i++)
+    if (c->cur[i] <= r->index) return 0;
+  return 1;
+}
+
+static ncclResult_t sock_test(void *request, int *done, size_t *size, uint32_t *tag) {
+  sock_req_t *r = request;
+  sock_comm_t *c = r->comm;
+  *done = 0;
+  if (!r->used) {
+    WARN("net socket: test of a request that is not outstanding");
+    return ncclInternalError;
+  }
+  WEFTCHECK(progress(c));
+  if (!req_done(c, r)) return ncclSuccess;
+  *done = 1;
+  if (size != NULL) *size = r->size;
+  if (tag != NULL) *tag = r->tag;
+  r->used = 0;
+  while (c->head < c->tail && !c->reqs[c->head % MAX_REQS].used) c->head++;
+  return ncclSuccess;
+}
+
+static int sock_poll_fd(void *comm) { return ((sock_comm_t *)comm)->epfd; }
+
+// Flush what is queued (bounded), then say goodbye.
+static ncclResult_t sock_close_send(void *send_comm) {
+  sock_comm_t *c = send_comm;
+  if (c == NULL) return ncclSuccess;
+  int64_t end = weft_now_ms() + 2000;
+  while (!c->failed && c->cur[0] < c->tail && weft_now_ms() < end) {
+    if (progress(c) != ncclSuccess) break;
+    struct epoll_event ev;
+    epoll_wait(c->epfd, &ev, 1, 10);
+  }
+  if (!c->failed) {
+    wire_hdr_t bye = {.magic = BYE_MAGIC};
+    (void)weft_socket_send(c->fds[0], &bye, sizeof(bye), 1000);
+  }
+  comm_free(c, 0);
+  return ncclSuccess;
+}
+
+static ncclResult_t sock_close_recv(void *recv_comm) {
+  if (recv_comm != NULL) comm_free(recv_comm, 0);
+  return ncclSuccess;
+}
+
+static void sock_abort_comm(void *comm) {
+  if (comm != NULL) comm_free(comm, 1);
+}
+
+const weft_net_t weft_net_socket = {
+    .name = "Socket",
+    .init = sock_init,
+    .devices = sock_devices,
+    .get_properties = sock_get_properties,
+    .listen = sock_listen,
+    .connect = sock_connect,
+    .accept = sock_accept,
+    .isend = sock_isend,
+    .irecv = sock_irecv,
+    .test = sock_test,
+    .poll_fd = sock_poll_fd,
+    .close_send = sock_close_send,
+    .close_recv = sock_close_recv,
+    .close_listen = sock_close_listen,
+    .abort_comm = sock_abort_comm,
+};

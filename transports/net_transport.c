@@ -1,0 +1,463 @@
+/*
+ * net_transport.c — the network transport: connections between ranks that
+ * shared memory does not serve (other hosts, or NCCL_SHM_DISABLE=1), over a
+ * network backend (net.h; the built-in one is TCP, net_socket.c).
+ *
+ * The engine sees the same slot FIFOs as with shared memory, here in
+ * process memory. A proxy thread per communicator moves them: posted send
+ * slots become isend requests and are given back when sent; free receive
+ * slots are kept posted as irecv requests and handed to the engine as
+ * messages land, with their length and tag. The proxy polls while there is
+ * traffic and otherwise sleeps in epoll on the backend's descriptors and an
+ * eventfd the engine writes only when the proxy sleeps.
+ *
+ * Failure: a connection that breaks fails the communicator on this host
+ * (weft_shm_abort, naming the peer rank and its address), and a proxy that
+ * sees its host's communicator failed resets all its connections, so the
+ * ranks on the other hosts fail too instead of waiting for a timeout.
+ */
+#include "net_transport.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "checks.h"
+#include "comm.h"
+#include "env.h"
+#include "net.h"
+#include "shm.h"
+#include "util.h"
+
+#define HELLO_MAGIC 0x776566742d6e6574ull
+#define PROXY_SLEEP_MS 10  // a sleeping proxy still checks for failures this often
+
+typedef struct weft_net_state net_state_t;
+
+// One direction of one (peer, class) pair: a FIFO of slots the engine and
+// the proxy share, and the backend communicator that carries it.
+typedef struct {
+  net_state_t *st;
+  int peer, cls, is_send;
+  size_t nslots, slot_bytes;
+  char *data;                   // nslots * slot_bytes
+  uint32_t *len, *tag;          // per slot
+  void **reqs;                  // per slot: the backend request in flight
+  void *net_comm;
+  // Engine side.
+  uint64_t pos;                 // slots posted (send) or consumed (receive) by the engine
+  _Atomic uint64_t posted;      // send: what the engine published (== pos)
+  _Atomic uint64_t consumed;    // receive: what the engine released (== pos)
+  // Proxy side.
+  uint64_t issued;              // requests handed to the backend
+  _Atomic uint64_t completed;   // send: slots sent (free again); receive: slots landed
+} net_conn_t;
+
+struct weft_net_state {
+  const weft_net_t *net;
+  struct ncclComm *comm;
+  net_conn_t **conns;
+  int nconns;
+  pthread_t thread;
+  int thread_live;
+  _Atomic int stop;             // set by teardown: flush, say goodbye, exit
+  _Atomic int asleep;           // the proxy sleeps in epoll: the engine must write evfd
+  int epfd, evfd;
+  char (*addr)[64];             // every rank's backend address, for messages
+};
+
+typedef struct {
+  uint64_t magic;
+  uint8_t secret[WEFT_SECRET_BYTES];
+  int32_t rank, cls;
+} hello_t;
+
+typedef struct {
+  int32_t shm_on;
+  char handle[WEFT_NET_HANDLE_BYTES];
+  char addr[64];
+} net_card_t;
+
+static void wake_proxy(net_state_t *st) {
+  atomic_thread_fence(memory_order_seq_cst);
+  if (atomic_load_explicit(&st->asleep, memory_order_relaxed)) {
+    uint64_t one = 1;
+    ssize_t w = write(st->evfd, &one, sizeof(one));
+    (void)w;  // a full counter already wakes the proxy
+  }
+}
+
+/* ---- the engine's side (weft_transport_t) ---- */
+
+static void *net_send_slot(weft_conn_t *c) {
+  net_conn_t *nc = c->priv;
+  if (nc->pos - atomic_load_explicit(&nc->completed, memory_order_acquire) >= nc->nslots) return NULL;
+  return nc->data + (nc->pos % nc->nslots) * nc->slot_bytes;
+}
+
+static void net_send_post(weft_conn_t *c, size_t bytes, uint32_t tag) {
+  net_conn_t *nc = c->priv;
+  nc->len[nc->pos % nc->nslots] = (uint32_t)bytes;
+  nc->tag[nc->pos % nc->nslots] = tag;
+  nc->pos++;
+  atomic_store_explicit(&nc->posted, nc->pos, memory_order_release);
+  wake_proxy(nc->st);
+}
+
+static const void *net_recv_slot(weft_conn_t *c, size_t *bytes, uint32_t *tag) {
+  net_conn_t *nc = c->priv;
+  if (atomic_load_explicit(&nc->completed, memory_order_acquire) == nc->pos) return NULL;
+  *bytes = nc->len[nc->pos % nc->nslots];
+  *tag = nc->tag[nc->pos % nc->nslots];
+  return nc->data + (nc->pos % nc->nslots) * nc->slot_bytes;
+}
+
+static void net_recv_release(weft_conn_t *c) {
+  net_conn_t *nc = c->priv;
+  nc->pos++;
+  atomic_store_explicit(&nc->consumed, nc->pos, memory_order_release);
+  wake_proxy(nc->st);
+}
+
+/* ---- the proxy ---- */
+
+static void ring_engine(net_state_t *st) { weft_doorbell_ring(weft_shm_doorbell(st->comm->shm, st->comm->rank)); }
+
+// Hand new work to the backend and collect what finished. Returns 1 if
+// anything moved, 0 if not, -1 when the connection failed.
+static int conn_progress(net_conn_t *nc) {
+  const weft_net_t *net = nc->st->net;
+  int moved = 0;
+  uint64_t done = atomic_load_explicit(&nc->completed, memory_order_relaxed);
+  if (nc->is_send) {
+    uint64_t posted = atomic_load_explicit(&nc->posted, memory_order_acquire);
+    for (; nc->issued < posted; nc->issued++, moved = 1) {
+      size_t k = nc->issued % nc->nslots;
+      if (net->isend(nc->net_comm, nc->data + k * nc->slot_bytes, nc->len[k], nc->tag[k], &nc->reqs[k]) != ncclSuccess)
+        return -1;
+    }
+  } else {
+    uint64_t consumed = atomic_load_explicit(&nc->consumed, memory_order_acquire);
+    for (; nc->issued < consumed + nc->nslots; nc->issued++, moved = 1) {
+      size_t k = nc->issued % nc->nslots;
+      if (net->irecv(nc->net_comm, nc->data + k * nc->slot_bytes, nc->slot_bytes, &nc->reqs[k]) != ncclSuccess)
+        return -1;
+    }
+  }
+  while (done < nc->issued) {
+    size_t k = done % nc->nslots, size = 0;
+    uint32_t tag = 0;
+    int fin = 0;
+    if (net->test(nc->reqs[k], &fin, &size, &tag) != ncclSuccess) return -1;
+    if (!fin) break;
+    if (!nc->is_send) {
+      nc->len[k] = (uint32_t)size;
+      nc->tag[k] = tag;
+    }
+    atomic_store_explicit(&nc->completed, ++done, memory_order_release);
+    moved = 1;
+  }
+  return moved;
+}
+
+static void fail_all(net_state_t *st, const net_conn_t *culprit) {
+  struct ncclComm *comm = st->comm;
+  if (culprit != NULL) {
+    char reason[256];
+    snprintf(reason, sizeof(reason), "rank %d lost its connection %s rank %d (%s, host %d)", comm->rank,
+             culprit->is_send ? "to" : "from", culprit->peer, st->addr[culprit->peer], comm->host_of[culprit->peer]);
+    WARN("%s", reason);
+    weft_shm_abort(comm->shm, ncclRemoteError, reason);
+  }
+  // Reset every connection: the peers' proxies see it and fail their hosts.
+  for (int i = 0; i < st->nconns; i++) {
+    st->net->abort_comm(st->conns[i]->net_comm);
+    st->conns[i]->net_comm = NULL;
+  }
+}
+
+static int sends_flushed(const net_state_t *st) {
+  for (int i = 0; i < st->nconns; i++) {
+    const net_conn_t *nc = st->conns[i];
+    if (nc->is_send && atomic_load(&nc->completed) != atomic_load(&nc->posted)) return 0;
+  }
+  return 1;
+}
+
+static void *proxy_main(void *arg) {
+  net_state_t *st = arg;
+  struct ncclComm *comm = st->comm;
+  weft_debug_set_rank(comm->rank);
+  int64_t spin_ns = weft_env_WEFT_SPIN_NS(), idle_since = 0;
+  for (;;) {
+    if (weft_shm_abort_code(comm->shm) != ncclSuccess || atomic_load(&comm->aborted)) {
+      fail_all(st, NULL);
+      return NULL;
+    }
+    int moved = 0;
+    for (int i = 0; i < st->nconns; i++) {
+      int m = conn_progress(st->conns[i]);
+      if (m < 0) {
+        fail_all(st, st->conns[i]);
+        return NULL;
+      }
+      moved |= m;
+    }
+    if (moved) ring_engine(st);
+    if (atomic_load(&st->stop) && sends_flushed(st)) break;
+    if (moved) {
+      idle_since = 0;
+      continue;
+    }
+    int64_t now = weft_now_ns();
+    if (idle_since == 0) idle_since = now;
+    if (now - idle_since < spin_ns) {
+      sched_yield();
+      continue;
+    }
+    // Sleep until a socket or the engine has news (or a while passes).
+    atomic_store(&st->asleep, 1);
+    atomic_thread_fence(memory_order_seq_cst);
+    int news = 0;
+    for (int i = 0; i < st->nconns && !news; i++) {
+      net_conn_t *nc = st->conns[i];
+      news = nc->is_send ? atomic_load(&nc->posted) != nc->issued : atomic_load(&nc->consumed) + nc->nslots != nc->issued;
+    }
+    if (!news && !atomic_load(&st->stop)) {
+      struct epoll_event ev[16];
+      epoll_wait(st->epfd, ev, 16, PROXY_SLEEP_MS);
+    }
+    atomic_store(&st->asleep, 0);
+    uint64_t drained;
+    while (read(st->evfd, &drained, sizeof(drained)) > 0) {
+    }
+    idle_since = 0;
+  }
+  for (int i = 0; i < st->nconns; i++) {
+    net_conn_t *nc = st->conns[i];
+    if (nc->is_send) st->net->close_send(nc->net_comm);
+    else st->net->close_recv(nc->net_comm);
+    nc->net_comm = NULL;
+  }
+  return NULL;
+}
+
+/* ---- set-up and teardown ---- */
+
+static int backend_ok;
+static void backend_init(void) { backend_ok = weft_net_socket.init() == ncclSuccess; }
+
+// The network backend, started once per process.
+static const weft_net_t *backend(void) {
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  pthread_once(&once, backend_init);
+  return backend_ok ? &weft_net_socket : NULL;
+}
+
+static ncclResult_t conn_new(net_state_t *st, int peer, int cls, int is_send, net_conn_t **out) {
+  struct ncclComm *comm = st->comm;
+  net_conn_t *nc = calloc(1, sizeof(*nc));
+  if (nc == NULL) return ncclSystemError;
+  nc->st = st;
+  nc->peer = peer;
+  nc->cls = cls;
+  nc->is_send = is_send;
+  nc->nslots = comm->shm->nslots;
+  nc->slot_bytes = comm->shm->slot_bytes;
+  nc->data = malloc(nc->nslots * nc->slot_bytes);
+  nc->len = calloc(nc->nslots, sizeof(*nc->len));
+  nc->tag = calloc(nc->nslots, sizeof(*nc->tag));
+  nc->reqs = calloc(nc->nslots, sizeof(*nc->reqs));
+  *out = nc;
+  if (nc->data == NULL || nc->len == NULL || nc->tag == NULL || nc->reqs == NULL) return ncclSystemError;
+  weft_conn_t *c = weft_comm_conn(comm, cls, is_send, peer);
+  c->tp = &weft_net_transport;
+  c->peer = peer;
+  c->cls = cls;
+  c->is_send = is_send;
+  c->slot_bytes = nc->slot_bytes;
+  c->priv = nc;
+  return ncclSuccess;
+}
+
+static void conn_free(net_conn_t *nc) {
+  if (nc == NULL) return;
+  free(nc->data);
+  free(nc->len);
+  free(nc->tag);
+  free(nc->reqs);
+  free(nc);
+}
+
+// Which peers the network serves: every rank decides the same from the cards.
+static int uses_net(const struct ncclComm *comm, const net_card_t *cards, int a, int b) {
+  return a != b && (comm->host_of[a] != comm->host_of[b] || !cards[a].shm_on || !cards[b].shm_on);
+}
+
+static ncclResult_t connect_all(net_state_t *st, const net_card_t *cards, void *listen_comm) {
+  struct ncclComm *comm = st->comm;
+  int me = comm->rank, expected = 0;
+  hello_t h = {.magic = HELLO_MAGIC, .rank = me};
+  memcpy(h.secret, comm->bs.secret, sizeof(h.secret));
+  // Connect first (the peers' kernels complete these without their help),
+  // then accept what the peers connected.
+  for (int p = 0; p < comm->nranks; p++) {
+    if (!uses_net(comm, cards, me, p)) continue;
+    for (int cls = 0; cls < WEFT_NUM_CLASSES; cls++) {
+      net_conn_t *nc = NULL;
+      ncclResult_t res = conn_new(st, p, cls, 1, &nc);
+      st->conns[st->nconns++] = nc;
+      WEFTCHECK(res);
+      h.cls = cls;
+      res = st->net->connect(0, cards[p].handle, &h, sizeof(h), &nc->net_comm);
+      if (res != ncclSuccess) {
+        WARN("rank %d: could not connect to rank %d at %s", me, p, cards[p].addr);
+        return res;
+      }
+      expected++;
+    }
+  }
+  for (int n = 0; n < expected; n++) {
+    void *rc = NULL;
+    hello_t got;
+    WEFTCHECK(st->net->accept(listen_comm, &got, sizeof(got), &rc));
+    int ok = got.magic == HELLO_MAGIC && memcmp(got.secret, comm->bs.secret, sizeof(got.secret)) == 0 &&
+             got.rank >= 0 && got.rank < comm->nranks && got.cls >= 0 && got.cls < WEFT_NUM_CLASSES &&
+             uses_net(comm, cards, me, got.rank) && weft_comm_conn(comm, got.cls, 0, got.rank)->tp == NULL;
+    if (!ok) {
+      INFO(WEFT_LOG_NET, "rank %d: dropped a connection that is not one of this communicator's", me);
+      st->net->abort_comm(rc);
+      n--;
+      continue;
+    }
+    net_conn_t *nc = NULL;
+    ncclResult_t res = conn_new(st, got.rank, got.cls, 0, &nc);
+    st->conns[st->nconns++] = nc;
+    nc->net_comm = rc;
+    WEFTCHECK(res);
+  }
+  return ncclSuccess;
+}
+
+static ncclResult_t start_proxy(net_state_t *st) {
+  st->epfd = epoll_create1(EPOLL_CLOEXEC);
+  st->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (st->epfd < 0 || st->evfd < 0) {
+    WARN("net transport: epoll/eventfd: %s", strerror(errno));
+    return ncclSystemError;
+  }
+  struct epoll_event ev = {.events = EPOLLIN};
+  if (epoll_ctl(st->epfd, EPOLL_CTL_ADD, st->evfd, &ev) != 0) return ncclSystemError;
+  for (int i = 0; i < st->nconns; i++) {
+    int fd = st->net->poll_fd(st->conns[i]->net_comm);
+    if (fd >= 0 && epoll_ctl(st->epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
+      WARN("net transport: epoll_ctl: %s", strerror(errno));
+      return ncclSystemError;
+    }
+  }
+  int err = pthread_create(&st->thread, NULL, proxy_main, st);
+  if (err != 0) {
+    WARN("net transport: cannot start the proxy thread: %s", strerror(err));
+    return ncclSystemError;
+  }
+  st->thread_live = 1;
+  return ncclSuccess;
+}
+
+ncclResult_t weft_net_setup(struct ncclComm *comm) {
+  int n = comm->nranks, me = comm->rank;
+  net_card_t *cards = calloc((size_t)n, sizeof(*cards));
+  if (cards == NULL) return ncclSystemError;
+  ncclResult_t res = ncclSuccess;
+  void *listen_comm = NULL;
+  net_state_t *st = NULL;
+  // Round 1: who keeps shared memory on. Same host, different minds: refuse.
+  cards[me].shm_on = weft_env_NCCL_SHM_DISABLE() == 0;
+  WEFTCHECKGOTO(weft_bootstrap_allgather(&comm->bs, cards, sizeof(*cards)), res, out);
+  int any = 0;
+  for (int p = 0; p < n; p++) {
+    if (comm->host_of[p] == comm->host_of[me] && cards[p].shm_on != cards[me].shm_on) {
+      WARN("rank %d has NCCL_SHM_DISABLE=%d but rank %d on the same host has %d; it must be the same", me,
+           !cards[me].shm_on, p, !cards[p].shm_on);
+      res = ncclInvalidUsage;
+      goto out;
+    }
+    for (int q = 0; q < n && !any; q++) any = uses_net(comm, cards, p, q);
+  }
+  if (!any) goto out;  // every pair is on shared memory
+
+  // Round 2: every rank listens and publishes its handle.
+  const weft_net_t *net = backend();
+  if (net == NULL) {
+    WARN("rank %d: ranks on other hosts need the network, and the socket backend could not start", me);
+    res = ncclSystemError;
+    goto out;
+  }
+  weft_net_props_t props;
+  WEFTCHECKGOTO(net->get_properties(0, &props), res, out);
+  WEFTCHECKGOTO(net->listen(0, cards[me].handle, &listen_comm), res, out);
+  snprintf(cards[me].addr, sizeof(cards[me].addr), "%s", props.addr);
+  WEFTCHECKGOTO(weft_bootstrap_allgather(&comm->bs, cards, sizeof(*cards)), res, out);
+
+  st = calloc(1, sizeof(*st));
+  if (st == NULL) { res = ncclSystemError; goto out; }
+  comm->net = st;
+  st->net = net;
+  st->comm = comm;
+  st->epfd = st->evfd = -1;
+  st->conns = calloc((size_t)n * 2 * WEFT_NUM_CLASSES, sizeof(*st->conns));
+  st->addr = calloc((size_t)n, sizeof(*st->addr));
+  if (st->conns == NULL || st->addr == NULL) { res = ncclSystemError; goto out; }
+  for (int p = 0; p < n; p++) snprintf(st->addr[p], sizeof(st->addr[p]), "%s", cards[p].addr);
+  WEFTCHECKGOTO(connect_all(st, cards, listen_comm), res, out);
+  INFO(WEFT_LOG_NET, "rank %d: %d network connections over %s (%s, %s)", me, st->nconns, net->name, props.name,
+       props.addr);
+  WEFTCHECKGOTO(start_proxy(st), res, out);
+out:
+  if (listen_comm != NULL) weft_net_socket.close_listen(listen_comm);
+  free(cards);
+  return res;
+}
+
+void weft_net_teardown(struct ncclComm *comm) {
+  net_state_t *st = comm->net;
+  if (st == NULL) return;
+  if (st->thread_live) {
+    atomic_store(&st->stop, 1);
+    uint64_t one = 1;
+    ssize_t w = write(st->evfd, &one, sizeof(one));
+    (void)w;
+    pthread_join(st->thread, NULL);
+  }
+  for (int i = 0; i < st->nconns; i++) {
+    net_conn_t *nc = st->conns[i];
+    if (nc != NULL && nc->net_comm != NULL) st->net->abort_comm(nc->net_comm);  // never started
+    weft_conn_t *c = nc != NULL ? weft_comm_conn(comm, nc->cls, nc->is_send, nc->peer) : NULL;
+    if (c != NULL && c->tp == &weft_net_transport) c->tp = NULL, c->priv = NULL;
+    conn_free(nc);
+  }
+  if (st->epfd >= 0) close(st->epfd);
+  if (st->evfd >= 0) close(st->evfd);
+  free(st->conns);
+  free(st->addr);
+  free(st);
+  comm->net = NULL;
+}
+
+const weft_transport_t weft_net_transport = {
+    .name = "net",
+    .can_connect = NULL,
+    .setup = weft_net_setup,
+    .teardown = weft_net_teardown,
+    .send_slot = net_send_slot,
+    .send_post = net_send_post,
+    .recv_slot = net_recv_slot,
+    .recv_release = net_recv_release,
+    .read = NULL,
+};
