@@ -28,7 +28,8 @@ RPATH    := -Wl,-rpath,'$$ORIGIN/../lib'
 PERF_SRCS := $(wildcard perf/*_perf.c)
 PERF_BINS := $(PERF_SRCS:perf/%.c=$(BUILD)/bin/%)
 
-PROGS := $(BUILD)/bin/weftrun $(BUILD)/bin/weft-demo $(BUILD)/bin/weft-env $(BUILD)/bin/weft-sim $(PERF_BINS)
+PROGS := $(BUILD)/bin/weftrun $(BUILD)/bin/weft-demo $(BUILD)/bin/weft-env $(BUILD)/bin/weft-sim $(PERF_BINS) \
+         $(BUILD)/bin/weft-plan
 
 UNIT_SRCS  := $(wildcard tests/unit/test_*.c)
 UNIT_BINS  := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/unit/%)
@@ -36,6 +37,11 @@ MULTI_SRCS := $(wildcard tests/multirank/test_*.c)
 MULTI_BINS := $(MULTI_SRCS:tests/multirank/%.c=$(BUILD)/tests/multirank/%)
 PROG_SRCS  := $(wildcard tests/multirank/progs/*.c)
 TEST_PROGS := $(PROG_SRCS:tests/multirank/progs/%.c=$(BUILD)/tests/progs/%)
+
+# The planner is a tool on top of weft, not part of the library: libm only.
+PLAN_SRCS  := $(wildcard parallel/plan*.c)
+PLAN_OBJS  := $(PLAN_SRCS:%.c=$(BUILD)/obj/%.o)
+PLAN_TESTS := $(filter $(BUILD)/tests/unit/test_plan%,$(UNIT_BINS))
 
 DEPS_STAMP := $(BUILD)/.deps-ok
 
@@ -87,6 +93,19 @@ $(BUILD)/bin/weft-env $(BUILD)/bin/weft-sim: $(LIB_OBJS)
 	@mkdir -p $(@D)
 	$(CC) $(LIB_CFLAGS) -o $@ $^ $(LDLIBS)
 
+# weft-plan and its tests link the planner's objects, built like a program's.
+$(PLAN_OBJS): $(BUILD)/obj/%.o: %.c | $(DEPS_STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(PROG_CFLAGS) -Iparallel -MMD -MP -c $< -o $@
+
+$(BUILD)/bin/weft-plan: tools/weft_plan.c $(PLAN_OBJS)
+	@mkdir -p $(@D)
+	$(CC) $(PROG_CFLAGS) -Iparallel -o $@ $^ -lm
+
+$(PLAN_TESTS): $(BUILD)/tests/unit/%: tests/unit/%.c $(PLAN_OBJS)
+	@mkdir -p $(@D)
+	$(CC) $(PROG_CFLAGS) -Iparallel -o $@ $^ -lcriterion -lm
+
 # Unit tests link the objects directly (internal symbols are hidden in the .so).
 $(BUILD)/tests/unit/%: tests/unit/%.c $(LIB_OBJS)
 	@mkdir -p $(@D)
@@ -128,4 +147,4 @@ install: all
 clean:
 	rm -rf build build-asan
 
--include $(LIB_OBJS:.o=.d)
+-include $(LIB_OBJS:.o=.d) $(PLAN_OBJS:.o=.d)

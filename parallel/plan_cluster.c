@@ -1,0 +1,249 @@
+/*
+ * plan_cluster.c — what one node of the cluster offers: GPUs, memory, peak,
+ * HBM, NVLink and NICs, from a preset, a key=value file, or bandwidths that
+ * weft's own perf tools measured (the -J JSON, nccl-tests' format).
+ *
+ * Presets are data-sheet figures (dense 16-bit tensor peak, memory as the
+ * driver reports it). Measured values, when given, replace what the planner
+ * would otherwise derive from the data sheet and the link efficiency.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "plan.h"
+
+#define MIB 1048576.0
+
+typedef struct {
+  const char *name, *about;
+  int gpus_per_node, sms;
+  double mem_mib, peak_tflops, hbm_gbs, nvlink_gbs;
+  int nics;
+  double nic_gbps;
+} node_preset_t;
+
+static const node_preset_t presets[] = {
+    {"a100-80g", "DGX A100: 8x A100-SXM 80GB, NVLink 3, 8x HDR 200 Gb/s", 8, 108, 81920, 312, 2039, 300, 8, 200},
+    {"h100-80g", "DGX H100: 8x H100-SXM 80GB, NVLink 4, 8x NDR 400 Gb/s", 8, 132, 81559, 989, 3350, 450, 8, 400},
+    {"h200", "HGX H200: 8x H200 141GB, NVLink 4, 8x NDR 400 Gb/s", 8, 132, 143771, 989, 4800, 450, 8, 400},
+    {"b200", "DGX B200: 8x B200 180GB, NVLink 5, 8x 400 Gb/s", 8, 148, 183359, 2250, 8000, 900, 8, 400},
+};
+#define NPRESETS ((int)(sizeof(presets) / sizeof(presets[0])))
+
+// Per-hop latency of a ring step: NVLink inside a node, the network across.
+#define INTRA_HOP_US 3.0
+#define INTER_HOP_US 6.0
+
+const char *plan_cluster_preset_name(int i) { return i >= 0 && i < NPRESETS ? presets[i].name : NULL; }
+const char *plan_cluster_preset_about(int i) { return i >= 0 && i < NPRESETS ? presets[i].about : NULL; }
+
+int plan_cluster_preset(const char *name, plan_cluster_t *out) {
+  for (int i = 0; i < NPRESETS; i++) {
+    const node_preset_t *p = &presets[i];
+    if (strcasecmp(name, p->name) != 0) continue;
+    memset(out, 0, sizeof(*out));
+    snprintf(out->name, sizeof(out->name), "%s", p->name);
+    out->gpus_per_node = p->gpus_per_node;
+    out->sms = p->sms;
+    out->mem_bytes = p->mem_mib * MIB;
+    out->peak_flops = p->peak_tflops * 1e12;
+    out->hbm_bw = p->hbm_gbs * 1e9;
+    out->nvlink_bw = p->nvlink_gbs * 1e9;
+    out->nics = p->nics;
+    out->nic_bw = p->nic_gbps * 1e9 / 8;
+    out->intra_lat = INTRA_HOP_US * 1e-6;
+    out->inter_lat = INTER_HOP_US * 1e-6;
+    return 0;
+  }
+  return -1;
+}
+
+int plan_cluster_check(const plan_cluster_t *c, char *err, size_t errlen) {
+  const struct {
+    const char *key;
+    double v;
+  } need[] = {{"gpus_per_node", c->gpus_per_node}, {"mem_gib", c->mem_bytes},
+              {"peak_tflops", c->peak_flops}, {"hbm_gbs", c->hbm_bw},
+              {"nvlink_gbs", c->nvlink_bw}, {"nics", c->nics}, {"nic_gbps", c->nic_bw}};
+  for (size_t i = 0; i < sizeof(need) / sizeof(need[0]); i++)
+    if (!(need[i].v > 0) || !isfinite(need[i].v)) {
+      snprintf(err, errlen, "cluster '%s': %s must be positive (give a preset with --cluster, "
+                            "a file with --cluster-file, or the flag)",
+               c->name[0] ? c->name : "?", need[i].key);
+      return -1;
+    }
+  return 0;
+}
+
+// Reads a whole (small) file; NULL with a sentence in err on failure.
+static char *read_text(const char *path, char *err, size_t errlen) {
+  FILE *f = fopen(path, "rb");
+  if (f == NULL) {
+    snprintf(err, errlen, "cannot open '%s': %s", path, strerror(errno));
+    return NULL;
+  }
+  size_t cap = 1 << 16, len = 0;
+  char *buf = malloc(cap + 1);
+  while (buf != NULL) {
+    len += fread(buf + len, 1, cap - len, f);
+    if (len < cap) break;
+    if (cap >= ((size_t)64 << 20)) {
+      snprintf(err, errlen, "'%s' is larger than 64 MiB", path);
+      free(buf);
+      fclose(f);
+      return NULL;
+    }
+    char *bigger = realloc(buf, cap * 2 + 1);
+    if (bigger == NULL) free(buf);
+    buf = bigger;
+    cap *= 2;
+  }
+  int bad = ferror(f);
+  fclose(f);
+  if (buf == NULL || bad) {
+    snprintf(err, errlen, "cannot read '%s'", path);
+    free(buf);
+    return NULL;
+  }
+  buf[len] = '\0';
+  return buf;
+}
+
+static char *trim(char *s) {
+  while (*s == ' ' || *s == '\t') s++;
+  char *end = s + strlen(s);
+  while (end > s && (end[-1] == ' ' || end[-1] == '\t' || end[-1] == '\r')) *--end = '\0';
+  return s;
+}
+
+// One "key = value" line applied to c; -1 with a sentence on a bad key/value.
+static int apply_key(plan_cluster_t *c, const char *key, const char *val, char *err, size_t errlen) {
+  if (strcmp(key, "base") == 0) {
+    if (plan_cluster_preset(val, c) == 0) return 0;
+    snprintf(err, errlen, "unknown base preset '%s'", val);
+    return -1;
+  }
+  if (strcmp(key, "name") == 0) {
+    snprintf(c->name, sizeof(c->name), "%s", val);
+    return 0;
+  }
+  const struct {
+    const char *key;
+    double *dst, scale;
+  } keys[] = {{"mem_gib", &c->mem_bytes, PLAN_GIB},      {"peak_tflops", &c->peak_flops, 1e12},
+              {"hbm_gbs", &c->hbm_bw, 1e9},              {"nvlink_gbs", &c->nvlink_bw, 1e9},
+              {"nic_gbps", &c->nic_bw, 1e9 / 8},         {"intra_busbw_gbs", &c->intra_busbw, 1e9},
+              {"inter_busbw_gbs", &c->inter_busbw, 1e9}, {"intra_lat_us", &c->intra_lat, 1e-6},
+              {"inter_lat_us", &c->inter_lat, 1e-6},     {"gemm_gflops", &c->gemm_flops, 1e9}};
+  int *ints[] = {&c->gpus_per_node, &c->nics, &c->sms};
+  const char *int_keys[] = {"gpus_per_node", "nics", "sms"};
+  int real = -1, whole = -1;
+  for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++)
+    if (strcmp(key, keys[i].key) == 0) real = (int)i;
+  for (int i = 0; i < 3; i++)
+    if (strcmp(key, int_keys[i]) == 0) whole = i;
+  if (real < 0 && whole < 0) {
+    snprintf(err, errlen, "unknown key '%s' (see docs/planner.md for the keys)", key);
+    return -1;
+  }
+  char *end = NULL;
+  errno = 0;
+  double v = strtod(val, &end);
+  if (end == val || *end != '\0' || errno != 0 || !isfinite(v) || v < 0) {
+    snprintf(err, errlen, "%s: '%s' is not a non-negative number", key, val);
+    return -1;
+  }
+  if (real >= 0) {
+    *keys[real].dst = v * keys[real].scale;
+    return 0;
+  }
+  int lowest = whole == 2 ? 0 : 1;  // sms = 0 turns the wave model off
+  if (v != floor(v) || v < lowest || v > 1024) {
+    snprintf(err, errlen, "%s: '%s' is not a whole number from %d to 1024", key, val, lowest);
+    return -1;
+  }
+  *ints[whole] = (int)v;
+  return 0;
+}
+
+int plan_cluster_load_file(const char *path, plan_cluster_t *c, char *err, size_t errlen) {
+  char *text = read_text(path, err, errlen);
+  if (text == NULL) return -1;
+  int lineno = 0, rc = 0;
+  char *save = NULL;
+  for (char *line = strtok_r(text, "\n", &save); line != NULL && rc == 0;
+       line = strtok_r(NULL, "\n", &save)) {
+    lineno++;
+    char *hash = strchr(line, '#');
+    if (hash) *hash = '\0';
+    line = trim(line);
+    if (*line == '\0') continue;
+    char *eq = strchr(line, '=');
+    char msg[200];
+    if (eq == NULL) {
+      snprintf(msg, sizeof(msg), "expected key = value, got '%.60s'", line);
+      rc = -1;
+    } else {
+      *eq = '\0';
+      rc = apply_key(c, trim(line), trim(eq + 1), msg, sizeof(msg));
+    }
+    if (rc != 0) snprintf(err, errlen, "%s:%d: %s", path, lineno, msg);
+  }
+  free(text);
+  if (rc == 0 && c->name[0] == '\0') snprintf(c->name, sizeof(c->name), "%s", path);
+  return rc;
+}
+
+// One result row's half ("out_of_place" or "in_place"): bus_bw and time.
+static int row_half(const plan_json_t *row, double *busbw, double *us) {
+  const plan_json_t *half = plan_json_get(row, "out_of_place");
+  if (half == NULL || half->kind != PLAN_JSON_OBJECT) half = plan_json_get(row, "in_place");
+  if (half == NULL || half->kind != PLAN_JSON_OBJECT) return -1;
+  *busbw = plan_json_number(half, "bus_bw", -1);
+  *us = plan_json_number(half, "time", plan_json_number(half, "cpu_time", -1));
+  return *busbw >= 0 && *us >= 0 ? 0 : -1;
+}
+
+int plan_perf_json_bandwidth(const char *path, double *busbw, double *hop_lat, char *err,
+                             size_t errlen) {
+  char *text = read_text(path, err, errlen);
+  if (text == NULL) return -1;
+  char msg[160];
+  plan_json_t *doc = plan_json_parse(text, msg, sizeof(msg));
+  free(text);
+  if (doc == NULL) {
+    snprintf(err, errlen, "%s: not JSON: %s", path, msg);
+    return -1;
+  }
+  const plan_json_t *results = plan_json_get(doc, "results");
+  double big = -1, big_bw = 0, small = INFINITY, small_us = 0;
+  int rows = 0;
+  for (const plan_json_t *r = results && results->kind == PLAN_JSON_ARRAY ? results->child : NULL;
+       r != NULL; r = r->next) {
+    double size = plan_json_number(r, "size", -1), bw, us;
+    if (size <= 0 || row_half(r, &bw, &us) != 0) continue;
+    rows++;
+    if (size > big) big = size, big_bw = bw;
+    if (size < small) small = size, small_us = us;
+  }
+  // Ranks in the run: one entry per device in "config".
+  int nranks = 0;
+  const plan_json_t *devs = plan_json_get(plan_json_get(doc, "config"), "devices");
+  for (const plan_json_t *d = devs && devs->kind == PLAN_JSON_ARRAY ? devs->child : NULL; d;
+       d = d->next)
+    nranks++;
+  plan_json_free(doc);
+  if (rows == 0 || !(big_bw > 0)) {
+    snprintf(err, errlen, "%s: no result rows with a positive size and bus_bw (expected the "
+                          "JSON that a perf tool writes with -J)", path);
+    return -1;
+  }
+  *busbw = big_bw * 1e9;
+  // A ring AllReduce of a tiny message is 2 (n - 1) hops of pure latency.
+  *hop_lat = small_us * 1e-6 / (nranks >= 2 ? 2.0 * (nranks - 1) : 2.0);
+  return 0;
+}

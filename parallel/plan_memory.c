@@ -1,0 +1,116 @@
+/*
+ * plan_memory.c — what a GPU holds: model states per ZeRO stage, the
+ * activations one layer keeps for the backward pass, and how many
+ * micro-batches of them a pipeline stage holds at once.
+ *
+ * Model states follow the ZeRO paper (Rajbhandari et al. 2020): with w, g, o
+ * bytes per parameter for weights, gradients and optimizer state (2, 2, 12
+ * for mixed-precision Adam), stage 0 keeps (w + g + o) psi, stage 1 shards the
+ * optimizer, stage 2 also the gradients, stage 3 also the weights.
+ *
+ * Activations follow Korthikanti et al. 2022 ("Reducing Activation
+ * Recomputation in Large Transformer Models"), generalised to grouped-query
+ * attention, SwiGLU, fused (flash) attention and dropout-free models. Per
+ * token of one layer, at e bytes per element:
+ *   kept by every TP rank unless sequence parallel:  4 e h (inputs of the two
+ *     norms, of QKV and of the first MLP matmul) + 2 h (dropout masks)
+ *   split over TP ranks:  e (q + 2 kv) (Q, K, V) + e q (attention output)
+ *     + 2 e f (GELU in/out) or 3 e f (SwiGLU: gate and up, their product)
+ *   attention scores, split:  a s (e + 1 + e) (softmax out, dropout mask and
+ *     out), or 4 a bytes of log-sum-exp when the attention is fused.
+ * For GPT (q = kv = h, f = 4h, dropout, e = 2) this is Korthikanti's
+ * s b h (34 + 5 a s / h) without parallelism, s b h (10 + 24/t + 5 a s/(h t))
+ * with tensor parallelism, and s b h (34/t + 5 a s/(h t)) with sequence
+ * parallelism. Selective recompute drops the scores; full recompute keeps
+ * only each layer's input, e h per token (divided by t with SP).
+ */
+#include <math.h>
+
+#include "plan.h"
+
+const char *plan_recompute_name(plan_recompute_t r) {
+  static const char *const names[] = {"none", "selective", "full"};
+  return r >= 0 && r < PLAN_RECOMPUTE_COUNT ? names[r] : "?";
+}
+
+const char *plan_sched_name(plan_sched_t s) {
+  static const char *const names[] = {"1f1b", "gpipe", "interleaved"};
+  return s >= PLAN_SCHED_1F1B && s <= PLAN_SCHED_INTERLEAVED ? names[s] : "?";
+}
+
+plan_states_t plan_model_states(double psi, int n, int zero, const plan_bytes_t *b, FILE *why) {
+  double N = n > 0 ? n : 1;
+  plan_states_t s = {b->weight * psi, b->grad * psi, b->optim * psi};
+  if (zero >= 1) s.optim /= N;
+  if (zero >= 2) s.grads /= N;
+  if (zero >= 3) s.weights /= N;
+  if (why) {
+    static const char *const forms[] = {"(w + g + o) P", "(w + g) P + o P/N", "w P + (g + o) P/N",
+                                        "(w + g + o) P/N"};
+    fprintf(why,
+            "  model states, ZeRO-%d: %s, w g o = %g %g %g bytes, P = %.4g, N = %d\n"
+            "    = %.4g + %.4g + %.4g = %.4g GB\n",
+            zero, forms[zero < 0 ? 0 : zero > 3 ? 3 : zero], b->weight, b->grad, b->optim, psi, n,
+            s.weights / PLAN_GB, s.grads / PLAN_GB, s.optim / PLAN_GB,
+            (s.weights + s.grads + s.optim) / PLAN_GB);
+  }
+  return s;
+}
+
+double plan_layer_activation_bytes(const plan_model_t *m, double b, int tp, int sp,
+                                   plan_recompute_t rc, double e, FILE *why) {
+  double s = m->seq, h = m->hidden, f = m->ffn, a = m->heads, t = tp > 0 ? tp : 1;
+  double q = (double)m->heads * m->head_dim, kv = (double)m->kv_heads * m->head_dim;
+  double mask = m->dropout ? 1 : 0;
+  double rep_div = sp ? t : 1;  // sequence parallelism shards the replicated part
+  if (rc == PLAN_RECOMPUTE_FULL) {
+    double bytes = s * b * e * h / rep_div;
+    if (why)
+      fprintf(why, "  activations/layer (full recompute: the layer input) = s b e h%s = %.4g MiB\n",
+              sp ? " / t" : "", bytes / 1048576);
+    return bytes;
+  }
+  double rep = 4 * e * h + 2 * mask * h;
+  double split = e * (q + 2 * kv) + e * q + (m->mlp == PLAN_MLP_SWIGLU ? 3 : 2) * e * f;
+  double scores = 0;
+  if (m->flash_attention) split += 4 * a;
+  else if (rc == PLAN_RECOMPUTE_NONE) scores = a * s * (e + mask * (1 + e));
+  double bytes = s * b * (rep / rep_div + (split + scores) / t);
+  if (why) {
+    fprintf(why,
+            "  activations/layer = s b [kept/%s + (split + scores)/t]\n"
+            "    kept = 4 e h + 2 h mask = %.0f, split = e (q + 2 kv) + e q + %d e f%s = %.0f,"
+            " scores = %s = %.0f bytes/token\n"
+            "    = %.0f x %g x [%.0f/%g + (%.0f + %.0f)/%g] = %.4g MiB",
+            sp ? "t" : "1", rep, m->mlp == PLAN_MLP_SWIGLU ? 3 : 2,
+            m->flash_attention ? " + 4 a" : "", split,
+            m->flash_attention ? "0 (fused attention)" : rc == PLAN_RECOMPUTE_NONE
+                                                             ? "a s (e + mask (1 + e))"
+                                                             : "0 (selective recompute)",
+            scores, s, b, rep, rep_div, split, scores, t, bytes / 1048576);
+    if (!m->flash_attention && m->dropout && e == 2 && q == h && kv == h && f == 4 * h &&
+        m->mlp == PLAN_MLP_GELU)
+      fprintf(why, "  (Korthikanti: s b h (%s%s))", sp ? "34/t" : "10 + 24/t",
+              rc == PLAN_RECOMPUTE_NONE ? " + 5 a s/(h t)" : "");
+    fputc('\n', why);
+  }
+  return bytes;
+}
+
+double plan_activation_rule_bytes(const plan_model_t *m, double k, double b, double e) {
+  return k * b * m->seq * (double)m->layers * m->hidden * e;
+}
+
+double plan_inflight_layers(plan_sched_t sched, int p, int v, int stage, int layers, double m) {
+  if (p <= 1) return layers;  // gradient accumulation: one micro-batch at a time
+  switch (sched) {
+    case PLAN_SCHED_GPIPE: return layers * m;  // every forward before any backward
+    case PLAN_SCHED_INTERLEAVED: {
+      // Megatron's interleaved 1F1B: stage i runs (p - i - 1) 2 + (v - 1) p
+      // chunk forwards before its first backward, then one in, one out.
+      double chunks = fmin(m * v, (p - stage - 1) * 2.0 + (v - 1.0) * p + 1);
+      return chunks * layers / v;
+    }
+    default: return layers * fmin(m, (double)(p - stage));  // 1F1B
+  }
+}
