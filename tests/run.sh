@@ -5,11 +5,17 @@
 # Criterion binaries report "Synthesis: Tested: T | Passing: P | Failing: F |
 # Crashing: C"; their counts are added up. A binary that times out, dies, or
 # prints no synthesis counts as one failure. Multi-rank tests run one test
-# at a time (-j1): each already forks up to 8 ranks onto 2 cores.
+# at a time (-j1): each already forks up to 8 ranks onto 2 cores. The
+# multi-host suite needs root and ip netns; without them it prints
+# "skipped" and why, and counts neither as passed nor as failed.
 set -u
 build=${1:-build}
 export WEFT_BUILD_DIR=$build
 export NCCL_SOCKET_IFNAME=${NCCL_SOCKET_IFNAME:-lo}
+# Multi-host tests (tests/multihost/): "shm" gives every namespace "host" one
+# WEFT_HOSTID, so ranks share memory and only bootstrap crosses the links;
+# "net" gives each host its own, so the network transport carries the data.
+export WEFT_MULTIHOST_MODE=${WEFT_MULTIHOST_MODE:-net}
 passed=0
 failed=0
 failures=()
@@ -69,6 +75,13 @@ done
 run_script "abi" 300 ./tests/abi/run_abi.sh "$build"
 run_script "docs/env.md current" 60 bash -c "'$build/bin/weft-env' --markdown | diff -u docs/env.md -"
 run_script "demo (4 ranks)" 120 "$build/bin/weftrun" -n 4 "$build/bin/weft-demo"
+run_script "multihost/launch ($WEFT_MULTIHOST_MODE)" 120 ./tests/multihost/test_launch.sh "$build"
+if why=$(./tests/multihost/netns.sh --check); then
+  run_script "multihost/netns ($WEFT_MULTIHOST_MODE)" 240 ./tests/multihost/run_tests.sh "$build"
+  ./tests/multihost/netns.sh --clean-stale  # what a run killed at its limit left
+else
+  printf '%-28s skipped (%s)\n' "multihost/netns" "$why"
+fi
 
 shm_after=$(ls /dev/shm 2>/dev/null | grep -c '^weft-' || true)
 if [ "$shm_after" -gt "$shm_before" ]; then

@@ -1,13 +1,16 @@
 /*
- * weftrun.c — start an N-rank weft job on this host.
+ * weftrun.c — start the ranks of a weft job on this host.
  *
  *   weftrun -n N [-t SECONDS] [--tag-output] [--] prog [args...]
+ *   weftrun -n N --nranks TOTAL [--first-rank R] [-t SECONDS] [--tag-output]
+ *           (--id-out FILE | --id ID | --id-file FILE) [--] prog [args...]
  *
- * weftrun creates the job's ncclUniqueId (its process hosts the rendezvous
- * in a library thread, so it stays alive until the ranks finish), then
- * starts N copies of prog with WEFT_UNIQUE_ID, WEFT_RANK, WEFT_NRANKS,
- * WEFT_LOCAL_RANK and WEFT_LOCAL_SIZE set; weftInitFromEnv turns those into
- * a communicator. The ranks share one new process group. weftrun forwards
+ * weftrun creates the job's ncclUniqueId (unless it joins one, below; its
+ * process hosts the rendezvous in a library thread, so it stays alive
+ * until the ranks finish), then starts N copies of prog with
+ * WEFT_UNIQUE_ID, WEFT_RANK, WEFT_NRANKS, WEFT_LOCAL_RANK and
+ * WEFT_LOCAL_SIZE set; weftInitFromEnv turns those into a communicator.
+ * The ranks share one new process group. weftrun forwards
  * SIGINT/SIGTERM/SIGHUP/SIGQUIT/SIGUSR1/SIGUSR2 to them (a second
  * terminating signal kills them outright), and when a rank fails it stops
  * the others (SIGTERM, SIGKILL 3 s later) and exits with that rank's status
@@ -15,12 +18,26 @@
  * --tag-output prefixes every output line with "[rank] ". Ranks other than
  * 0 read stdin from /dev/null.
  *
+ * A job that spans hosts is one weftrun per host, each starting its share
+ * of the ranks: --nranks is the size of the whole job and --first-rank the
+ * global rank of this host's first rank (WEFT_RANK = R + local rank,
+ * WEFT_NRANKS = TOTAL, WEFT_LOCAL_RANK/SIZE count this host's ranks). One
+ * weftrun creates the id, and so hosts the rendezvous, and writes it to
+ * --id-out FILE (256 hex digits and a newline, mode 0600, replaced
+ * atomically, before any rank starts); the others join with --id ID or
+ * --id-file FILE. Each weftrun supervises only its own ranks; stopping the
+ * other hosts' weftruns when one fails is the caller's job. A job entirely
+ * on this host gets its bootstrap on loopback unless NCCL_SOCKET_IFNAME or
+ * NCCL_COMM_ID say otherwise; a job that spans hosts keeps the caller's
+ * NCCL_SOCKET_IFNAME.
+ *
  * Everything waits in one poll() on a signalfd (SIGCHLD and the forwarded
  * signals, blocked in every thread) and the output pipes: no busy waiting.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <limits.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -65,6 +82,10 @@ typedef struct {  // one rank's stdout or stderr under --tag-output
 // The one job of this process. Static, so its allocations stay reachable.
 static struct {
   int n, tag_output;
+  int nranks, first_rank;  // the whole job's size; global rank of local rank 0
+  const char *id_text;     // --id: join this job instead of creating one
+  const char *id_file;     // --id-file: the same, read from a file
+  const char *id_out;      // --id-out: where to write the id this weftrun creates
   double time_limit;  // seconds; 0 = none
   char **argv;        // prog and its arguments
   char *path;         // prog resolved through PATH
@@ -78,9 +99,17 @@ static struct {
 static void usage(FILE *out) {
   fprintf(out,
           "usage: weftrun -n N [-t SECONDS] [--tag-output] [--] prog [args...]\n"
-          "  -n N          number of ranks to start (1-%d)\n"
-          "  -t SECONDS    kill the job after this wall time and exit 124\n"
-          "  --tag-output  prefix each output line with \"[rank] \"\n",
+          "       weftrun -n N --nranks TOTAL [--first-rank R] [-t SECONDS] [--tag-output]\n"
+          "               (--id-out FILE | --id ID | --id-file FILE) [--] prog [args...]\n"
+          "  -n N              number of ranks to start on this host (1-%d)\n"
+          "  -t SECONDS        kill the job after this wall time and exit 124\n"
+          "  --tag-output      prefix each output line with \"[rank] \"\n"
+          "  --nranks TOTAL    ranks in the whole job, on every host (default N)\n"
+          "  --first-rank R    global rank of this host's first rank (default 0)\n"
+          "  --id-out FILE     create the job's id here, write it to FILE (this weftrun\n"
+          "                    hosts the rendezvous and must live until the job ends)\n"
+          "  --id ID           join the job whose id (256 hex digits) another weftrun made\n"
+          "  --id-file FILE    the same, with the id read from FILE\n",
           MAX_RANKS);
 }
 
@@ -95,10 +124,27 @@ __attribute__((format(printf, 1, 2), noreturn)) static void usage_error(const ch
   exit(2);
 }
 
+// A non-negative decimal int, or -1.
+static long parse_count(const char *text) {
+  char *end;
+  errno = 0;
+  long v = strtol(text, &end, 10);
+  if (errno || end == text || *end || v < 0 || v > INT_MAX) return -1;
+  return v;
+}
+
 static void parse_args(int argc, char **argv) {
-  static const struct option longopts[] = {
-      {"tag-output", no_argument, NULL, 'T'}, {"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
+  enum { OPT_TAG = 'T', OPT_NRANKS = 256, OPT_FIRST, OPT_ID, OPT_ID_FILE, OPT_ID_OUT };
+  static const struct option longopts[] = {{"tag-output", no_argument, NULL, OPT_TAG},
+                                           {"nranks", required_argument, NULL, OPT_NRANKS},
+                                           {"first-rank", required_argument, NULL, OPT_FIRST},
+                                           {"id", required_argument, NULL, OPT_ID},
+                                           {"id-file", required_argument, NULL, OPT_ID_FILE},
+                                           {"id-out", required_argument, NULL, OPT_ID_OUT},
+                                           {"help", no_argument, NULL, 'h'},
+                                           {NULL, 0, NULL, 0}};
   opterr = 0;  // our own messages
+  job.nranks = -1;
   int c;
   while ((c = getopt_long(argc, argv, "+n:t:h", longopts, NULL)) != -1) {
     char *end;
@@ -113,18 +159,46 @@ static void parse_args(int argc, char **argv) {
       if (errno || end == optarg || *end || !(t > 0) || t > 1e9)
         usage_error("-t '%s': expected a positive number of seconds", optarg);
       job.time_limit = t;
-    } else if (c == 'T') {
+    } else if (c == OPT_TAG) {
       job.tag_output = 1;
+    } else if (c == OPT_NRANKS) {
+      long v = parse_count(optarg);
+      if (v < 1)
+        usage_error("--nranks '%s': expected a number of ranks from 1 to %d", optarg, INT_MAX);
+      job.nranks = (int)v;
+    } else if (c == OPT_FIRST) {
+      long v = parse_count(optarg);
+      if (v < 0)
+        usage_error("--first-rank '%s': expected a rank from 0 to %d", optarg, INT_MAX - 1);
+      job.first_rank = (int)v;
+    } else if (c == OPT_ID) {
+      job.id_text = optarg;
+    } else if (c == OPT_ID_FILE) {
+      job.id_file = optarg;
+    } else if (c == OPT_ID_OUT) {
+      job.id_out = optarg;
     } else if (c == 'h') {
       usage(stdout);
       exit(0);
     } else if (optopt == 'n' || optopt == 't') {
       usage_error("option -%c needs a value", optopt);
+    } else if (optopt >= OPT_NRANKS && optopt <= OPT_ID_OUT) {
+      usage_error("option '%s' needs a value", argv[optind - 1]);
     } else {
       usage_error("unknown option '%s'", argv[optind - 1]);
     }
   }
   if (job.n == 0) usage_error("-n N is required");
+  if (job.nranks < 0) job.nranks = job.n;
+  if (job.first_rank > job.nranks - job.n)
+    usage_error("--first-rank %d with -n %d does not fit in --nranks %d", job.first_rank, job.n,
+                job.nranks);
+  if ((job.id_text != NULL) + (job.id_file != NULL) + (job.id_out != NULL) > 1)
+    usage_error("--id, --id-file and --id-out exclude each other");
+  if (job.nranks > job.n && job.id_text == NULL && job.id_file == NULL && job.id_out == NULL)
+    usage_error("--nranks %d spans other hosts: give --id-out FILE to start the job, "
+                "or --id/--id-file to join it",
+                job.nranks);
   if (optind >= argc) usage_error("no program given");
   job.argv = argv + optind;
 }
@@ -165,8 +239,8 @@ static char *resolve_program(const char *name) {
   }
 }
 
-// environ without stale WEFT_* entries, plus this rank's five variables.
-static char **build_env(int rank, char *id_var) {
+// environ without stale WEFT_* entries, plus the five variables of local rank `local`.
+static char **build_env(int local, char *id_var) {
   size_t n = 0, k = 0;
   while (environ[n]) n++;
   char **env = xcalloc(n + 6, sizeof(char *));  // the last stays NULL
@@ -179,9 +253,9 @@ static char **build_env(int rank, char *id_var) {
     if (!stale) env[k++] = environ[i];
   }
   env[k++] = id_var;
-  env[k++] = xformat("WEFT_RANK=%d", rank);
-  env[k++] = xformat("WEFT_NRANKS=%d", job.n);
-  env[k++] = xformat("WEFT_LOCAL_RANK=%d", rank);
+  env[k++] = xformat("WEFT_RANK=%d", job.first_rank + local);
+  env[k++] = xformat("WEFT_NRANKS=%d", job.nranks);
+  env[k++] = xformat("WEFT_LOCAL_RANK=%d", local);
   env[k++] = xformat("WEFT_LOCAL_SIZE=%d", job.n);
   return env;
 }
@@ -239,7 +313,8 @@ static void stop_job(void) {
 static void report_still_running(const char *then) {
   fprintf(stderr, "weftrun: ranks still running:");
   for (int r = 0; r < job.n; r++)
-    if (job.ranks[r].running) fprintf(stderr, " %d (pid %d)", r, (int)job.ranks[r].pid);
+    if (job.ranks[r].running)
+      fprintf(stderr, " %d (pid %d)", job.first_rank + r, (int)job.ranks[r].pid);
   fprintf(stderr, "; %s\n", then);
 }
 
@@ -298,7 +373,7 @@ static int start_ranks(const sigset_t *oldmask) {
       close(k ? err[1] : out[1]);
       int fd = k ? err[0] : out[0];
       fcntl(fd, F_SETFL, O_NONBLOCK);
-      job.streams[2 * r + k] = (stream_t){.fd = fd, .dest = 1 + k, .rank = r};
+      job.streams[2 * r + k] = (stream_t){.fd = fd, .dest = 1 + k, .rank = job.first_rank + r};
       job.open_streams++;
     }
   }
@@ -336,13 +411,13 @@ static void reap(void) {
     if ((WIFEXITED(st) && WEXITSTATUS(st) == 0) || job.stopping) continue;
     if (WIFEXITED(st)) {
       job.exit_code = WEXITSTATUS(st);
-      fprintf(stderr, "weftrun: rank %d (pid %d) exited with status %d\n", r, (int)rk->pid,
-              job.exit_code);
+      fprintf(stderr, "weftrun: rank %d (pid %d) exited with status %d\n", job.first_rank + r,
+              (int)rk->pid, job.exit_code);
     } else {
       int sig = WTERMSIG(st);
       job.exit_code = 128 + sig;
-      fprintf(stderr, "weftrun: rank %d (pid %d) killed by signal %d (SIG%s)\n", r, (int)rk->pid,
-              sig, sigabbrev_np(sig) ? sigabbrev_np(sig) : "?");
+      fprintf(stderr, "weftrun: rank %d (pid %d) killed by signal %d (SIG%s)\n", job.first_rank + r,
+              (int)rk->pid, sig, sigabbrev_np(sig) ? sigabbrev_np(sig) : "?");
     }
     stop_job();
   }
@@ -394,6 +469,87 @@ static void supervise(int sfd) {
   free(which);
 }
 
+// --id-file: the text of FILE without surrounding white space, or NULL (reported).
+static char *read_id_file(const char *path) {
+  FILE *f = fopen(path, "re");
+  if (f == NULL) {
+    fprintf(stderr, "weftrun: --id-file %s: %s\n", path, strerror(errno));
+    return NULL;
+  }
+  char buf[2 * WEFT_UNIQUE_ID_STRLEN];
+  size_t got = fread(buf, 1, sizeof(buf) - 1, f);
+  int failed = ferror(f);
+  fclose(f);
+  if (failed) {
+    fprintf(stderr, "weftrun: --id-file %s: read error\n", path);
+    return NULL;
+  }
+  buf[got] = '\0';
+  char *start = buf + strspn(buf, " \t\r\n");
+  size_t len = strcspn(start, " \t\r\n");
+  return xformat("%.*s", (int)len, start);
+}
+
+// --id-out: writes a temporary file beside `path` and renames it into
+// place, so a reader polling for `path` never sees part of an id. Mode
+// 0600: the id carries the job's secret. Returns 0, or -1 (reported).
+static int write_id_file(const char *path, const char *text) {
+  char *tmp = xformat("%s.tmp.%d", path, (int)getpid());
+  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  int ok = fd >= 0;
+  if (ok) {
+    char *line = xformat("%s\n", text);
+    size_t len = strlen(line), off = 0;
+    while (ok && off < len) {
+      ssize_t w = write(fd, line + off, len - off);
+      if (w < 0 && errno == EINTR) continue;
+      ok = w > 0;
+      off += w > 0 ? (size_t)w : 0;
+    }
+    free(line);
+    ok = close(fd) == 0 && ok;
+  }
+  ok = ok && rename(tmp, path) == 0;
+  if (!ok) {
+    fprintf(stderr, "weftrun: --id-out %s: %s\n", path, strerror(errno));
+    unlink(tmp);
+  }
+  free(tmp);
+  return ok ? 0 : -1;
+}
+
+// The job's id as text in id_text: taken from --id/--id-file, or created
+// here (this process then hosts the rendezvous) and written to --id-out.
+// Returns 0, or the exit status for a failure it has reported.
+static int job_id(char *id_text) {
+  ncclUniqueId id;
+  if (job.id_text != NULL || job.id_file != NULL) {
+    char *from_file = job.id_file ? read_id_file(job.id_file) : NULL;
+    if (job.id_file != NULL && from_file == NULL) return 1;
+    const char *text = from_file ? from_file : job.id_text;
+    int bad = weftUniqueIdFromString(text, &id) != ncclSuccess;
+    free(from_file);
+    if (bad && job.id_file == NULL)
+      usage_error("--id: not a job id (%s)", ncclGetLastError(NULL));
+    if (bad) {
+      fprintf(stderr, "weftrun: --id-file %s: not a job id (%s)\n", job.id_file,
+              ncclGetLastError(NULL));
+      return 2;
+    }
+    weftUniqueIdToString(&id, id_text, WEFT_UNIQUE_ID_STRLEN);  // canonical lowercase
+    return 0;
+  }
+  ncclResult_t res = ncclGetUniqueId(&id);
+  if (res == ncclSuccess) res = weftUniqueIdToString(&id, id_text, WEFT_UNIQUE_ID_STRLEN);
+  if (res != ncclSuccess) {
+    fprintf(stderr, "weftrun: cannot create the job's unique id: %s (%s)\n",
+            ncclGetErrorString(res), ncclGetLastError(NULL));
+    return 1;
+  }
+  if (job.id_out != NULL && write_id_file(job.id_out, id_text) != 0) return 1;
+  return 0;
+}
+
 int main(int argc, char **argv) {
   parse_args(argc, argv);
   job.path = resolve_program(job.argv[0]);
@@ -402,8 +558,9 @@ int main(int argc, char **argv) {
     return 127;
   }
 
-  // A local job: keep bootstrap on loopback unless told otherwise.
-  if (getenv("NCCL_SOCKET_IFNAME") == NULL && getenv("NCCL_COMM_ID") == NULL)
+  // A job entirely on this host: keep bootstrap on loopback unless told otherwise.
+  int local_job = job.nranks == job.n && job.id_text == NULL && job.id_file == NULL;
+  if (local_job && getenv("NCCL_SOCKET_IFNAME") == NULL && getenv("NCCL_COMM_ID") == NULL)
     setenv("NCCL_SOCKET_IFNAME", "lo", 1);
 
   // Block before the library starts its threads, so they inherit the mask
@@ -423,15 +580,9 @@ int main(int argc, char **argv) {
     return 1;
   }
 
-  ncclUniqueId id;
   char id_text[WEFT_UNIQUE_ID_STRLEN];
-  ncclResult_t res = ncclGetUniqueId(&id);
-  if (res == ncclSuccess) res = weftUniqueIdToString(&id, id_text, sizeof(id_text));
-  if (res != ncclSuccess) {
-    fprintf(stderr, "weftrun: cannot create the job's unique id: %s (%s)\n",
-            ncclGetErrorString(res), ncclGetLastError(NULL));
-    return 1;
-  }
+  int status = job_id(id_text);
+  if (status != 0) return status;
 
   // Everything the children need is built before the first fork.
   char *id_var = xformat("WEFT_UNIQUE_ID=%s", id_text);
@@ -440,7 +591,7 @@ int main(int argc, char **argv) {
   for (int r = 0; r < job.n; r++) {
     job.ranks[r].envp = build_env(r, id_var);
     snprintf(job.ranks[r].exec_error, sizeof(job.ranks[r].exec_error),
-             "weftrun: rank %d: cannot execute '%s': ", r, job.path);
+             "weftrun: rank %d: cannot execute '%s': ", job.first_rank + r, job.path);
   }
 
   if (start_ranks(&oldmask) != 0) {

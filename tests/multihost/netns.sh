@@ -1,0 +1,245 @@
+#!/usr/bin/env bash
+# netns.sh — a private network of K "hosts" for multi-host tests.
+#
+#   netns.sh [-k HOSTS] [--delay MS] [--jitter MS] [--loss PCT] [--rate RATE] -- COMMAND [ARGS...]
+#   netns.sh --check [--delay MS ...]   exit 0 if this machine can do that, else say why, exit 77
+#   netns.sh --clean-stale              remove namespaces left by runs that are gone
+#
+# Creates network namespaces weft-<pid>-h0 .. weft-<pid>-h<K-1> (the pid of
+# this script, so parallel runs never clash) and weft-<pid>-br, which holds
+# a bridge; each host namespace is joined to the bridge by a veth pair whose
+# host end is named wv0 in every namespace (so NCCL_SOCKET_IFNAME=wv0 works
+# on every host) and carries 10.77.<x>.<i+1>/24, x taken from the pid. The
+# veth pairs are made from inside the namespaces, so nothing appears in the
+# caller's namespace at any time. Loopback is up everywhere.
+#
+# Shaping applies to each host's egress on wv0 (so a delay counts once per
+# direction): --delay/--jitter in milliseconds and --loss in percent use tc
+# netem (rate folded in); --rate alone uses tc tbf. A kernel without the
+# qdisc is a clear error (exit 77: a test should count it as skipped).
+#
+# COMMAND runs in the caller's namespace with WEFT_MH_HOSTS (the host
+# namespaces, space-separated, in order), WEFT_MH_ADDRS (their addresses)
+# and WEFT_MH_IFNAME (wv0) exported; run_job.sh reads them. The exit status
+# is COMMAND's. Everything is removed when COMMAND ends, when setup fails,
+# and on SIGINT/SIGTERM/SIGHUP (COMMAND gets SIGTERM first, then whatever
+# still runs inside the namespaces is killed). A run killed with SIGKILL
+# cannot clean up: --clean-stale (also run at every start) removes
+# namespaces named after pids that no longer exist.
+#
+# Needs root and iproute2 with netns support; without them it says so and
+# exits 77.
+set -u
+
+IFNAME=wv0
+GRACE_S=5  # how long COMMAND may take to stop after SIGTERM
+
+prefix="weft-$$"
+bridge_ns="$prefix-br"
+subnet="10.77.$(($$ % 250 + 1))"
+hosts=()
+made=()     # namespaces created so far, removed in reverse order
+child=""
+cleaned=0
+
+die() {
+  echo "netns.sh: $*" >&2
+  exit 1
+}
+
+usage() {
+  sed -n '4,6s/^# \{0,1\}//p' "$0" >&2
+  exit 2
+}
+
+# Why namespaces cannot be made here (printed), or nothing (status 0).
+unavailable() {
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "not root (uid $(id -u)): creating network namespaces needs root"
+    return 1
+  fi
+  if ! command -v ip >/dev/null 2>&1; then
+    echo "the ip command (iproute2) is not installed"
+    return 1
+  fi
+  if ! ip netns list >/dev/null 2>&1; then
+    echo "'ip netns' is not supported here: $(ip netns list 2>&1 | head -1)"
+    return 1
+  fi
+  local probe="$prefix-probe" err
+  if ! err=$(ip netns add "$probe" 2>&1); then
+    echo "cannot create a network namespace: $err"
+    return 1
+  fi
+  if ! err=$({ ip -n "$probe" link add br0 type bridge &&
+    ip -n "$probe" link add pa type veth peer name pb; } 2>&1); then
+    ip netns del "$probe" 2>/dev/null
+    echo "cannot create a bridge or a veth pair in a namespace: $err"
+    return 1
+  fi
+  if [ "${#qdisc[@]}" -gt 0 ] && ! err=$(tc -n "$probe" qdisc add dev pa root "${qdisc[@]}" 2>&1); then
+    ip netns del "$probe" 2>/dev/null
+    echo "tc ${qdisc[0]} is not available in this kernel: ${err:-tc failed}"
+    return 1
+  fi
+  ip netns del "$probe" 2>/dev/null
+  return 0
+}
+
+# Kills whatever still runs inside a namespace, then removes it.
+remove_ns() {
+  local ns=$1 pids
+  pids=$(ip netns pids "$ns" 2>/dev/null | tr '\n' ' ')
+  if [ -n "$pids" ]; then
+    kill -KILL $pids 2>/dev/null  # one argument per pid
+    sleep 0.2
+  fi
+  ip netns del "$ns" 2>/dev/null
+}
+
+clean_stale() {
+  local ns pid
+  for ns in $(ip netns list 2>/dev/null | awk '{print $1}'); do
+    [[ $ns =~ ^weft-([0-9]+)-(br|probe|h[0-9]+)$ ]] || continue
+    pid=${BASH_REMATCH[1]}
+    [ "$pid" = "$$" ] && continue
+    kill -0 "$pid" 2>/dev/null && continue  # that run is still going
+    echo "netns.sh: removing $ns, left by process $pid" >&2
+    remove_ns "$ns"
+  done
+}
+
+cleanup() {
+  [ "$cleaned" = 1 ] && return
+  cleaned=1
+  local i
+  for ((i = ${#made[@]} - 1; i >= 0; i--)); do remove_ns "${made[i]}"; done
+  made=()
+}
+
+on_signal() {  # signal number
+  trap '' INT TERM HUP
+  if [ -n "$child" ] && kill -0 "$child" 2>/dev/null; then
+    echo "netns.sh: signal $1: stopping the command (pid $child)" >&2
+    kill -TERM "$child" 2>/dev/null
+    local waited=0
+    while kill -0 "$child" 2>/dev/null && [ "$waited" -lt $((GRACE_S * 10)) ]; do
+      sleep 0.1
+      waited=$((waited + 1))
+    done
+  fi
+  cleanup
+  exit $((128 + $1))
+}
+
+delay="" jitter="" loss="" rate=""
+qdisc=()  # the root qdisc of every host's wv0 and its parameters; empty: none
+
+# Fills qdisc from the shaping options.
+set_qdisc() {
+  qdisc=()
+  if [ -n "$delay$jitter$loss" ]; then
+    qdisc=(netem)
+    [ -n "$delay$jitter" ] && qdisc+=(delay "${delay:-0}ms")
+    [ -n "$jitter" ] && qdisc+=("${jitter}ms")
+    [ -n "$loss" ] && qdisc+=(loss "$loss%")
+    [ -n "$rate" ] && qdisc+=(rate "$rate")
+  elif [ -n "$rate" ]; then
+    qdisc=(tbf rate "$rate" burst 64kb latency 100ms)
+  fi
+  return 0
+}
+
+is_number() { [[ $1 =~ ^[0-9]+(\.[0-9]+)?$ ]]; }
+
+nhosts=2
+mode=run
+while [ $# -gt 0 ]; do
+  case $1 in
+    -k) [ $# -ge 2 ] || usage; nhosts=$2; shift 2 ;;
+    --delay) [ $# -ge 2 ] && is_number "$2" || die "--delay needs milliseconds"; delay=$2; shift 2 ;;
+    --jitter) [ $# -ge 2 ] && is_number "$2" || die "--jitter needs milliseconds"; jitter=$2; shift 2 ;;
+    --loss) [ $# -ge 2 ] && is_number "$2" || die "--loss needs a percentage"; loss=$2; shift 2 ;;
+    --rate) [ $# -ge 2 ] && [[ $2 =~ ^[0-9]+(\.[0-9]+)?[kmgKMG]?(bit|bps)$ ]] ||
+      die "--rate needs a tc rate such as 100mbit"
+      rate=$2; shift 2 ;;
+    --check) mode=check; shift ;;
+    --clean-stale) mode=clean; shift ;;
+    -h | --help) usage ;;
+    --) shift; break ;;
+    *) echo "netns.sh: unknown argument '$1'" >&2; usage ;;
+  esac
+done
+
+set_qdisc
+if [ "$mode" = check ]; then
+  why=$(unavailable) || { echo "$why"; exit 77; }
+  exit 0
+fi
+if [ "$mode" = clean ]; then
+  unavailable >/dev/null || exit 0  # nothing can have been made here
+  clean_stale
+  exit 0
+fi
+
+[[ $nhosts =~ ^[0-9]+$ ]] && [ "$nhosts" -ge 1 ] && [ "$nhosts" -le 250 ] ||
+  die "-k needs a number of hosts from 1 to 250"
+[ $# -ge 1 ] || usage
+if ! why=$(unavailable); then
+  echo "netns.sh: skipped: $why" >&2
+  exit 77
+fi
+
+trap cleanup EXIT
+trap 'on_signal 1' HUP
+trap 'on_signal 2' INT
+trap 'on_signal 15' TERM
+
+clean_stale
+
+# ip in the namespace, with a message naming the step on failure.
+in_ns() {  # namespace what args...
+  local ns=$1 what=$2 err
+  shift 2
+  err=$(ip -n "$ns" "$@" 2>&1) || die "$what in $ns: $err"
+}
+
+ip netns add "$bridge_ns" || die "cannot create namespace $bridge_ns"
+made+=("$bridge_ns")
+in_ns "$bridge_ns" "loopback up" link set lo up
+in_ns "$bridge_ns" "bridge" link add br0 type bridge
+in_ns "$bridge_ns" "bridge up" link set br0 up
+addrs=()
+for ((i = 0; i < nhosts; i++)); do
+  ns="$prefix-h$i"
+  ip netns add "$ns" || die "cannot create namespace $ns"
+  made+=("$ns")
+  hosts+=("$ns")
+  addrs+=("$subnet.$((i + 1))")
+  in_ns "$bridge_ns" "veth pair for host $i" link add "h$i" type veth peer name "$IFNAME" netns "$ns"
+  in_ns "$bridge_ns" "bridge port h$i" link set "h$i" master br0
+  in_ns "$bridge_ns" "bridge port h$i up" link set "h$i" up
+  in_ns "$ns" "loopback up" link set lo up
+  in_ns "$ns" "address" addr add "${addrs[i]}/24" dev "$IFNAME"
+  in_ns "$ns" "$IFNAME up" link set "$IFNAME" up
+  if [ "${#qdisc[@]}" -gt 0 ]; then
+    err=$(tc -n "$ns" qdisc add dev "$IFNAME" root "${qdisc[@]}" 2>&1) || die "tc ${qdisc[*]} in $ns: $err"
+  fi
+done
+# Both ends of every veth must be up before anyone binds to an address.
+for ns in "${hosts[@]}"; do
+  for ((w = 0; w < 50; w++)); do
+    ip -n "$ns" -o link show "$IFNAME" | grep -q 'state UP' && break
+    sleep 0.1
+  done
+  ip -n "$ns" -o link show "$IFNAME" | grep -q 'state UP' || die "$IFNAME in $ns did not come up"
+done
+
+echo "netns.sh: $nhosts hosts (${hosts[*]}) on $subnet.0/24 via $bridge_ns${qdisc[0]:+, shaped: ${qdisc[*]}}" >&2
+export WEFT_MH_HOSTS="${hosts[*]}" WEFT_MH_ADDRS="${addrs[*]}" WEFT_MH_IFNAME=$IFNAME
+"$@" &
+child=$!
+wait "$child"
+status=$?
+child=""
+exit "$status"

@@ -1,0 +1,219 @@
+#!/usr/bin/env bash
+# run_tests.sh BUILD_DIR — the multi-host suite: weft jobs whose hosts are
+# network namespaces joined by a bridge (netns.sh), one weftrun per host
+# (run_job.sh).
+#
+#   - the namespaces: every host in its own network namespace, WEFT_* right;
+#   - the conformance sweep (conformance_rank: every collective, datatype,
+#     op, placement, count {1, 1031, 64 KiB / size + 3}) over 2 hosts x 2
+#     ranks, 4 x 1 and 3 x 3, with the tuner's choice and with each forced
+#     NCCL_ALGO on the collectives it changes;
+#   - shaped links (tc netem delay + loss where the kernel has netem, tc tbf
+#     rate otherwise);
+#   - a rank failing on one host fails the job and stops the others;
+#   - cleanup: nothing left after a run, after SIGTERM, and after SIGKILL
+#     (netns.sh --clean-stale).
+#
+# WEFT_MULTIHOST_MODE=shm (default) gives every host the same WEFT_HOSTID,
+# so ranks still share memory and only bootstrap crosses the links; net
+# gives each host its own, so the network transport carries the data.
+# Prints one line per check and "N passed, M failed"; exits 1 on a failure,
+# 77 (skipped) where namespaces cannot be made (not root, no ip netns).
+set -u
+
+here=$(cd "$(dirname "$0")" && pwd)
+build=$(cd "${1:-$here/../../build}" && pwd) || exit 1
+export WEFT_BUILD_DIR=$build
+export WEFT_MULTIHOST_MODE=${WEFT_MULTIHOST_MODE:-shm}
+mode=$WEFT_MULTIHOST_MODE
+rank_prog=$build/tests/progs/conformance_rank
+job_limit=90  # seconds per job; WEFT_TIMEOUT (run_job.sh) fails a stuck call well before
+
+# The NCCL_ALGO values swept, each with the collectives it changes ("" is
+# the tuner's own choice, on everything). "read" (single-copy reads of a
+# peer's memory) needs every rank on one host, so only shm mode has it.
+algos=("|" "allreduce:ring|allreduce" "allreduce:oneshot|allreduce")
+[ "$mode" = shm ] && algos+=("read|allreduce,reducescatter,allgather,broadcast,reduce")
+layouts=(2x2 4x1 3x3)
+
+# ---- Inside the namespaces (netns.sh runs this script again with --inside).
+inside() {  # log results
+  local log=$1 results=$2 start rc out
+  ok() { echo "ok    $*" | tee -a "$results"; }
+  bad() { echo "FAIL  $*" | tee -a "$results"; }
+
+  # Every host its own network namespace; ranks of one host share one.
+  out=$("$here/run_job.sh" -l 2,1,3 -t 30 -- sh -c \
+    'echo "ns $WEFT_RANK $(readlink /proc/self/ns/net) $(cat /sys/class/net/wv0/address)"' 2>>"$log")
+  rc=$?
+  local ranks nets macs
+  ranks=$(grep -c '^ns ' <<<"$out")
+  nets=$(grep '^ns ' <<<"$out" | cut -d' ' -f3 | sort -u | wc -l)
+  macs=$(grep '^ns ' <<<"$out" | cut -d' ' -f4 | sort -u | wc -l)
+  if [ "$rc" -eq 0 ] && [ "$ranks" -eq 6 ] && [ "$nets" -eq 3 ] && [ "$macs" -eq 3 ]; then
+    ok "layout 2,1,3: 6 ranks in 3 network namespaces, each with its own wv0"
+  else
+    bad "layout 2,1,3: exit $rc, $ranks ranks, $nets namespaces, $macs distinct wv0 (want 6, 3, 3)"
+  fi
+
+  local layout entry algo which what
+  for layout in "${layouts[@]}"; do
+    for entry in "${algos[@]}"; do
+      algo=${entry%%|*} which=${entry#*|}
+      what="conformance $layout NCCL_ALGO=${algo:-default}${which:+ ($which)}"
+      start=$SECONDS
+      echo "== $what" >>"$log"
+      NCCL_ALGO=$algo "$here/run_job.sh" -l "$layout" -t "$job_limit" --tag-output -- \
+        "$rank_prog" ${which:+-c "$which"} >"$log.job" 2>&1
+      rc=$?
+      cat "$log.job" >>"$log"
+      if [ "$rc" -eq 0 ]; then
+        ok "$what ($((SECONDS - start)) s)"
+      else
+        bad "$what: exit $rc after $((SECONDS - start)) s"
+        grep -m 5 -E 'FAIL|weftrun:' "$log.job" | sed 's/^/      /'
+      fi
+    done
+  done
+  rm -f "$log.job"
+
+  # A failing rank on host 2 fails the job at once, with its status.
+  start=$SECONDS
+  "$here/run_job.sh" -l 3x3 -t 60 -- sh -c '[ "$WEFT_RANK" != 7 ] || exit 9; exec "$0"' \
+    "$build/tests/progs/env_allreduce" >>"$log" 2>&1
+  rc=$?
+  if [ "$rc" -eq 9 ] && [ $((SECONDS - start)) -lt 20 ]; then
+    ok "rank 7 failing on host 2 fails the 3x3 job with its status ($((SECONDS - start)) s)"
+  else
+    bad "rank 7 failing on host 2: exit $rc after $((SECONDS - start)) s (expected 9, quickly)"
+  fi
+}
+
+if [ "${2:-}" = --inside ]; then
+  inside "$3" "$4"
+  exit 0
+fi
+
+# ---- Outside: make the namespaces, run the checks, check the cleanup.
+if ! why=$("$here/netns.sh" --check); then
+  echo "multihost: skipped: $why"
+  exit 77
+fi
+[ -x "$rank_prog" ] || { echo "run_tests: $rank_prog is missing: build the project first" >&2; exit 1; }
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/weft-multihost.XXXXXX") || exit 1
+log=$tmp/jobs.log
+results=$tmp/results
+: >"$results"
+ok() { echo "ok    $*" | tee -a "$results"; }
+bad() { echo "FAIL  $*" | tee -a "$results"; }
+skip() { echo "skip  $*"; }
+echo "multihost: $mode mode (WEFT_MULTIHOST_MODE)"
+suite_start=$SECONDS
+
+# netns.sh runs in the background, where SIGINT is ignored: pass a stop on
+# as SIGTERM, which it answers by stopping its command and cleaning up.
+net=""
+on_signal() {
+  trap '' INT TERM HUP
+  [ -n "$net" ] && kill -TERM "$net" 2>/dev/null
+  wait
+  rm -rf "$tmp"
+  exit $((128 + $1))
+}
+trap 'on_signal 1' HUP
+trap 'on_signal 2' INT
+trap 'on_signal 15' TERM
+
+# netns.sh's namespaces are named after its pid: none may outlive it.
+left_behind() {  # pid
+  ip netns list | awk '{print $1}' | grep -E "^weft-$1-" | tr '\n' ' '
+}
+
+# Runs netns.sh in the background ($net: its pid) and waits for it; the status is its.
+netns_run() {
+  "$here/netns.sh" "$@" 2>>"$log" &
+  net=$!
+  wait "$net"
+}
+
+netns_run -k 4 -- "$0" "$build" --inside "$log" "$results"
+rc=$?
+[ "$rc" -eq 0 ] || bad "the run inside the namespaces ended with status $rc"
+left=$(left_behind "$net")
+if [ -z "$left" ]; then ok "netns.sh removed its namespaces"; else bad "namespaces left behind: $left"; fi
+
+# Shaped links: netem delay, jitter and loss where the kernel has netem; a
+# tbf rate limit in any case.
+shaping=(--rate 200mbit)
+if why=$("$here/netns.sh" --check --delay 2 --loss 0.5); then
+  shaping=(--delay 2 --jitter 1 --loss 0.5 --rate 200mbit)
+else
+  skip "netem delay/loss: $why (shaping with tbf rate only)"
+fi
+start=$SECONDS
+echo "== shaped: ${shaping[*]}" >>"$log"
+netns_run -k 2 "${shaping[@]}" -- "$here/run_job.sh" -l 2x2 -t "$job_limit" --tag-output -- \
+  "$rank_prog" -c allreduce,alltoall,sendrecv >>"$log"
+rc=$?
+if [ "$rc" -eq 0 ] && [ -z "$(left_behind "$net")" ]; then
+  ok "conformance 2x2 (allreduce, alltoall, sendrecv) over links shaped ${shaping[*]} ($((SECONDS - start)) s)"
+else
+  bad "conformance 2x2 over shaped links (${shaping[*]}): exit $rc"
+fi
+
+# The pids among $@ that still run (a zombie waiting for its reaper does not);
+# they get 2 s to go.
+still_running() {
+  local p alive w
+  for ((w = 0; w < 20; w++)); do
+    alive=""
+    for p in "$@"; do
+      [ -r "/proc/$p/stat" ] && [ "$(cut -d' ' -f3 "/proc/$p/stat" 2>/dev/null)" != Z ] && alive+=" $p"
+    done
+    [ -z "$alive" ] && return
+    sleep 0.1
+  done
+  echo "$alive"
+}
+
+# SIGTERM: the command is stopped, then everything is removed.
+stop_check() {  # signal
+  "$here/netns.sh" -k 2 -- sh -c 'exec ip netns exec "${WEFT_MH_HOSTS%% *}" sleep 60' 2>>"$log" &
+  net=$!
+  for ((w = 0; w < 100; w++)); do
+    [ -n "$(ip netns pids "weft-$net-h0" 2>/dev/null)" ] && break
+    sleep 0.1
+  done
+  inner=$(ip netns pids "weft-$net-h0" 2>/dev/null | tr '\n' ' ')
+  kill "-$1" "$net"
+  wait "$net"
+}
+stop_check TERM
+rc=$?
+left=$(left_behind "$net")
+alive=$(still_running $inner)
+if [ "$rc" -eq 143 ] && [ -n "$inner" ] && [ -z "$left" ] && [ -z "$alive" ]; then
+  ok "SIGTERM to netns.sh: command stopped, namespaces removed"
+else
+  bad "SIGTERM to netns.sh: exit $rc, command pids '$inner', left behind '$left', alive '$alive'"
+fi
+
+# SIGKILL cannot be caught: --clean-stale removes what the dead run left,
+# killing what still ran inside.
+stop_check KILL 2>/dev/null
+left=$(left_behind "$net")
+"$here/netns.sh" --clean-stale 2>>"$log"
+after=$(left_behind "$net")
+alive=$(still_running $inner)
+if [ -n "$left" ] && [ -z "$after" ] && [ -z "$alive" ]; then
+  ok "after SIGKILL, --clean-stale removed $left"
+else
+  bad "after SIGKILL: left '$left', after --clean-stale '$after', alive '$alive'"
+fi
+
+passed=$(grep -c '^ok ' "$results")
+failed=$(grep -c '^FAIL ' "$results")
+echo "multihost ($mode): $((SECONDS - suite_start)) s"
+echo "$passed passed, $failed failed"
+if [ "$failed" -eq 0 ]; then rm -rf "$tmp"; else echo "job output kept in $log"; fi
+[ "$failed" -eq 0 ]
