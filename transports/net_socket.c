@@ -2,11 +2,13 @@
  * net_socket.c — the built-in TCP network backend (weft_net_t, see net.h).
  *
  * A communicator is one direction between two ranks, carried by
- * NCCL_NSOCKS_PERTHREAD x NCCL_SOCKET_NTHREADS TCP connections. A message
+ * NCCL_NSOCKS_PERTHREAD x NCCL_SOCKET_NTHREADS TCP connections. Message m
  * of S bytes is cut into k = min(sockets, S / 64 KiB) parts (at least one);
- * part i travels on socket i, and socket 0 carries a 16-byte header (magic,
- * tag, size) before part 0, so both sides derive the same cut from S. Each
- * socket moves its parts in message order, so requests complete in order.
+ * part j travels on socket (m + j) mod sockets, and the first of them
+ * carries a 16-byte header (magic, tag, size) before part 0, so both sides
+ * derive the same cut from m and S, and consecutive small messages use
+ * different sockets. Each socket moves its parts in message order, so
+ * requests complete in order.
  * Everything is non-blocking; test() moves what the kernel accepts now.
  * Each communicator has an epoll descriptor over its sockets (edge
  * triggered) that the caller can wait on.
@@ -325,10 +327,11 @@ static ncclResult_t comm_fail(sock_comm_t *c, const char *what, int err) {
 static ncclResult_t progress_socket(sock_comm_t *c, int i) {
   while (c->cur[i] < c->tail) {
     sock_req_t *r = &c->reqs[c->cur[i] % MAX_REQS];
+    int first = (int)(r->index % (uint64_t)c->nsocks);  // the socket of part 0 and the header
     if (!c->is_send && !r->hdr_known) {
-      if (i != 0) return ncclSuccess;  // the size arrives on socket 0 first
+      if (i != first) return ncclSuccess;  // the size arrives with part 0 first
       while (r->hdr_done < sizeof(r->hdr)) {
-        ssize_t n = recv(c->fds[0], (char *)&r->hdr + r->hdr_done, sizeof(r->hdr) - r->hdr_done, MSG_DONTWAIT);
+        ssize_t n = recv(c->fds[i], (char *)&r->hdr + r->hdr_done, sizeof(r->hdr) - r->hdr_done, MSG_DONTWAIT);
         if (n > 0) {
           r->hdr_done += (size_t)n;
           continue;
@@ -353,19 +356,19 @@ static ncclResult_t progress_socket(sock_comm_t *c, int i) {
       r->tag = r->hdr.tag;
       r->hdr_known = 1;
     }
-    int k = nparts(r->size, c->nsocks);
-    if (i >= k) {
+    int k = nparts(r->size, c->nsocks), part = (i - first + c->nsocks) % c->nsocks;
+    if (part >= k) {
       c->cur[i]++;
       continue;
     }
     size_t off, len;
-    part_range(r->size, k, i, &off, &len);
-    while (r->part_done[i] < len || (c->is_send && i == 0 && r->hdr_done < sizeof(r->hdr))) {
+    part_range(r->size, k, part, &off, &len);
+    while (r->part_done[i] < len || (c->is_send && part == 0 && r->hdr_done < sizeof(r->hdr))) {
       ssize_t n;
       if (c->is_send) {
         struct iovec iov[2];
         int niov = 0;
-        size_t hdr_left = i == 0 ? sizeof(r->hdr) - r->hdr_done : 0;
+        size_t hdr_left = part == 0 ? sizeof(r->hdr) - r->hdr_done : 0;
         if (hdr_left) iov[niov++] = (struct iovec){(char *)&r->hdr + r->hdr_done, hdr_left};
         if (r->part_done[i] < len) iov[niov++] = (struct iovec){r->data + off + r->part_done[i], len - r->part_done[i]};
         struct msghdr m = {.msg_iov = iov, .msg_iovlen = (size_t)niov};
@@ -458,19 +461,26 @@ static ncclResult_t sock_test(void *request, int *done, size_t *size, uint32_t *
 
 static int sock_poll_fd(void *comm) { return ((sock_comm_t *)comm)->epfd; }
 
+// Every socket has moved every posted message.
+static int all_moved(const sock_comm_t *c) {
+  for (int i = 0; i < c->nsocks; i++)
+    if (c->cur[i] < c->tail) return 0;
+  return 1;
+}
+
 // Flush what is queued (bounded), then say goodbye.
 static ncclResult_t sock_close_send(void *send_comm) {
   sock_comm_t *c = send_comm;
   if (c == NULL) return ncclSuccess;
   int64_t end = weft_now_ms() + 2000;
-  while (!c->failed && c->cur[0] < c->tail && weft_now_ms() < end) {
+  while (!c->failed && !all_moved(c) && weft_now_ms() < end) {
     if (progress(c) != ncclSuccess) break;
     struct epoll_event ev;
     epoll_wait(c->epfd, &ev, 1, 10);
   }
   if (!c->failed) {
-    wire_hdr_t bye = {.magic = BYE_MAGIC};
-    (void)weft_socket_send(c->fds[0], &bye, sizeof(bye), 1000);
+    wire_hdr_t bye = {.magic = BYE_MAGIC};  // where the next message's header would go
+    (void)weft_socket_send(c->fds[c->tail % (uint64_t)c->nsocks], &bye, sizeof(bye), 1000);
   }
   comm_free(c, 0);
   return ncclSuccess;
