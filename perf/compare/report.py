@@ -211,9 +211,11 @@ def summarize(rows, coll):
         lib = r["lib"]
         if r["status"] == "ok" and r["size"] and int(r["size"]) > 0:
             d = vals.setdefault(lib, {}).setdefault(int(r["size"]), ([], [], []))
-            d[0].append(float(r["busbw"]))
-            d[1].append(float(r["time_us"]))
-            d[2].append(r["wrong"])
+            # MPI_Bcast and torch's broadcast have one buffer: compare weft's in-place broadcast.
+            ip = lib == "weft" and coll == "broadcast" and r.get("busbw_ip") not in (None, "")
+            d[0].append(float(r["busbw_ip"] if ip else r["busbw"]))
+            d[1].append(float(r["time_ip_us"] if ip else r["time_us"]))
+            d[2].append(r["wrong_ip"] if ip else r["wrong"])
         elif r["status"] in ("failed", "n/a"):
             status.setdefault(lib, set()).add(r["status"])
     med = {}
@@ -324,7 +326,8 @@ def plot(coll, med, status, n, reps, bw, path):
     handles, labels = axes[0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize=9, frameon=False)
     fig.suptitle("%s: bus bandwidth vs message size, %d ranks, median of %d repetition%s "
-                 "(weft: out-of-place)" % (TITLES[coll], n, reps, "" if reps == 1 else "s"))
+                 "(weft: %s)" % (TITLES[coll], n, reps, "" if reps == 1 else "s",
+                                 "in place, as MPI_Bcast" if coll == "broadcast" else "out-of-place"))
     fig.tight_layout(rect=(0, 0.06, 1, 1))
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -367,7 +370,10 @@ def cmd_report(a):
     out += ["All numbers are **busbw in GB/s** (nccl-tests definition: AllReduce algbw·2(n-1)/n; "
             "AllGather, ReduceScatter, AlltoAll algbw·(n-1)/n; Broadcast algbw), the **median over "
             "the repetitions**; the runs were interleaved weft, openmpi, mpich, gloo, weft, ... . "
-            "weft's numbers are nccl-tests' **out-of-place** columns. Time per size is the wall "
+            "weft's numbers are nccl-tests' **out-of-place** columns, except Broadcast, where "
+            "they are the **in-place** ones (ncclBcast), because MPI_Bcast and torch's broadcast "
+            "have a single buffer (an out-of-place broadcast also copies the root's input into its "
+            "output). Time per size is the wall "
             "time of the timed iterations divided by their count, the maximum over ranks (weft's "
             "*_perf run with -a 3 for that). "
             "Gloo's all_reduce and broadcast are in place (torch.distributed has no out-of-place "
