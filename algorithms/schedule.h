@@ -2,11 +2,12 @@
  * schedule.h — collectives as data.
  *
  * An algorithm is a pure function from (collective, nranks, rank, count,
- * element size, root, slice) to a per-rank schedule: a list of steps in a
- * small vocabulary, grouped into lanes. Steps within a lane run in order;
- * lanes run concurrently. The engine (src/engine.c) executes schedules on
- * real buffers, the simulator (algorithms/sim.c) executes them symbolically,
- * and the tuner prices them. Nothing here touches memory or the network.
+ * element size, root, slice, host of every rank) to a per-rank schedule: a
+ * list of steps in a small vocabulary, grouped into lanes. Steps within a
+ * lane run in order; lanes run concurrently. The engine (src/engine.c)
+ * executes schedules on real buffers, the simulator (algorithms/sim.c)
+ * executes them symbolically, and the tuner prices them (algorithms/cost.c).
+ * Nothing here touches memory or the network.
  *
  * Buffer regions are element offsets into the user's send or receive
  * buffer. A step names the peer it sends to and/or receives from; data
@@ -19,6 +20,11 @@
  * `slice` elements, and a connection's buffer holds
  * weft_schedule_min_capacity() elements (one slice; two for rings, whose
  * steps receive and send at once).
+ *
+ * Multi-host layouts: host_of gives each rank's host. Rings and chains visit
+ * the ranks in host order (sorted by host, then rank), trees and the
+ * hierarchical schedule are built over hosts, recursive doubling pairs
+ * ranks in host order (algorithms/layout.h).
  */
 #ifndef WEFT_SCHEDULE_H
 #define WEFT_SCHEDULE_H
@@ -48,6 +54,10 @@ typedef enum {
   WEFT_ALGO_DIRECT,     // AlltoAll, Gather, Scatter, Send, Recv: one lane per peer
   WEFT_ALGO_ONESHOT,    // AllReduce for small counts: everyone sends to everyone, reduces locally
   WEFT_ALGO_READ,       // single copy: ranks read each other's buffers (needs peer memory access)
+  WEFT_ALGO_TREE,       // AllReduce: two pipelined binary trees (reduce up, broadcast down), half the data each
+  WEFT_ALGO_RECURSIVE,  // AllReduce for small counts: recursive doubling, log2(n) exchanges
+  WEFT_ALGO_RABENSEIFNER,  // AllReduce: recursive-halving ReduceScatter + recursive-doubling AllGather
+  WEFT_ALGO_HIER,       // AllReduce: ReduceScatter in each host, AllReduce across hosts, AllGather in each host
   WEFT_NUM_ALGOS
 } weft_algo_t;
 
@@ -134,11 +144,16 @@ size_t weft_coll_recv_elems(const weft_coll_args_t *a);
 size_t weft_coll_inplace_offset(const weft_coll_args_t *a, int *send_inside_recv);
 
 const char *weft_coll_name(weft_coll_t c);   // "AllReduce", ...
-const char *weft_algo_name(weft_algo_t a);   // "ring", "chain", "direct"
+const char *weft_algo_name(weft_algo_t a);   // "ring", "chain", "direct", ..., "hier"
 int weft_coll_has_op(weft_coll_t c);         // does it reduce?
 
 // Which algorithms can run a collective.
 int weft_algo_supports(weft_algo_t algo, weft_coll_t coll);
+
+// Can the algorithm run this call's host layout? Only hier has a condition:
+// every host must hold the same number of ranks. When it cannot, `why`
+// (may be NULL) says so in words. weft_schedule_build refuses such calls.
+int weft_algo_fits(weft_algo_t algo, const weft_coll_args_t *a, char *why, size_t whylen);
 
 // Build this rank's schedule (appends to an empty, zeroed schedule).
 ncclResult_t weft_schedule_build(const weft_coll_args_t *a, weft_algo_t algo, weft_schedule_t *s);
@@ -154,9 +169,13 @@ ncclResult_t weft_schedule_add_split(weft_schedule_t *s, const weft_step_t *step
 
 // Smallest connection capacity (elements) an algorithm's schedules need to be
 // deadlock-free at this slice. A ring step receives and sends at once while
-// its own previous piece still sits in the next connection, so rings need
-// room for more than one slice; 2*slice is what is returned (enough for any
-// move granularity up to a slice). Chains and direct lanes need one slice.
+// its own previous piece still sits in the next connection, so rings (and
+// hier, made of rings) need room for more than one slice; 2*slice is what is
+// returned (enough for any move granularity up to a slice). Chains, trees,
+// recursive doubling/halving and direct lanes need one slice: every rank
+// takes its steps in one global order of pieces, each piece's connections
+// are drained before the next piece needs them, and no step sends more
+// than a slice.
 size_t weft_schedule_min_capacity(weft_algo_t algo, size_t slice);
 
 const char *weft_step_kind_name(int kind);  // "SEND", "RECV_REDUCE", ...; "?" when unknown
@@ -166,5 +185,9 @@ ncclResult_t weft_chain_build(const weft_coll_args_t *a, weft_schedule_t *s);
 ncclResult_t weft_direct_build(const weft_coll_args_t *a, weft_schedule_t *s);
 ncclResult_t weft_oneshot_build(const weft_coll_args_t *a, weft_schedule_t *s);
 ncclResult_t weft_read_build(const weft_coll_args_t *a, weft_schedule_t *s);
+ncclResult_t weft_tree_build(const weft_coll_args_t *a, weft_schedule_t *s);
+ncclResult_t weft_recursive_build(const weft_coll_args_t *a, weft_schedule_t *s);
+ncclResult_t weft_rabenseifner_build(const weft_coll_args_t *a, weft_schedule_t *s);
+ncclResult_t weft_hier_build(const weft_coll_args_t *a, weft_schedule_t *s);
 
 #endif

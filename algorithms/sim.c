@@ -69,7 +69,7 @@ static ncclResult_t build_rank(sim_t *m, int r) {
   const weft_sim_config_t *c = m->cfg;
   weft_sim_build_fn build = c->build ? c->build : default_build;
   srank_t *R = &m->rk[r];
-  weft_coll_args_t a = {c->coll, m->n, r, c->root, c->count, c->slice, NULL, 1};
+  weft_coll_args_t a = {c->coll, m->n, r, c->root, c->count, c->slice, c->host_of, c->host_of ? c->nhosts : 1};
   ncclResult_t res;
   if (!is_p2p(c->coll)) {
     res = build(&a, c->algo, &R->s, c->build_ctx);
@@ -443,6 +443,23 @@ static int check_config(sim_t *m) {
     weft_sim_fail(m, "count %zu too large to simulate", c->count);
     return -1;
   }
+  if (c->host_of) {
+    if (c->nhosts < 1 || c->nhosts > c->nranks) {
+      weft_sim_fail(m, "%d hosts for %d ranks", c->nhosts, c->nranks);
+      return -1;
+    }
+    for (int r = 0; r < c->nranks; r++)
+      if (c->host_of[r] < 0 || c->host_of[r] >= c->nhosts) {
+        weft_sim_fail(m, "rank %d on host %d, outside [0, %d)", r, c->host_of[r], c->nhosts);
+        return -1;
+      }
+  }
+  weft_coll_args_t a = {c->coll, c->nranks, 0, c->root, c->count, c->slice, c->host_of, c->host_of ? c->nhosts : 1};
+  char why[160];
+  if (!weft_algo_fits(c->algo, &a, why, sizeof(why))) {
+    weft_sim_fail(m, "%s", why);
+    return -1;
+  }
   return 0;
 }
 
@@ -453,6 +470,7 @@ static uint64_t derive_seed(const weft_sim_config_t *c) {
       c->count,          c->slice,          c->capacity,         (uint64_t)c->in_place};
   for (size_t i = 0; i < sizeof(parts) / sizeof(parts[0]); i++)
     h = (h ^ parts[i]) * 0x100000001b3ull;
+  for (int r = 0; c->host_of && r < c->nranks; r++) h = (h ^ (uint64_t)c->host_of[r]) * 0x100000001b3ull;
   return h;
 }
 

@@ -15,6 +15,9 @@
  * its schedule) is an error, and SIGNAL/WAIT tokens travel through the
  * connections like data.
  *
+ * A configuration may place the ranks on several hosts (host_of), which
+ * the builders see in weft_coll_args_t; the checks do not depend on it.
+ *
  * Checked before running: step fields and bounds, at most `slice` elements
  * per step, one lane per connection end, sender and receiver listing the same
  * piece sizes in the same order on every connection, send buffers never
@@ -54,6 +57,8 @@ typedef struct {
   uint64_t seed;            // seed of the random interleavings; 0 derives one from the rest
   weft_sim_build_fn build;  // NULL: weft_schedule_build
   void *build_ctx;
+  const int *host_of;       // [nranks] host of each rank (0 .. nhosts-1, numbered by first rank), or
+  int nhosts;               // NULL: one host. Passed to the builders in weft_coll_args_t.
 } weft_sim_config_t;
 
 // Simulate one configuration. Returns ncclSuccess, ncclInvalidArgument for a

@@ -46,6 +46,11 @@ void weft_sim_fail(sim_t *m, const char *fmt, ...) {
   sb_add(&b, "%s/%s n=%d root=%d count=%zu slice=%zu capacity=%zu %s", weft_coll_name(c->coll),
          weft_algo_name(c->algo), c->nranks, c->root, c->count, c->slice, c->capacity,
          c->in_place ? "in-place" : "out-of-place");
+  if (c->host_of) {  // "hosts=3 (0,0,1,1,2)"
+    sb_add(&b, " hosts=%d (", c->nhosts);
+    for (int r = 0; r < c->nranks; r++) sb_add(&b, "%s%d", r ? "," : "", c->host_of[r]);
+    sb_add(&b, ")");
+  }
   if (m->mode >= 0) sb_add(&b, ", %s order", mode_names[m->mode]);
   sb_add(&b, ": ");
   if (b.o >= b.len - 1) return;

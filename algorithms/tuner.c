@@ -5,6 +5,11 @@
  * "collective:" prefix and a ','-separated list of algorithm names, negated
  * as a whole by a leading '^'. Without a prefix a section applies to every
  * collective. Names are case-insensitive.
+ *
+ * On one host the choice is a preference order with size thresholds; across
+ * hosts every allowed algorithm is priced by the cost model (cost.h) and the
+ * cheapest wins, ties going to the earlier algorithm in weft_algo_t. Both
+ * depend only on what every rank knows alike, so all ranks choose the same.
  */
 #include "tuner.h"
 
@@ -14,6 +19,8 @@
 #include <strings.h>
 
 #include "checks.h"
+#include "cost.h"
+#include "layout.h"
 
 static const char *const coll_keys[WEFT_NUM_COLLS] = {"allreduce", "broadcast", "reduce", "allgather",
                                                       "reducescatter", "alltoall", "gather", "scatter",
@@ -49,8 +56,15 @@ static int parse_section(char *sec, unsigned masks[WEFT_NUM_COLLS]) {
   char *save = NULL;
   for (char *tok = strtok_r(sec, ",", &save); tok != NULL; tok = strtok_r(NULL, ",", &save)) {
     int a = algo_by_name(tok);
-    if (a < 0) WARN("NCCL_ALGO: algorithm '%s' is not one of weft's (ring, chain, direct, oneshot, read); ignored", tok);
-    else named |= 1u << a;
+    if (a < 0) {
+      char names[160];
+      size_t at = 0;
+      for (int b = 0; b < WEFT_NUM_ALGOS && at < sizeof(names); b++)
+        at += (size_t)snprintf(names + at, sizeof(names) - at, "%s%s", b ? ", " : "", weft_algo_name((weft_algo_t)b));
+      WARN("NCCL_ALGO: algorithm '%s' is not one of weft's (%s); ignored", tok, names);
+    } else {
+      named |= 1u << a;
+    }
   }
   unsigned all = (1u << WEFT_NUM_ALGOS) - 1, mask = negate ? all & ~named : named;
   for (int c = 0; c < WEFT_NUM_COLLS; c++)
@@ -82,7 +96,8 @@ int weft_tuner_parse_algos(const char *spec, unsigned masks[WEFT_NUM_COLLS]) {
   return 0;
 }
 
-// NCCL_ALGO is read once per distinct value (the env accessor caches its string).
+// NCCL_ALGO is read once per distinct value (the env accessor caches its
+// string); the lock also guards the priced choices below.
 static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
 static const char *cached_spec;
 static unsigned cached_masks[WEFT_NUM_COLLS];
@@ -99,13 +114,103 @@ static void allowed_masks(const char *spec, unsigned masks[WEFT_NUM_COLLS]) {
   pthread_mutex_unlock(&cache_lock);
 }
 
-ncclResult_t weft_tuner_choose(const weft_tuner_params_t *p, weft_coll_args_t *args, size_t esize,
-                               weft_algo_t *algo) {
-  unsigned masks[WEFT_NUM_COLLS];
-  allowed_masks(p->algo_spec, masks);
-  unsigned allowed = masks[args->coll];
-  // Preference order for this call.
-  weft_algo_t prefs[WEFT_NUM_ALGOS + 1];
+// Can `algo` run this call at all (NCCL_ALGO aside)? Says why not in `why`.
+static int runnable(const weft_tuner_params_t *p, const weft_coll_args_t *args, weft_algo_t algo, char *why,
+                    size_t whylen) {
+  if (!weft_algo_supports(algo, args->coll)) return 0;
+  if (algo == WEFT_ALGO_READ && !p->can_read) return 0;
+  return weft_algo_fits(algo, args, why, whylen);
+}
+
+// Multi-host calls: the cheapest allowed algorithm under the cost model.
+static int cheapest(const weft_tuner_params_t *p, const weft_coll_args_t *args, size_t esize, unsigned allowed,
+                    const weft_links_t *links, char *why, size_t whylen) {
+  char prices[256];
+  size_t at = 0;
+  int chosen = -1, candidates = 0, only = -1;
+  double best = 0;
+  prices[0] = '\0';
+  // One hop sends every byte to every rank: not priced above its per-rank
+  // limit (count elements are at least count bytes) unless it is the only
+  // algorithm allowed; its schedule alone would be nranks x count large.
+  if (args->count > p->oneshot_max && (allowed & ~(1u << WEFT_ALGO_ONESHOT)) != 0)
+    allowed &= ~(1u << WEFT_ALGO_ONESHOT);
+  for (int a = 0; a < WEFT_NUM_ALGOS; a++)
+    if ((allowed & (1u << a)) && runnable(p, args, (weft_algo_t)a, why, whylen)) candidates++, only = a;
+  if (candidates <= 1) return only;  // nothing to weigh
+  for (int a = 0; a < WEFT_NUM_ALGOS; a++) {
+    double t;
+    if (!(allowed & (1u << a)) || !runnable(p, args, (weft_algo_t)a, NULL, 0)) continue;
+    if (weft_cost_call(args, (weft_algo_t)a, esize, links, &t) != ncclSuccess) continue;
+    if (at < sizeof(prices))
+      at += (size_t)snprintf(prices + at, sizeof(prices) - at, " %s=%.1fus", weft_algo_name((weft_algo_t)a), t * 1e6);
+    if (chosen < 0 || t < best) chosen = a, best = t;
+  }
+  if (chosen >= 0)
+    INFO(WEFT_LOG_TUNING, "%s of %zu x %zu bytes, %d ranks on %d hosts: %s (priced:%s)", weft_coll_name(args->coll),
+         args->count, esize, args->nranks, args->nhosts, weft_algo_name((weft_algo_t)chosen), prices);
+  return chosen;
+}
+
+// Choices already priced, keyed by everything that goes into the price: a
+// training loop repeats a handful of calls, which then cost a lookup.
+#define CHOICES 32
+
+typedef struct {
+  weft_coll_t coll;
+  int nranks, nhosts, can_read, algo;
+  size_t count, esize, slice;
+  unsigned allowed;
+  uint64_t layout;  // hash of host_of
+  weft_links_t links;
+} choice_t;
+
+static choice_t choices[CHOICES];
+static unsigned nchoices, next_choice;
+
+static uint64_t layout_hash(const weft_coll_args_t *a) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (int r = 0; r < a->nranks; r++) h = (h ^ (uint64_t)(unsigned)a->host_of[r]) * 0x100000001b3ull;
+  return h;
+}
+
+static int same_links(const weft_links_t *x, const weft_links_t *y) {
+  return x->intra.alpha == y->intra.alpha && x->intra.bandwidth == y->intra.bandwidth &&
+         x->inter.alpha == y->inter.alpha && x->inter.bandwidth == y->inter.bandwidth;
+}
+
+static int same_call(const choice_t *c, const choice_t *k) {
+  return c->coll == k->coll && c->nranks == k->nranks && c->nhosts == k->nhosts && c->can_read == k->can_read &&
+         c->count == k->count && c->esize == k->esize && c->slice == k->slice && c->allowed == k->allowed &&
+         c->layout == k->layout && same_links(&c->links, &k->links);
+}
+
+static int cheapest_cached(const weft_tuner_params_t *p, const weft_coll_args_t *args, size_t esize,
+                           unsigned allowed, char *why, size_t whylen) {
+  choice_t key = {.coll = args->coll, .nranks = args->nranks, .nhosts = args->nhosts, .can_read = p->can_read,
+                  .count = args->count, .esize = esize, .slice = args->slice, .allowed = allowed,
+                  .layout = layout_hash(args), .links = *(p->links ? p->links : weft_links())};
+  int algo = -1;
+  pthread_mutex_lock(&cache_lock);
+  for (unsigned i = 0; i < nchoices && algo < 0; i++)
+    if (same_call(&choices[i], &key)) algo = choices[i].algo;
+  pthread_mutex_unlock(&cache_lock);
+  if (algo >= 0) return algo;
+  algo = cheapest(p, args, esize, allowed, &key.links, why, whylen);
+  if (algo < 0) return algo;  // an error, reported by the caller
+  key.algo = algo;
+  pthread_mutex_lock(&cache_lock);
+  choices[next_choice] = key;
+  next_choice = (next_choice + 1) % CHOICES;
+  if (nchoices < CHOICES) nchoices++;
+  pthread_mutex_unlock(&cache_lock);
+  return algo;
+}
+
+// One host: the first allowed algorithm in a preference order set by size.
+static int preferred(const weft_tuner_params_t *p, const weft_coll_args_t *args, size_t esize, unsigned allowed,
+                     char *why, size_t whylen) {
+  weft_algo_t prefs[2 * WEFT_NUM_ALGOS];
   int np = 0;
   size_t bytes = args->count * esize;
   int small = args->coll == WEFT_COLL_ALLREDUCE && args->nranks > 1 && bytes <= p->oneshot_max;
@@ -115,20 +220,34 @@ ncclResult_t weft_tuner_choose(const weft_tuner_params_t *p, weft_coll_args_t *a
   prefs[np++] = WEFT_ALGO_RING;
   prefs[np++] = WEFT_ALGO_CHAIN;
   prefs[np++] = WEFT_ALGO_DIRECT;
-  // Forced by NCCL_ALGO even outside their size ranges:
+  // Forced by NCCL_ALGO even outside their size ranges, or off the hosts they are built for:
   if (!small) prefs[np++] = WEFT_ALGO_ONESHOT;
-  if (!large && p->can_read) prefs[np++] = WEFT_ALGO_READ;
-  int chosen = -1;
-  for (int i = 0; i < np && chosen < 0; i++)
-    if ((allowed & (1u << prefs[i])) && weft_algo_supports(prefs[i], args->coll)) chosen = (int)prefs[i];
-  if (chosen < 0) {
-    WARN("NCCL_ALGO='%s' leaves no algorithm that can run %s", p->algo_spec ? p->algo_spec : "",
-         weft_coll_name(args->coll));
-    return ncclInvalidUsage;
-  }
-  *algo = (weft_algo_t)chosen;
+  if (!large) prefs[np++] = WEFT_ALGO_READ;
+  prefs[np++] = WEFT_ALGO_TREE;
+  prefs[np++] = WEFT_ALGO_RECURSIVE;
+  prefs[np++] = WEFT_ALGO_RABENSEIFNER;
+  prefs[np++] = WEFT_ALGO_HIER;
+  for (int i = 0; i < np; i++)
+    if ((allowed & (1u << prefs[i])) && runnable(p, args, prefs[i], why, whylen)) return (int)prefs[i];
+  return -1;
+}
+
+ncclResult_t weft_tuner_choose(const weft_tuner_params_t *p, weft_coll_args_t *args, size_t esize,
+                               weft_algo_t *algo) {
+  unsigned masks[WEFT_NUM_COLLS];
+  allowed_masks(p->algo_spec, masks);
+  unsigned allowed = masks[args->coll];
   size_t slot_elems = p->slot_bytes / esize;
   size_t half = p->nslots / 2 > 0 ? p->nslots / 2 : 1;
   args->slice = slot_elems * half > 0 ? slot_elems * half : 1;
+  char why[160] = "";
+  int chosen = weft_coll_hosts(args) > 1 ? cheapest_cached(p, args, esize, allowed, why, sizeof(why))
+                                         : preferred(p, args, esize, allowed, why, sizeof(why));
+  if (chosen < 0) {
+    WARN("NCCL_ALGO='%s' leaves no algorithm that can run %s%s%s", p->algo_spec ? p->algo_spec : "",
+         weft_coll_name(args->coll), why[0] ? ": " : "", why);
+    return ncclInvalidUsage;
+  }
+  *algo = (weft_algo_t)chosen;
   return ncclSuccess;
 }

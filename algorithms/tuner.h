@@ -1,14 +1,28 @@
 /*
  * tuner.h — picks the algorithm and the slice (elements per step) for a call.
  *
- * AllReduce uses the one-hop algorithm up to a size threshold; from
- * WEFT_READ_MIN_BYTES (off by default: cross-memory attach measured slower
- * than the ring here), AllReduce, ReduceScatter, AllGather, Broadcast and
- * Reduce read peers' buffers directly where the transport allows it; the
- * rest use the ring, chain or direct lanes. NCCL_ALGO (NCCL's
- * syntax) narrows the choice. The slice is half a connection's buffer, so
- * one round can be in flight while the next is filled. A measured cost model
- * replaces the threshold with the multi-host algorithms.
+ * On one host: AllReduce uses the one-hop algorithm up to a size threshold;
+ * from WEFT_READ_MIN_BYTES (off by default: cross-memory attach measured
+ * slower than the ring here), AllReduce, ReduceScatter, AllGather, Broadcast
+ * and Reduce read peers' buffers directly where the transport allows it;
+ * the rest use the ring, chain or direct lanes. The multi-host AllReduce
+ * algorithms (tree, recursive, rabenseifner, hier) run there only when
+ * NCCL_ALGO forces them.
+ *
+ * Across hosts (args->nhosts > 1): every algorithm NCCL_ALGO allows that
+ * can run the call (weft_algo_supports, weft_algo_fits: hier needs hosts of
+ * equal size) is priced by the alpha-beta cost model of cost.h — every
+ * rank's schedule replayed with intra-host and inter-host latency and
+ * bandwidth (tune_file.h; defaults 0.4 us / 6 GB/s and 25 us / 1.2 GB/s,
+ * WEFT_TUNE_FILE for measured ones), a host's ranks sharing its network
+ * link — and the cheapest wins, ties going to the earlier algorithm. The
+ * price does not depend on the rank asking, so every rank chooses the same.
+ * Choices are remembered per call shape; the choice is logged at INFO under
+ * NCCL_DEBUG_SUBSYS=TUNING the first time.
+ *
+ * NCCL_ALGO (NCCL's syntax) narrows the choice. The slice is half a
+ * connection's buffer, so one round can be in flight while the next is
+ * filled.
  */
 #ifndef WEFT_TUNER_H
 #define WEFT_TUNER_H
@@ -17,6 +31,7 @@
 
 #include "nccl.h"
 #include "schedule.h"
+#include "tune_file.h"
 
 typedef struct {
   size_t slot_bytes;      // bytes per connection slot
@@ -25,6 +40,7 @@ typedef struct {
   int can_read;           // ranks can read each other's memory (single-copy schedules)
   size_t read_min;        // bytes per rank from which single-copy schedules are used; 0 = never unasked
   const char *algo_spec;  // NCCL_ALGO, or NULL
+  const weft_links_t *links;  // link constants for pricing multi-host calls; NULL: weft_links()
 } weft_tuner_params_t;
 
 // Fills *algo and args->slice. Fails (WARN) only when NCCL_ALGO excludes

@@ -3,7 +3,12 @@
  *
  *   weft-sim [options] [COLLECTIVE|all]
  *     -n N        exactly N ranks (default: sweep 1..-N)
- *     -N MAX      sweep 1..MAX ranks (default 8)
+ *     -N MAX      sweep 1..MAX ranks (default 8; 64 is the full sweep)
+ *     -a ALGO     only this algorithm (default: every one that runs the collective)
+ *     -H LAYOUT   hosts: one, kK (hosts of K consecutive ranks), uneven (hosts of
+ *                 3, 1, 2, 3, 1, 2 ... ranks), alt (two hosts, ranks alternating)
+ *                 or all (default: every layout for algorithms that look at
+ *                 hosts — one, k1, k2, k4, k8, uneven, alt — else one)
  *     -c COUNT    NCCL count (default: sweep 0, 1, n-1, n+1, 3n+5, 1000)
  *     -s SLICE    elements per step (default: sweep 1, 7, 64)
  *     -k CAP      connection capacity (default: the algorithm's minimum)
@@ -15,7 +20,8 @@
  *
  * Exits 0 when every configuration checks out, 1 on the first failure (its
  * message names the configuration and the fault), 2 on bad usage. It is the
- * quickest way to see what an algorithm does and to test a new one.
+ * quickest way to see what an algorithm does and to test a new one. Layouts
+ * an algorithm cannot run (hier on hosts of different sizes) are skipped.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -25,14 +31,76 @@
 #include <unistd.h>
 
 #include "sim.h"
+#include "weft_sim_cost.h"
 
 static void usage(void) {
   fprintf(stderr,
-          "usage: weft-sim [-n N | -N MAX] [-c COUNT] [-s SLICE] [-k CAP] [-r ROOT] [-i|-o]\n"
-          "                [-R RUNS] [-S SEED] [-d] [COLLECTIVE|all]\n"
-          "collectives:");
+          "usage: weft-sim [-n N | -N MAX] [-a ALGO] [-H LAYOUT] [-c COUNT] [-s SLICE] [-k CAP]\n"
+          "                [-r ROOT] [-i|-o] [-R RUNS] [-S SEED] [-d] [COLLECTIVE|all]\n"
+          "       weft-sim cost [options]   AllReduce at scale through the cost model (cost --help)\n"
+          "layouts: one kK uneven alt all\ncollectives:");
   for (int c = 0; c < WEFT_NUM_COLLS; c++) fprintf(stderr, " %s", weft_coll_name((weft_coll_t)c));
+  fprintf(stderr, "\nalgorithms:");
+  for (int a = 0; a < WEFT_NUM_ALGOS; a++) fprintf(stderr, " %s", weft_algo_name((weft_algo_t)a));
   fprintf(stderr, "\n");
+}
+
+// Host layouts: kind, and K for "hosts of K consecutive ranks".
+typedef enum { LAYOUT_ONE, LAYOUT_K, LAYOUT_UNEVEN, LAYOUT_ALT } layout_kind_t;
+typedef struct {
+  layout_kind_t kind;
+  int k;
+} layout_t;
+
+static const layout_t all_layouts[] = {{LAYOUT_ONE, 0}, {LAYOUT_K, 1}, {LAYOUT_K, 2},      {LAYOUT_K, 4},
+                                       {LAYOUT_K, 8},   {LAYOUT_UNEVEN, 0}, {LAYOUT_ALT, 0}};
+#define NUM_LAYOUTS ((int)(sizeof(all_layouts) / sizeof(all_layouts[0])))
+
+static int parse_layout(const char *s, layout_t *out) {
+  char *end;
+  if (strcmp(s, "one") == 0) *out = (layout_t){LAYOUT_ONE, 0};
+  else if (strcmp(s, "uneven") == 0) *out = (layout_t){LAYOUT_UNEVEN, 0};
+  else if (strcmp(s, "alt") == 0) *out = (layout_t){LAYOUT_ALT, 0};
+  else if (s[0] == 'k' && (out->k = (int)strtol(s + 1, &end, 10)) >= 1 && *end == '\0' && out->k <= 64)
+    out->kind = LAYOUT_K;
+  else return -1;
+  return 0;
+}
+
+// Fill host_of for n ranks; returns the number of hosts, 0 for one host (host_of unused).
+static int make_layout(const layout_t *l, int n, int *host_of) {
+  int h = 0;
+  switch (l->kind) {
+    case LAYOUT_ONE: return 0;
+    case LAYOUT_K:
+      for (int r = 0; r < n; r++) host_of[r] = r / l->k;
+      return (n + l->k - 1) / l->k;
+    case LAYOUT_UNEVEN: {
+      static const int sizes[] = {3, 1, 2};
+      for (int r = 0, left = sizes[0]; r < n; r++) {
+        if (left == 0) left = sizes[++h % 3];
+        host_of[r] = h;
+        left--;
+      }
+      return h + 1;
+    }
+    default:
+      for (int r = 0; r < n; r++) host_of[r] = r % 2;
+      return n < 2 ? 1 : 2;
+  }
+}
+
+static const char *layout_name(const layout_t *l, char *buf, size_t len) {
+  static const char *const names[] = {"one host", "", "uneven hosts", "alternating hosts"};
+  if (l->kind == LAYOUT_K) snprintf(buf, len, "hosts of %d", l->k);
+  else snprintf(buf, len, "%s", names[l->kind]);
+  return buf;
+}
+
+// Does the algorithm's schedule depend on where ranks sit?
+static int looks_at_hosts(weft_algo_t a) {
+  return a == WEFT_ALGO_RING || a == WEFT_ALGO_CHAIN || a == WEFT_ALGO_TREE || a == WEFT_ALGO_RECURSIVE ||
+         a == WEFT_ALGO_RABENSEIFNER || a == WEFT_ALGO_HIER;
 }
 
 static int rooted(weft_coll_t c) {
@@ -59,38 +127,51 @@ static const char *region(char *out, size_t len, int buf, uint64_t off, uint64_t
   return out;
 }
 
-static void dump(weft_coll_t coll, weft_algo_t algo, int n, int root, size_t count, size_t slice) {
+static void dump(weft_coll_t coll, weft_algo_t algo, int n, int root, size_t count, size_t slice,
+                 const int *host_of, int nhosts) {
   char src[64], dst[64];
   for (int r = 0; r < n; r++) {
-    weft_coll_args_t a = {coll, n, r, root, count, slice, NULL, 1};
+    weft_coll_args_t a = {coll, n, r, root, count, slice, host_of, host_of ? nhosts : 1};
     weft_schedule_t s = {0};
     if (weft_schedule_build(&a, algo, &s) != ncclSuccess) {
       printf("rank %d: build failed\n", r);
       continue;
     }
-    printf("rank %d: %u steps in %u lanes\n", r, s.nsteps, s.nlanes);
+    printf("rank %d (%s): %u steps in %u lanes\n", r, weft_algo_name(algo), s.nsteps, s.nlanes);
     for (uint32_t l = 0; l < s.nlanes; l++)
       for (uint32_t i = s.lanes[l].first; i < s.lanes[l].first + s.lanes[l].count; i++) {
         const weft_step_t *st = &s.steps[i];
-        printf("  lane %-3u %-16s to %-3d from %-3d %-18s -> %-18s%s%s\n", l,
+        printf("  lane %-3u %-16s to %-3d from %-3d %-18s -> %-18s%s%s%s\n", l,
                weft_step_kind_name(st->kind), (int)st->send_peer, (int)st->recv_peer,
                region(src, sizeof(src), st->src_buf, st->src_off, st->count),
                region(dst, sizeof(dst), st->dst_buf, st->dst_off, st->count),
                st->flags & WEFT_STEP_REDUCE_INPUT ? " REDUCE_INPUT" : "",
-               st->flags & WEFT_STEP_FINAL ? " FINAL" : "");
+               st->flags & WEFT_STEP_ACCUMULATE ? " ACCUMULATE" : "", st->flags & WEFT_STEP_FINAL ? " FINAL" : "");
       }
     weft_schedule_free(&s);
   }
 }
 
 int main(int argc, char **argv) {
-  int nfix = 0, nmax = 8, inplace_mask = 3, dump_only = 0, runs_random = 1, opt;
+  if (argc > 1 && strcmp(argv[1], "cost") == 0) return weft_sim_cost_main(argc - 1, argv + 1);
+  int nfix = 0, nmax = 8, inplace_mask = 3, dump_only = 0, runs_random = 1, opt, algo_pick = -1;
+  layout_t layout_fix = {LAYOUT_ONE, 0};
+  int layout_given = 0;
   long long root_fix = -1;
   size_t count_fix = (size_t)-1, slice_fix = 0, cap_fix = 0, tmp;
   unsigned long long seed = 0;
-  while ((opt = getopt(argc, argv, "n:N:c:s:k:r:ioR:S:dh")) != -1) {
+  while ((opt = getopt(argc, argv, "n:N:a:H:c:s:k:r:ioR:S:dh")) != -1) {
     int bad = 0;
     switch (opt) {
+      case 'a':
+        for (int a = 0; a < WEFT_NUM_ALGOS; a++)
+          if (strcasecmp(optarg, weft_algo_name((weft_algo_t)a)) == 0) algo_pick = a;
+        bad = algo_pick < 0;
+        break;
+      case 'H':
+        layout_given = strcmp(optarg, "all") != 0;
+        bad = layout_given && parse_layout(optarg, &layout_fix);
+        break;
       case 'n':
         bad = parse_size(optarg, &tmp) || tmp < 1 || tmp > WEFT_SIM_MAX_RANKS;
         nfix = (int)tmp;
@@ -143,53 +224,64 @@ int main(int argc, char **argv) {
       fprintf(stderr, "weft-sim: root %lld outside [0, %d)\n", root_fix, nfix);
       return 2;
     }
+    int host_of[WEFT_SIM_MAX_RANKS];
+    int nhosts = make_layout(&layout_fix, nfix, host_of);
     for (int al = 0; al < WEFT_NUM_ALGOS; al++)
-      if (weft_algo_supports((weft_algo_t)al, (weft_coll_t)coll_pick))
+      if (weft_algo_supports((weft_algo_t)al, (weft_coll_t)coll_pick) && (algo_pick < 0 || al == algo_pick))
         dump((weft_coll_t)coll_pick, (weft_algo_t)al, nfix, root_fix < 0 ? 0 : (int)root_fix,
-             count_fix, slice_fix ? slice_fix : 64);
+             count_fix, slice_fix ? slice_fix : 64, nhosts ? host_of : NULL, nhosts);
     return 0;
   }
   long checked = 0;
-  char err[4096];
+  char err[4096], lname[32];
   for (int c = 0; c < WEFT_NUM_COLLS; c++) {
     if (coll_pick >= 0 && c != coll_pick) continue;
     for (int al = 0; al < WEFT_NUM_ALGOS; al++) {
-      if (!weft_algo_supports((weft_algo_t)al, (weft_coll_t)c)) continue;
-      for (int n = nfix ? nfix : 1; n <= (nfix ? nfix : nmax); n++) {
-        size_t un = (size_t)n, counts[] = {0, 1, un - 1, un + 1, 3 * un + 5, 1000};
-        size_t slices[] = {1, 7, 64};
-        long long roots[] = {0, n - 1, n / 2};
-        for (int ci = 0; ci < 6; ci++)
-          for (int si = 0; si < 3; si++)
-            for (int ri = 0; ri < 3; ri++)
-              for (int ip = 0; ip < 2; ip++) {
-                if ((count_fix != (size_t)-1 && ci) || (slice_fix && si) || (root_fix >= 0 && ri))
-                  continue;
-                if (!(inplace_mask & (1 << ip))) continue;
-                if (ri && (!rooted((weft_coll_t)c) || roots[ri] == roots[0] ||
-                           (ri == 2 && roots[2] == roots[1])))
-                  continue;
-                weft_sim_config_t cfg = {0};
-                cfg.coll = (weft_coll_t)c;
-                cfg.algo = (weft_algo_t)al;
-                cfg.nranks = n;
-                cfg.root = (int)(root_fix >= 0 ? root_fix : roots[ri]);
-                cfg.count = count_fix != (size_t)-1 ? count_fix : counts[ci];
-                cfg.slice = slice_fix ? slice_fix : slices[si];
-                cfg.capacity = cap_fix ? cap_fix : weft_schedule_min_capacity(cfg.algo, cfg.slice);
-                cfg.in_place = ip;
-                cfg.random_runs = runs_random;
-                cfg.seed = seed;
-                if (cfg.root >= n) continue;
-                ncclResult_t rc = weft_sim_run(&cfg, err, sizeof(err));
-                checked++;
-                if (rc != ncclSuccess) {
-                  printf("FAIL %s\n", err);
-                  return 1;
+      if (!weft_algo_supports((weft_algo_t)al, (weft_coll_t)c) || (algo_pick >= 0 && al != algo_pick)) continue;
+      int nlayouts = layout_given || !looks_at_hosts((weft_algo_t)al) ? 1 : NUM_LAYOUTS;
+      for (int li = 0; li < nlayouts; li++) {
+        const layout_t *lay = layout_given ? &layout_fix : &all_layouts[li];
+        long before = checked;
+        for (int n = nfix ? nfix : 1; n <= (nfix ? nfix : nmax); n++) {
+          int host_of[WEFT_SIM_MAX_RANKS], nhosts = make_layout(lay, n, host_of);
+          size_t un = (size_t)n, counts[] = {0, 1, un - 1, un + 1, 3 * un + 5, 1000};
+          size_t slices[] = {1, 7, 64};
+          long long roots[] = {0, n - 1, n / 2};
+          weft_coll_args_t probe = {(weft_coll_t)c, n, 0, 0, 1, 1, nhosts ? host_of : NULL, nhosts ? nhosts : 1};
+          if (!weft_algo_fits((weft_algo_t)al, &probe, NULL, 0)) continue;
+          for (int ci = 0; ci < 6; ci++)
+            for (int si = 0; si < 3; si++)
+              for (int ri = 0; ri < 3; ri++)
+                for (int ip = 0; ip < 2; ip++) {
+                  if ((count_fix != (size_t)-1 && ci) || (slice_fix && si) || (root_fix >= 0 && ri)) continue;
+                  if (!(inplace_mask & (1 << ip))) continue;
+                  if (ri && (!rooted((weft_coll_t)c) || roots[ri] == roots[0] || (ri == 2 && roots[2] == roots[1])))
+                    continue;
+                  weft_sim_config_t cfg = {0};
+                  cfg.coll = (weft_coll_t)c;
+                  cfg.algo = (weft_algo_t)al;
+                  cfg.nranks = n;
+                  cfg.root = (int)(root_fix >= 0 ? root_fix : roots[ri]);
+                  cfg.count = count_fix != (size_t)-1 ? count_fix : counts[ci];
+                  cfg.slice = slice_fix ? slice_fix : slices[si];
+                  cfg.capacity = cap_fix ? cap_fix : weft_schedule_min_capacity(cfg.algo, cfg.slice);
+                  cfg.in_place = ip;
+                  cfg.random_runs = runs_random;
+                  cfg.seed = seed;
+                  cfg.host_of = nhosts ? host_of : NULL;
+                  cfg.nhosts = nhosts;
+                  if (cfg.root >= n) continue;
+                  ncclResult_t rc = weft_sim_run(&cfg, err, sizeof(err));
+                  checked++;
+                  if (rc != ncclSuccess) {
+                    printf("FAIL %s\n", err);
+                    return 1;
+                  }
                 }
-              }
+        }
+        printf("ok   %s/%s, %s (%ld)\n", weft_coll_name((weft_coll_t)c), weft_algo_name((weft_algo_t)al),
+               layout_name(lay, lname, sizeof(lname)), checked - before);
       }
-      printf("ok   %s/%s\n", weft_coll_name((weft_coll_t)c), weft_algo_name((weft_algo_t)al));
     }
   }
   printf("%ld configurations checked\n", checked);

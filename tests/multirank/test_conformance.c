@@ -681,20 +681,31 @@ static int thread_rank(int rank, int nranks, ncclComm_t comm, void *arg) {
 // choice to the tuner (one hop for small AllReduce counts, the ring above).
 // A forced algorithm sweeps only the collectives it changes. Each entry is
 // its own Criterion test (a process of its own), because the library reads
-// NCCL_ALGO once per process.
+// NCCL_ALGO once per process. The multi-host AllReduce algorithms run here
+// on one host (the tree over ranks, recursive doubling and halving with
+// their folds; hier is the ring there) over a few datatypes, enough to
+// cover every reduction path and keep the sweep's time in bounds.
 typedef struct {
   char algo[32];
   unsigned colls;
+  unsigned dtypes;  // 0: every datatype
 } algo_param_t;
 
 #define ALL_COLLS ((1u << NCOLLS) - 1)
+#define SOME_DTYPES                                                                                    \
+  ((1u << ncclInt8) | (1u << ncclUint64) | (1u << ncclFloat16) | (1u << ncclBfloat16) | (1u << ncclFloat32) | \
+   (1u << ncclFloat64))
 
 static algo_param_t algo_params[] = {
-    {"", ALL_COLLS},
-    {"allreduce:ring", 1u << ALLREDUCE},
-    {"allreduce:oneshot", 1u << ALLREDUCE},
+    {"", ALL_COLLS, 0},
+    {"allreduce:ring", 1u << ALLREDUCE, 0},
+    {"allreduce:oneshot", 1u << ALLREDUCE, 0},
     {"read", (1u << ALLREDUCE) | (1u << REDUCESCATTER) | (1u << ALLGATHER) | (1u << BROADCAST) |
-                 (1u << BCAST) | (1u << REDUCE)},
+                 (1u << BCAST) | (1u << REDUCE), 0},
+    {"allreduce:tree", 1u << ALLREDUCE, SOME_DTYPES},
+    {"allreduce:recursive", 1u << ALLREDUCE, SOME_DTYPES},
+    {"allreduce:rabenseifner", 1u << ALLREDUCE, SOME_DTYPES},
+    {"allreduce:hier", 1u << ALLREDUCE, SOME_DTYPES},
 };
 
 // Per-test limits: the forked ranks get FORK_DEADLINE seconds, and every
@@ -710,7 +721,8 @@ static algo_param_t algo_params[] = {
 static sweep_cfg_t setup(const char *mode, const algo_param_t *p) {
   weft_test_env_defaults();
   if (p->algo[0]) setenv("NCCL_ALGO", p->algo, 1);
-  sweep_cfg_t cfg = {.large = 262147, .large_all = 65537, .dtypes = ALL_DTYPES, .colls = p->colls};
+  sweep_cfg_t cfg = {.large = 262147, .large_all = 65537, .dtypes = p->dtypes ? p->dtypes : ALL_DTYPES,
+                     .colls = p->colls};
   if (strcmp(mode, "group") == 0) cfg.large = 65537, cfg.large_all = 16411;
   snprintf(cfg.mode, sizeof(cfg.mode), "%s%s%s", mode, p->algo[0] ? " NCCL_ALGO=" : "", p->algo);
   return cfg;

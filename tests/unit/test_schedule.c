@@ -292,10 +292,11 @@ Test(schedule_names, names_and_support, .timeout = 10) {
   cr_assert_str_eq(weft_algo_name(WEFT_NUM_ALGOS), "?");
   cr_assert_str_eq(weft_step_kind_name(WEFT_STEP_RECV_REDUCE_SEND), "RECV_REDUCE_SEND");
   cr_assert_str_eq(weft_step_kind_name(99), "?");
-  // Algorithms per collective: ring/chain/direct for everything, plus one hop
-  // for AllReduce and single-copy reads for the five read-friendly collectives.
+  // Algorithms per collective: ring/chain/direct for everything, plus one hop,
+  // tree, recursive doubling, Rabenseifner and hier for AllReduce, and
+  // single-copy reads for the five read-friendly collectives.
   static const int expected[WEFT_NUM_COLLS] = {
-      [WEFT_COLL_ALLREDUCE] = 3, [WEFT_COLL_BROADCAST] = 2, [WEFT_COLL_REDUCE] = 2, [WEFT_COLL_ALLGATHER] = 2,
+      [WEFT_COLL_ALLREDUCE] = 7, [WEFT_COLL_BROADCAST] = 2, [WEFT_COLL_REDUCE] = 2, [WEFT_COLL_ALLGATHER] = 2,
       [WEFT_COLL_REDUCESCATTER] = 2, [WEFT_COLL_ALLTOALL] = 1, [WEFT_COLL_GATHER] = 1, [WEFT_COLL_SCATTER] = 1,
       [WEFT_COLL_SEND] = 1, [WEFT_COLL_RECV] = 1};
   int ops = 0;
@@ -307,6 +308,10 @@ Test(schedule_names, names_and_support, .timeout = 10) {
     cr_assert_eq(algos, expected[c], "%s has %d algorithms", weft_coll_name((weft_coll_t)c), algos);
   }
   cr_assert_str_eq(weft_algo_name(WEFT_ALGO_READ), "read");
+  cr_assert_str_eq(weft_algo_name(WEFT_ALGO_TREE), "tree");
+  cr_assert_str_eq(weft_algo_name(WEFT_ALGO_RECURSIVE), "recursive");
+  cr_assert_str_eq(weft_algo_name(WEFT_ALGO_RABENSEIFNER), "rabenseifner");
+  cr_assert_str_eq(weft_algo_name(WEFT_ALGO_HIER), "hier");
   cr_assert_str_eq(weft_step_kind_name(WEFT_STEP_WAIT), "WAIT");
   cr_assert_eq(ops, 3);
   cr_assert(weft_coll_has_op(WEFT_COLL_REDUCE));

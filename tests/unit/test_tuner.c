@@ -1,5 +1,6 @@
 /*
- * test_tuner.c — NCCL_ALGO parsing and the tuner's choices.
+ * test_tuner.c — NCCL_ALGO parsing and the tuner's choices: thresholds on
+ * one host, the cost model across hosts.
  */
 #include <criterion/criterion.h>
 
@@ -77,4 +78,109 @@ Test(tuner, single_copy_for_large_calls_when_memory_is_reachable, .timeout = 10)
   cr_assert_eq(choose("read", WEFT_COLL_BROADCAST, 2, 16, &algo, &slice), ncclSuccess);
   cr_expect_eq(algo, WEFT_ALGO_READ, "NCCL_ALGO forces single copy for small calls too");
   can_read = 0;
+}
+
+Test(tuner, parses_the_multi_host_algorithms, .timeout = 10) {
+  unsigned m[WEFT_NUM_COLLS];
+  cr_assert_eq(weft_tuner_parse_algos("allreduce:Tree,recursive;allreduce:rabenseifner,HIER", m), 0);
+  cr_expect_eq(m[WEFT_COLL_ALLREDUCE], BIT(WEFT_ALGO_RABENSEIFNER) | BIT(WEFT_ALGO_HIER), "the last section wins");
+  cr_assert_eq(weft_tuner_parse_algos("^tree,recursive", m), 0);
+  cr_expect_eq(m[WEFT_COLL_ALLREDUCE], ALL & ~(BIT(WEFT_ALGO_TREE) | BIT(WEFT_ALGO_RECURSIVE)));
+}
+
+Test(tuner, one_host_can_force_the_multi_host_algorithms, .timeout = 10) {
+  weft_algo_t algo;
+  size_t slice;
+  static const weft_algo_t forced[] = {WEFT_ALGO_TREE, WEFT_ALGO_RECURSIVE, WEFT_ALGO_RABENSEIFNER, WEFT_ALGO_HIER};
+  // Distinct strings: the tuner caches the parse of NCCL_ALGO by its pointer.
+  static const char *const specs[] = {"allreduce:tree", "allreduce:recursive", "allreduce:rabenseifner",
+                                      "allreduce:hier"};
+  for (int i = 0; i < 4; i++) {
+    const char *spec = specs[i];
+    cr_assert_eq(choose(spec, WEFT_COLL_ALLREDUCE, 4, 1 << 20, &algo, &slice), ncclSuccess);
+    cr_expect_eq(algo, forced[i], "%s", spec);
+    cr_assert_eq(choose(spec, WEFT_COLL_ALLREDUCE, 4, 2, &algo, &slice), ncclSuccess);
+    cr_expect_eq(algo, forced[i], "%s for small counts too", spec);
+  }
+  // Unforced, one host keeps its thresholds: one hop, then the ring.
+  cr_assert_eq(choose(NULL, WEFT_COLL_ALLREDUCE, 8, 2, &algo, &slice), ncclSuccess);
+  cr_expect_eq(algo, WEFT_ALGO_ONESHOT);
+  cr_assert_eq(choose(NULL, WEFT_COLL_ALLREDUCE, 8, 1 << 20, &algo, &slice), ncclSuccess);
+  cr_expect_eq(algo, WEFT_ALGO_RING);
+}
+
+static ncclResult_t choose_on(const char *spec, const int *host_of, int nhosts, int n, int rank, size_t count,
+                              weft_algo_t *algo) {
+  weft_tuner_params_t p = {.slot_bytes = 65536, .nslots = 8, .oneshot_max = 16384, .algo_spec = spec};
+  weft_coll_args_t a = {.coll = WEFT_COLL_ALLREDUCE, .nranks = n, .rank = rank, .count = count, .host_of = host_of,
+                        .nhosts = nhosts};
+  return weft_tuner_choose(&p, &a, 4, algo);
+}
+
+// Hosts of the given sizes, in rank order.
+static int hosts_of_sizes(const int *sizes, int nhosts, int *host_of) {
+  int n = 0;
+  for (int h = 0; h < nhosts; h++)
+    for (int i = 0; i < sizes[h]; i++) host_of[n++] = h;
+  return n;
+}
+
+Test(tuner, prices_multi_host_calls_alike_on_every_rank, .timeout = 60) {
+  static const int layouts[][4] = {{4, 4, 0, 0}, {2, 2, 2, 2}, {1, 1, 1, 1}, {3, 5, 0, 0}, {2, 1, 3, 0}};
+  int host_of[16];
+  for (int l = 0; l < 5; l++) {
+    int nhosts = 0;
+    while (nhosts < 4 && layouts[l][nhosts]) nhosts++;
+    int n = hosts_of_sizes(layouts[l], nhosts, host_of);
+    for (size_t count = 1; count <= (16u << 20); count *= 8) {
+      weft_algo_t first, other;
+      cr_assert_eq(choose_on(NULL, host_of, nhosts, n, 0, count, &first), ncclSuccess);
+      for (int r = 1; r < n; r++) {
+        cr_assert_eq(choose_on(NULL, host_of, nhosts, n, r, count, &other), ncclSuccess);
+        cr_assert_eq(other, first, "layout %d count %zu: rank %d picks %s, rank 0 %s", l, count, r,
+                     weft_algo_name(other), weft_algo_name(first));
+      }
+      cr_expect(weft_algo_fits(first, &(weft_coll_args_t){.coll = WEFT_COLL_ALLREDUCE, .nranks = n,
+                                                          .host_of = host_of, .nhosts = nhosts},
+                               NULL, 0),
+                "layout %d: %s cannot run here", l, weft_algo_name(first));
+    }
+  }
+}
+
+Test(tuner, multi_host_choices_follow_the_cost_model, .timeout = 30) {
+  int host_of[16];
+  weft_algo_t algo;
+  // Eight hosts of one rank, 4 bytes: latency rules; the 2(n-1)-hop ring loses.
+  int ones[8] = {1, 1, 1, 1, 1, 1, 1, 1};
+  int n = hosts_of_sizes(ones, 8, host_of);
+  cr_assert_eq(choose_on(NULL, host_of, 8, n, 0, 1, &algo), ncclSuccess);
+  cr_expect(algo == WEFT_ALGO_RECURSIVE || algo == WEFT_ALGO_ONESHOT || algo == WEFT_ALGO_TREE,
+            "small call across 8 hosts: %s", weft_algo_name(algo));
+  // Two hosts of eight, 64 MiB: bandwidth across the network rules; the flat
+  // ring sends 2(n-1)/n of the buffer through each host's link, the
+  // hierarchical schedules about half of that.
+  int two[2] = {8, 8};
+  n = hosts_of_sizes(two, 2, host_of);
+  cr_assert_eq(choose_on(NULL, host_of, 2, n, 0, 16u << 20, &algo), ncclSuccess);
+  cr_expect(algo == WEFT_ALGO_HIER || algo == WEFT_ALGO_RABENSEIFNER, "large call on 2x8: %s", weft_algo_name(algo));
+  // Forced and allowed: NCCL_ALGO still narrows the choice.
+  cr_assert_eq(choose_on("allreduce:ring,tree", host_of, 2, n, 0, 16u << 20, &algo), ncclSuccess);
+  cr_expect(algo == WEFT_ALGO_RING || algo == WEFT_ALGO_TREE);
+  cr_assert_eq(choose_on("allreduce:tree", host_of, 2, n, 3, 1, &algo), ncclSuccess);
+  cr_expect_eq(algo, WEFT_ALGO_TREE);
+}
+
+Test(tuner, hier_is_never_picked_on_uneven_hosts, .timeout = 30) {
+  int sizes[3] = {2, 3, 3}, host_of[8];
+  int n = hosts_of_sizes(sizes, 3, host_of);
+  weft_algo_t algo;
+  for (size_t count = 1; count <= (16u << 20); count *= 4) {
+    cr_assert_eq(choose_on(NULL, host_of, 3, n, 0, count, &algo), ncclSuccess);
+    cr_expect_neq(algo, WEFT_ALGO_HIER, "count %zu", count);
+  }
+  cr_expect_eq(choose_on("allreduce:hier", host_of, 3, n, 0, 1 << 20, &algo), ncclInvalidUsage,
+               "forcing hier on hosts of different sizes is refused");
+  cr_assert_eq(choose_on("allreduce:hier,ring", host_of, 3, n, 0, 1 << 20, &algo), ncclSuccess);
+  cr_expect_eq(algo, WEFT_ALGO_RING);
 }

@@ -1,0 +1,79 @@
+/*
+ * layout.c — the host order of a call's ranks (see layout.h).
+ *
+ * A counting sort by host: one pass counts each host's ranks, a prefix sum
+ * gives each host's first position, a second pass places the ranks in rank
+ * order within their host. When the hosts are already contiguous in rank
+ * order (the usual launch: consecutive ranks per host), positions equal
+ * ranks and only the host starts are kept.
+ */
+#include "layout.h"
+
+#include <stdlib.h>
+
+#include "checks.h"
+
+// host_of lists each host's ranks contiguously, hosts in increasing order.
+static int contiguous(const int *host_of, int n) {
+  for (int r = 1; r < n; r++)
+    if (host_of[r] != host_of[r - 1] && host_of[r] != host_of[r - 1] + 1) return 0;
+  return host_of[0] == 0;
+}
+
+ncclResult_t weft_layout_init(weft_layout_t *l, const weft_coll_args_t *a, int need_hosts) {
+  int n = a->nranks, m = weft_coll_hosts(a);
+  *l = (weft_layout_t){.nranks = n, .nhosts = m};
+  if (m == 1) return ncclSuccess;  // one host: rank order, nothing to allocate
+  l->host_of = a->host_of;
+  for (int r = 0; r < n; r++) {
+    if (a->host_of[r] < 0 || a->host_of[r] >= m) {
+      WARN("schedule: rank %d is on host %d, outside [0, %d)", r, a->host_of[r], m);
+      return ncclInvalidArgument;
+    }
+  }
+  int in_order = contiguous(a->host_of, n);
+  if (in_order && !need_hosts) return ncclSuccess;
+  size_t ints = (size_t)m + 1 + (in_order ? 0 : 2 * (size_t)n);
+  l->mem = calloc(ints, sizeof(int));
+  if (l->mem == NULL) {
+    WARN("schedule: out of memory for the host order of %d ranks", n);
+    return ncclSystemError;
+  }
+  l->start = l->mem;
+  for (int r = 0; r < n; r++) l->start[a->host_of[r] + 1]++;
+  for (int h = 0; h < m; h++) {
+    if (l->start[h + 1] == 0) {
+      WARN("schedule: host %d of %d has no ranks", h, m);
+      return ncclInvalidArgument;
+    }
+    l->start[h + 1] += l->start[h];
+  }
+  if (in_order) return ncclSuccess;
+  l->order = l->mem + m + 1;
+  l->pos = l->order + n;
+  // Fill each host's positions in rank order; pos[] doubles as the cursor.
+  for (int h = 0; h < m; h++) l->pos[h] = l->start[h];
+  for (int r = 0; r < n; r++) l->order[l->pos[a->host_of[r]]++] = r;
+  for (int p = 0; p < n; p++) l->pos[l->order[p]] = p;
+  if (!need_hosts) l->start = NULL;
+  return ncclSuccess;
+}
+
+void weft_layout_free(weft_layout_t *l) {
+  if (l == NULL) return;
+  free(l->mem);
+  l->mem = l->order = l->pos = l->start = NULL;
+}
+
+int weft_layout_even(const weft_coll_args_t *a, int *per_host) {
+  weft_layout_t l;
+  int even = 0;
+  if (weft_layout_init(&l, a, 1) == ncclSuccess) {
+    even = 1;
+    for (int h = 1; h < l.nhosts && even; h++)
+      even = weft_layout_host_size(&l, h) == weft_layout_host_size(&l, 0);
+    if (even && per_host) *per_host = weft_layout_host_size(&l, 0);
+  }
+  weft_layout_free(&l);
+  return even;
+}
