@@ -29,7 +29,7 @@ PERF_SRCS := $(wildcard perf/*_perf.c)
 PERF_BINS := $(PERF_SRCS:perf/%.c=$(BUILD)/bin/%)
 
 PROGS := $(BUILD)/bin/weftrun $(BUILD)/bin/weft-demo $(BUILD)/bin/weft-env $(BUILD)/bin/weft-sim $(PERF_BINS) \
-         $(BUILD)/bin/weft-plan
+         $(BUILD)/bin/weft-plan $(BUILD)/bin/weft-calibrate
 
 UNIT_SRCS  := $(wildcard tests/unit/test_*.c)
 UNIT_BINS  := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/unit/%)
@@ -72,10 +72,11 @@ $(BUILD)/lib/libnccl.so: $(LIB_NCCL)
 	ln -sf libnccl.so.2 $@
 
 # Programs use the public API through libweft.so ...
-$(BUILD)/bin/weftrun $(BUILD)/bin/weft-demo: $(BUILD)/bin/%: $(LIB_WEFT)
+$(BUILD)/bin/weftrun $(BUILD)/bin/weft-demo $(BUILD)/bin/weft-calibrate: $(BUILD)/bin/%: $(LIB_WEFT)
 $(BUILD)/bin/weftrun: tools/weftrun.c
 $(BUILD)/bin/weft-demo: tools/weft_demo.c
-$(BUILD)/bin/weftrun $(BUILD)/bin/weft-demo:
+$(BUILD)/bin/weft-calibrate: tools/weft_calibrate.c
+$(BUILD)/bin/weftrun $(BUILD)/bin/weft-demo $(BUILD)/bin/weft-calibrate:
 	@mkdir -p $(@D)
 	$(CC) $(PROG_CFLAGS) -o $@ $(filter %.c,$^) -L$(BUILD)/lib -lweft $(RPATH) $(LDLIBS)
 
@@ -88,10 +89,10 @@ $(BUILD)/bin/%_perf: perf/%_perf.c $(PERF_COMMON) perf/common.h perf/common_inte
 # ... except weft-env (prints the internal knob table) and weft-sim (runs the
 # internal schedules through the simulator), which link the objects.
 $(BUILD)/bin/weft-env: tools/weft_env.c
-$(BUILD)/bin/weft-sim: tools/weft_sim_check.c
+$(BUILD)/bin/weft-sim: tools/weft_sim_check.c tools/weft_sim_cost.c tools/weft_sim_cost.h
 $(BUILD)/bin/weft-env $(BUILD)/bin/weft-sim: $(LIB_OBJS)
 	@mkdir -p $(@D)
-	$(CC) $(LIB_CFLAGS) -o $@ $^ $(LDLIBS)
+	$(CC) $(LIB_CFLAGS) -o $@ $(filter-out %.h,$^) $(LDLIBS)
 
 # weft-plan and its tests link the planner's objects, built like a program's.
 $(PLAN_OBJS): $(BUILD)/obj/%.o: %.c | $(DEPS_STAMP)

@@ -75,6 +75,10 @@ done
 run_script "abi" 300 ./tests/abi/run_abi.sh "$build"
 run_script "docs/env.md current" 60 bash -c "'$build/bin/weft-env' --markdown | diff -u docs/env.md -"
 run_script "demo (4 ranks)" 120 "$build/bin/weftrun" -n 4 "$build/bin/weft-demo"
+tune_out=$(mktemp /tmp/weft-tune-XXXXXX)
+run_script "calibrate (2 ranks)" 120 bash -c "'$build/bin/weftrun' -n 2 '$build/bin/weft-calibrate' -n 20 -o '$tune_out' &&
+  awk '\$1 == \"intra\" && \$2 > 0 && \$3 > 0 { ok = 1 } END { exit !ok }' '$tune_out'"
+rm -f "$tune_out"
 run_script "multihost/launch ($WEFT_MULTIHOST_MODE)" 120 ./tests/multihost/test_launch.sh "$build"
 if why=$(./tests/multihost/netns.sh --check); then
   run_script "multihost/netns ($WEFT_MULTIHOST_MODE)" 240 ./tests/multihost/run_tests.sh "$build"
