@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# net_run.sh — weft's network transport against iperf3 and Open MPI over TCP.
+#
+#   perf/compare/net_run.sh [-r REPS] [-o OUTFILE]
+#
+# 1. Two network namespaces joined by veth links and a bridge
+#    (tests/multihost/netns.sh), one rank in each, every host its own
+#    WEFT_HOSTID: iperf3 one stream and --bidir between them, then weft's
+#    all_reduce_perf (-z 2, 1 MiB .. 256 MiB) with 1, 2 and 4 sockets per
+#    connection (NCCL_NSOCKS_PERTHREAD).
+# 2. Loopback TCP on this host: Open MPI's MPI_Allreduce with
+#    --mca btl tcp,self against weft with NCCL_SHM_DISABLE=1, same sizes.
+#    (Open MPI cannot start ranks in other namespaces: its PMIx server is
+#    only reachable in the launcher's own namespace.)
+# REPS repetitions (default 3), interleaved; raw lines go to OUTFILE
+# (default build/compare/net.txt). Needs root, ip netns, iperf3, Open MPI
+# (installs iperf3 and openmpi-bin/libopenmpi-dev when missing).
+set -u -o pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+cd "$ROOT" || exit 1
+REPS=3 OUTF=build/compare/net.txt
+while [ $# -gt 0 ]; do
+  case "$1" in
+    -r) REPS=${2:?}; shift 2 ;;
+    -o) OUTF=${2:?}; shift 2 ;;
+    *) echo "usage: perf/compare/net_run.sh [-r REPS] [-o OUTFILE]" >&2; exit 2 ;;
+  esac
+done
+mkdir -p "$(dirname "$OUTF")" build/compare
+for p in iperf3 mpirun.openmpi; do
+  command -v "$p" >/dev/null || apt-get install -y iperf3 openmpi-bin libopenmpi-dev >/dev/null
+done
+[ -x build/bin/all_reduce_perf ] || make -j2 >/dev/null
+mpicc.openmpi -std=c11 -O2 -o build/compare/mpi_coll_bench.openmpi perf/compare/mpi_coll_bench.c || exit 1
+export REPS
+inner=$(mktemp /tmp/weft-net-XXXXXX.sh)
+trap 'rm -f "$inner"' EXIT
+cat >"$inner" <<'IN'
+#!/usr/bin/env bash
+read -r h0 h1 _ <<<"$WEFT_MH_HOSTS"
+read -r a0 _ <<<"$WEFT_MH_ADDRS"
+for rep in $(seq 1 "$REPS"); do
+  ip netns exec "$h0" iperf3 -s -1 -D -B "$a0" >/dev/null 2>&1; sleep 0.5
+  echo "iperf3 rep $rep: $(ip netns exec "$h1" iperf3 -c "$a0" -t 3 -f g 2>&1 | grep receiver)"
+  ip netns exec "$h0" iperf3 -s -1 -D -B "$a0" >/dev/null 2>&1; sleep 0.5
+  echo "iperf3 bidir rep $rep: $(ip netns exec "$h1" iperf3 -c "$a0" -t 3 -f g --bidir 2>&1 | grep receiver | tr '\n' ' ')"
+  for ns in 1 2 4; do
+    echo "weft nsocks=$ns rep $rep (size time_us busbw_GBps)"
+    NCCL_NSOCKS_PERTHREAD=$ns tests/multihost/run_job.sh -l 2x1 -m net build/bin/all_reduce_perf \
+      -b 1M -e 256M -f 4 -z 2 -n 5 -w 1 -a 3 2>&1 | awk '/^ +[0-9]/{print "  ", $1, $6, $8}'
+  done
+done
+IN
+chmod +x "$inner"
+{
+  tests/multihost/netns.sh -k 2 -- "$inner"
+  for rep in $(seq 1 "$REPS"); do
+    echo "ompi tcp loopback rep $rep (size time_us)"
+    mpirun.openmpi --allow-run-as-root --oversubscribe -np 2 --bind-to none --mca btl tcp,self \
+      --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo build/compare/mpi_coll_bench.openmpi \
+      -c allreduce -b 1M -e 256M -f 4 -n 5 -w 1 2>&1 | awk '/RESULT/{print "  ", $4, $6}'
+    echo "weft tcp loopback rep $rep (size time_us)"
+    NCCL_SOCKET_IFNAME=lo NCCL_SHM_DISABLE=1 build/bin/weftrun -n 2 build/bin/all_reduce_perf \
+      -b 1M -e 256M -f 4 -z 2 -n 5 -w 1 -a 3 | awk '/^ +[0-9]/{print "  ", $1, $6}'
+  done
+} | tee "$OUTF"
