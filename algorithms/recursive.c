@@ -144,9 +144,20 @@ static ncclResult_t doubling_piece(weft_schedule_t *s, const fold_t *f, uint64_t
   return ncclSuccess;
 }
 
-ncclResult_t weft_recursive_build(const weft_coll_args_t *a, weft_schedule_t *s) {
+// Every piece through recursive doubling.
+static ncclResult_t doubling_all(const weft_coll_args_t *a, const fold_t *f, weft_schedule_t *s) {
+  ncclResult_t res = ncclSuccess;
+  for (uint64_t off = 0; res == ncclSuccess && off < a->count; off += a->slice)
+    res = doubling_piece(s, f, off, a->count - off < a->slice ? a->count - off : a->slice);
+  return res;
+}
+
+// What both builders share: AllReduce only, one lane, the single-rank
+// copy, and the fold of the extra ranks around `body`.
+static ncclResult_t build_folded(const weft_coll_args_t *a, weft_schedule_t *s, const char *name,
+                                 ncclResult_t (*body)(const weft_coll_args_t *, const fold_t *, weft_schedule_t *)) {
   if (a->coll != WEFT_COLL_ALLREDUCE) {
-    WARN("recursive: cannot run %s", weft_coll_name(a->coll));
+    WARN("%s: cannot run %s", name, weft_coll_name(a->coll));
     return ncclInvalidArgument;
   }
   WEFTCHECK(weft_schedule_lane_begin(s));
@@ -155,14 +166,16 @@ ncclResult_t weft_recursive_build(const weft_coll_args_t *a, weft_schedule_t *s)
   ncclResult_t res = weft_layout_init(&lay, a, 0);
   if (res == ncclSuccess) {
     fold_t f = fold_of(a, &lay);
-    for (uint64_t off = 0; res == ncclSuccess && off < a->count; off += a->slice)
-      res = doubling_piece(s, &f, off, a->count - off < a->slice ? a->count - off : a->slice);
+    res = body(a, &f, s);
   }
   weft_layout_free(&lay);
   return res;
 }
 
-// Elements of the blocks [b0, b1), each `bs` long, clipped to `count`.
+ncclResult_t weft_recursive_build(const weft_coll_args_t *a, weft_schedule_t *s) {
+  return build_folded(a, s, "recursive", doubling_all);
+}
+
 static void block_range(uint64_t b0, uint64_t b1, size_t bs, size_t count, uint64_t *off, uint64_t *len) {
   uint64_t lo = b0 * bs, hi = b1 * bs;
   if (lo > count) lo = count;
@@ -224,18 +237,5 @@ static ncclResult_t halving_doubling(const weft_coll_args_t *a, const fold_t *f,
 }
 
 ncclResult_t weft_rabenseifner_build(const weft_coll_args_t *a, weft_schedule_t *s) {
-  if (a->coll != WEFT_COLL_ALLREDUCE) {
-    WARN("rabenseifner: cannot run %s", weft_coll_name(a->coll));
-    return ncclInvalidArgument;
-  }
-  WEFTCHECK(weft_schedule_lane_begin(s));
-  if (a->nranks == 1) return single_rank(a, s);
-  weft_layout_t lay;
-  ncclResult_t res = weft_layout_init(&lay, a, 0);
-  if (res == ncclSuccess) {
-    fold_t f = fold_of(a, &lay);
-    res = halving_doubling(a, &f, s);
-  }
-  weft_layout_free(&lay);
-  return res;
+  return build_folded(a, s, "rabenseifner", halving_doubling);
 }
