@@ -71,4 +71,18 @@ ncclResult_t weft_sim_run(const weft_sim_config_t *cfg, char *err, size_t errlen
 ncclResult_t weft_sim_check(weft_coll_t coll, weft_algo_t algo, int nranks, int root, size_t count,
                             size_t slice, size_t capacity, int in_place, char *err, size_t errlen);
 
+// Host layouts for sweeps: one host, hosts of k ranks, uneven hosts
+// (3, 1, 2, 3, ... ranks), alternating (ranks of two hosts interleaved).
+typedef enum { WEFT_SIM_ONE_HOST, WEFT_SIM_HOSTS_OF_K, WEFT_SIM_UNEVEN, WEFT_SIM_ALTERNATING } weft_sim_layout_kind_t;
+typedef struct {
+  weft_sim_layout_kind_t kind;
+  int k;  // WEFT_SIM_HOSTS_OF_K: ranks per host
+} weft_sim_layout_t;
+
+// The standard set: one host, hosts of 1, 2, 4, 8, uneven, alternating.
+extern const weft_sim_layout_t weft_sim_layouts[];
+extern const int weft_sim_nlayouts;
+// Fill host_of for n ranks; returns the number of hosts, 0 for one host (host_of unused).
+int weft_sim_layout_fill(const weft_sim_layout_t *l, int n, int *host_of);
+
 #endif

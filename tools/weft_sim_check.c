@@ -45,54 +45,20 @@ static void usage(void) {
   fprintf(stderr, "\n");
 }
 
-// Host layouts: kind, and K for "hosts of K consecutive ranks".
-typedef enum { LAYOUT_ONE, LAYOUT_K, LAYOUT_UNEVEN, LAYOUT_ALT } layout_kind_t;
-typedef struct {
-  layout_kind_t kind;
-  int k;
-} layout_t;
-
-static const layout_t all_layouts[] = {{LAYOUT_ONE, 0}, {LAYOUT_K, 1}, {LAYOUT_K, 2},      {LAYOUT_K, 4},
-                                       {LAYOUT_K, 8},   {LAYOUT_UNEVEN, 0}, {LAYOUT_ALT, 0}};
-#define NUM_LAYOUTS ((int)(sizeof(all_layouts) / sizeof(all_layouts[0])))
-
-static int parse_layout(const char *s, layout_t *out) {
+static int parse_layout(const char *s, weft_sim_layout_t *out) {
   char *end;
-  if (strcmp(s, "one") == 0) *out = (layout_t){LAYOUT_ONE, 0};
-  else if (strcmp(s, "uneven") == 0) *out = (layout_t){LAYOUT_UNEVEN, 0};
-  else if (strcmp(s, "alt") == 0) *out = (layout_t){LAYOUT_ALT, 0};
+  if (strcmp(s, "one") == 0) *out = (weft_sim_layout_t){WEFT_SIM_ONE_HOST, 0};
+  else if (strcmp(s, "uneven") == 0) *out = (weft_sim_layout_t){WEFT_SIM_UNEVEN, 0};
+  else if (strcmp(s, "alt") == 0) *out = (weft_sim_layout_t){WEFT_SIM_ALTERNATING, 0};
   else if (s[0] == 'k' && (out->k = (int)strtol(s + 1, &end, 10)) >= 1 && *end == '\0' && out->k <= 64)
-    out->kind = LAYOUT_K;
+    out->kind = WEFT_SIM_HOSTS_OF_K;
   else return -1;
   return 0;
 }
 
-// Fill host_of for n ranks; returns the number of hosts, 0 for one host (host_of unused).
-static int make_layout(const layout_t *l, int n, int *host_of) {
-  int h = 0;
-  switch (l->kind) {
-    case LAYOUT_ONE: return 0;
-    case LAYOUT_K:
-      for (int r = 0; r < n; r++) host_of[r] = r / l->k;
-      return (n + l->k - 1) / l->k;
-    case LAYOUT_UNEVEN: {
-      static const int sizes[] = {3, 1, 2};
-      for (int r = 0, left = sizes[0]; r < n; r++) {
-        if (left == 0) left = sizes[++h % 3];
-        host_of[r] = h;
-        left--;
-      }
-      return h + 1;
-    }
-    default:
-      for (int r = 0; r < n; r++) host_of[r] = r % 2;
-      return n < 2 ? 1 : 2;
-  }
-}
-
-static const char *layout_name(const layout_t *l, char *buf, size_t len) {
+static const char *layout_name(const weft_sim_layout_t *l, char *buf, size_t len) {
   static const char *const names[] = {"one host", "", "uneven hosts", "alternating hosts"};
-  if (l->kind == LAYOUT_K) snprintf(buf, len, "hosts of %d", l->k);
+  if (l->kind == WEFT_SIM_HOSTS_OF_K) snprintf(buf, len, "hosts of %d", l->k);
   else snprintf(buf, len, "%s", names[l->kind]);
   return buf;
 }
@@ -155,7 +121,7 @@ static void dump(weft_coll_t coll, weft_algo_t algo, int n, int root, size_t cou
 int main(int argc, char **argv) {
   if (argc > 1 && strcmp(argv[1], "cost") == 0) return weft_sim_cost_main(argc - 1, argv + 1);
   int nfix = 0, nmax = 8, inplace_mask = 3, dump_only = 0, runs_random = 1, opt, algo_pick = -1;
-  layout_t layout_fix = {LAYOUT_ONE, 0};
+  weft_sim_layout_t layout_fix = {WEFT_SIM_ONE_HOST, 0};
   int layout_given = 0;
   long long root_fix = -1;
   size_t count_fix = (size_t)-1, slice_fix = 0, cap_fix = 0, tmp;
@@ -225,7 +191,7 @@ int main(int argc, char **argv) {
       return 2;
     }
     int host_of[WEFT_SIM_MAX_RANKS];
-    int nhosts = make_layout(&layout_fix, nfix, host_of);
+    int nhosts = weft_sim_layout_fill(&layout_fix, nfix, host_of);
     for (int al = 0; al < WEFT_NUM_ALGOS; al++)
       if (weft_algo_supports((weft_algo_t)al, (weft_coll_t)coll_pick) && (algo_pick < 0 || al == algo_pick))
         dump((weft_coll_t)coll_pick, (weft_algo_t)al, nfix, root_fix < 0 ? 0 : (int)root_fix,
@@ -238,12 +204,12 @@ int main(int argc, char **argv) {
     if (coll_pick >= 0 && c != coll_pick) continue;
     for (int al = 0; al < WEFT_NUM_ALGOS; al++) {
       if (!weft_algo_supports((weft_algo_t)al, (weft_coll_t)c) || (algo_pick >= 0 && al != algo_pick)) continue;
-      int nlayouts = layout_given || !looks_at_hosts((weft_algo_t)al) ? 1 : NUM_LAYOUTS;
+      int nlayouts = layout_given || !looks_at_hosts((weft_algo_t)al) ? 1 : weft_sim_nlayouts;
       for (int li = 0; li < nlayouts; li++) {
-        const layout_t *lay = layout_given ? &layout_fix : &all_layouts[li];
+        const weft_sim_layout_t *lay = layout_given ? &layout_fix : &weft_sim_layouts[li];
         long before = checked;
         for (int n = nfix ? nfix : 1; n <= (nfix ? nfix : nmax); n++) {
-          int host_of[WEFT_SIM_MAX_RANKS], nhosts = make_layout(lay, n, host_of);
+          int host_of[WEFT_SIM_MAX_RANKS], nhosts = weft_sim_layout_fill(lay, n, host_of);
           size_t un = (size_t)n, counts[] = {0, 1, un - 1, un + 1, 3 * un + 5, 1000};
           size_t slices[] = {1, 7, 64};
           long long roots[] = {0, n - 1, n / 2};

@@ -16,40 +16,6 @@
 
 #include "sim.h"
 
-// Host layouts by name: fill host_of for n ranks, return the number of
-// hosts (0: one host, host_of unused).
-typedef enum { ONE_HOST, HOSTS_OF_K, UNEVEN, ALTERNATING } layout_kind_t;
-typedef struct {
-  layout_kind_t kind;
-  int k;
-} layout_t;
-
-static const layout_t layouts[] = {{ONE_HOST, 0}, {HOSTS_OF_K, 1}, {HOSTS_OF_K, 2}, {HOSTS_OF_K, 4},
-                                   {HOSTS_OF_K, 8}, {UNEVEN, 0},     {ALTERNATING, 0}};
-#define NLAYOUTS ((int)(sizeof(layouts) / sizeof(layouts[0])))
-
-static int make_layout(layout_t l, int n, int *host_of) {
-  switch (l.kind) {
-    case ONE_HOST: return 0;
-    case HOSTS_OF_K:
-      for (int r = 0; r < n; r++) host_of[r] = r / l.k;
-      return (n + l.k - 1) / l.k;
-    case UNEVEN: {  // hosts of 3, 1, 2, 3, 1, 2, ... ranks
-      static const int sizes[] = {3, 1, 2};
-      int h = 0;
-      for (int r = 0, left = sizes[0]; r < n; r++) {
-        if (left == 0) left = sizes[++h % 3];
-        host_of[r] = h;
-        left--;
-      }
-      return h + 1;
-    }
-    default:
-      for (int r = 0; r < n; r++) host_of[r] = r % 2;
-      return n < 2 ? 1 : 2;
-  }
-}
-
 static weft_coll_args_t args(int n, int rank, size_t count, size_t slice, const int *host_of, int nhosts) {
   weft_coll_args_t a = {WEFT_COLL_ALLREDUCE, n, rank, 0, count, slice, nhosts ? host_of : NULL,
                         nhosts ? nhosts : 1};
@@ -61,8 +27,8 @@ static void sweep(weft_algo_t algo, int nmax) {
   char err[2048];
   int runs = 0, host_of[WEFT_SIM_MAX_RANKS];
   for (int n = 1; n <= nmax; n++)
-    for (int li = 0; li < NLAYOUTS; li++) {
-      int nhosts = make_layout(layouts[li], n, host_of);
+    for (int li = 0; li < weft_sim_nlayouts; li++) {
+      int nhosts = weft_sim_layout_fill(&weft_sim_layouts[li], n, host_of);
       weft_coll_args_t probe = args(n, 0, 1, 1, host_of, nhosts);
       if (!weft_algo_fits(algo, &probe, NULL, 0)) continue;
       size_t slices[] = {1, 3, 16};
@@ -98,8 +64,8 @@ Test(algos_sim, host_ordered_rings_and_chains, .timeout = 120) {
   char err[2048];
   int host_of[WEFT_SIM_MAX_RANKS];
   for (int n = 1; n <= 12; n++)
-    for (int li = 0; li < NLAYOUTS; li++) {
-      int nhosts = make_layout(layouts[li], n, host_of);
+    for (int li = 0; li < weft_sim_nlayouts; li++) {
+      int nhosts = weft_sim_layout_fill(&weft_sim_layouts[li], n, host_of);
       for (int coll = 0; coll < WEFT_NUM_COLLS; coll++) {
         weft_algo_t algo = coll == WEFT_COLL_BROADCAST || coll == WEFT_COLL_REDUCE ? WEFT_ALGO_CHAIN : WEFT_ALGO_RING;
         if (!weft_algo_supports(algo, (weft_coll_t)coll)) continue;
@@ -220,7 +186,7 @@ Test(algos_shape, double_binary_tree, .timeout = 60) {
     for (int r = 0; r < n; r++) host_of[r] = r;  // a host per rank: trees over hosts
     check_trees(n, host_of, n, 1);
     for (int k = 2; k <= 8; k *= 2) {  // chains inside hosts
-      int nhosts = make_layout((layout_t){HOSTS_OF_K, k}, n, host_of);
+      int nhosts = weft_sim_layout_fill(&(weft_sim_layout_t){WEFT_SIM_HOSTS_OF_K, k}, n, host_of);
       check_trees(n, host_of, nhosts, 0);
     }
   }
@@ -304,7 +270,7 @@ Test(algos_shape, unchanged_where_hosts_are_contiguous, .timeout = 30) {
   int host_of[12];
   for (int n = 1; n <= 12; n++)
     for (int k = 1; k <= 4; k++) {
-      int nhosts = make_layout((layout_t){HOSTS_OF_K, k}, n, host_of);
+      int nhosts = weft_sim_layout_fill(&(weft_sim_layout_t){WEFT_SIM_HOSTS_OF_K, k}, n, host_of);
       for (int coll = 0; coll < WEFT_NUM_COLLS; coll++)
         for (int algo = WEFT_ALGO_RING; algo <= WEFT_ALGO_CHAIN; algo++) {
           if (!weft_algo_supports((weft_algo_t)algo, (weft_coll_t)coll)) continue;
