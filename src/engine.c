@@ -244,6 +244,25 @@ static int token_step(weft_op_t *op, weft_conn_t *sc, weft_conn_t *rc, weft_lane
   return 1;
 }
 
+// A message from rc's peer carries this call's tag and the expected size;
+// otherwise the operation fails, saying what differs. Returns 1 when it is fine.
+static int incoming_ok(weft_op_t *op, const weft_conn_t *rc, uint32_t tag, size_t got, size_t bytes) {
+  if (op->check && tag != op->tag) {
+    tag_mismatch(op, rc->peer);
+    return 0;
+  }
+  if (op->verified[rc->peer] == 0) op->verified[rc->peer] = 1;  // its tag matched
+  if (got == bytes) return 1;
+  char reason[300];
+  snprintf(reason, sizeof(reason),
+           "rank %d received %zu bytes from rank %d where %s #%" PRIu64 " expected %zu "
+           "(mismatched counts or datatypes between the ranks?)",
+           op->comm->rank, got, rc->peer, weft_coll_name(op->args.coll), op->seq, bytes);
+  WARN("%s", reason);
+  op_fail(op, ncclInvalidUsage, reason);
+  return 0;
+}
+
 // Move as much of one step as possible now. Returns 1 if anything moved.
 static int step_progress(weft_op_t *op, const weft_step_t *st, weft_lane_state_t *ls) {
   struct ncclComm *comm = op->comm;
@@ -272,6 +291,8 @@ static int step_progress(weft_op_t *op, const weft_step_t *st, weft_lane_state_t
     return 1;
   }
   size_t slot_elems = (sc != NULL ? sc : rc)->slot_bytes / es;
+  int direct = rc != NULL && rc->tp->recv_into != NULL &&
+               (st->kind == WEFT_STEP_RECV || st->kind == WEFT_STEP_RECV_COPY_SEND);
   int moved = 0;
   while (ls->done < st->count) {
     size_t n = WEFT_MIN(slot_elems, st->count - ls->done), bytes = n * es, off = ls->done * es;
@@ -279,23 +300,24 @@ static int step_progress(weft_op_t *op, const weft_step_t *st, weft_lane_state_t
     char *out = NULL;
     size_t in_bytes = 0;
     uint32_t tag = 0;
+    if (direct) {  // the transport may land it in dst without a slot
+      if (sc != NULL && (out = sc->tp->send_slot(sc)) == NULL) break;
+      int r = rc->tp->recv_into(rc, dst + off, bytes, op->check ? op->tag : 0, &in_bytes, &tag);
+      if (r == 0) break;
+      if (r > 0) {
+        if (!incoming_ok(op, rc, tag, in_bytes, bytes)) return 1;
+        if (sc != NULL) {
+          memcpy(out, dst + off, bytes);
+          sc->tp->send_post(sc, bytes, op->tag);
+        }
+        ls->done += n;
+        moved = 1;
+        continue;
+      }
+    }
     if (rc != NULL && (in = rc->tp->recv_slot(rc, &in_bytes, &tag)) == NULL) break;
     if (sc != NULL && (out = sc->tp->send_slot(sc)) == NULL) break;
-    if (rc != NULL && op->check && tag != op->tag) {
-      tag_mismatch(op, rc->peer);
-      return 1;
-    }
-    if (rc != NULL && op->verified[rc->peer] == 0) op->verified[rc->peer] = 1;  // its tag matched
-    if (rc != NULL && in_bytes != bytes) {
-      char reason[300];
-      snprintf(reason, sizeof(reason),
-               "rank %d received %zu bytes from rank %d where %s #%" PRIu64 " expected %zu "
-               "(mismatched counts or datatypes between the ranks?)",
-               comm->rank, in_bytes, rc->peer, weft_coll_name(op->args.coll), op->seq, bytes);
-      WARN("%s", reason);
-      op_fail(op, ncclInvalidUsage, reason);
-      return 1;
-    }
+    if (rc != NULL && !incoming_ok(op, rc, tag, in_bytes, bytes)) return 1;
     switch (st->kind) {
       case WEFT_STEP_SEND:
         do_copy(op, st, out, src + off, n);
@@ -328,7 +350,11 @@ static void op_release(weft_op_t *op) {
   op->released = 1;
   for (int p = 0; p < comm->nranks; p++) {
     if (op->send_ticket[p] >= 0) atomic_fetch_add(&weft_comm_conn(comm, op->cls, 1, p)->served, 1);
-    if (op->recv_ticket[p] >= 0) atomic_fetch_add(&weft_comm_conn(comm, op->cls, 0, p)->served, 1);
+    if (op->recv_ticket[p] < 0) continue;
+    weft_conn_t *rc = weft_comm_conn(comm, op->cls, 0, p);
+    // A failed receive may still be landing in the user's buffer: wait for it to stop.
+    if (op->state == WEFT_OP_FAILED && rc->tp != NULL && rc->tp->quiesce != NULL) rc->tp->quiesce(rc);
+    atomic_fetch_add(&rc->served, 1);
   }
   // Other threads of this rank may wait for the tickets just released.
   weft_doorbell_ring(weft_shm_doorbell(comm->shm, comm->rank));

@@ -12,6 +12,7 @@ WEFT_ENV_STR(NCCL_COMM_ID, NULL, "host:port of the rendezvous; when set, rank 0 
 WEFT_ENV_STR(NCCL_SOCKET_IFNAME, NULL, "Interfaces for bootstrap sockets: prefix list, ^ excludes, = exact names.")
 WEFT_ENV_INT(NCCL_SOCKET_NTHREADS, 1, "Socket transport: sockets per connection = NCCL_SOCKET_NTHREADS x NCCL_NSOCKS_PERTHREAD (weft's proxy thread drives them all).")
 WEFT_ENV_INT(NCCL_NSOCKS_PERTHREAD, 4, "Socket transport: sockets per thread; messages of at least 128 KiB are striped over the connection's sockets.")
+WEFT_ENV_INT(WEFT_NET_DIRECT_MIN, 32768, "Network messages of at least this many bytes that only land in the user's buffer are received there straight from the socket, skipping the slot (0: never).")
 WEFT_ENV_STR(NCCL_SOCKET_FAMILY, NULL, "AF_INET or AF_INET6 to force an address family.")
 WEFT_ENV_INT(NCCL_SHM_DISABLE, 0, "1 disables the shared-memory transport.")
 WEFT_ENV_INT(WEFT_TIMEOUT, 300, "Seconds any initialisation wait or collective may make no progress before it fails; 0 = never.")

@@ -60,6 +60,14 @@ typedef struct weft_net {
   ncclResult_t (*close_listen)(void *listen_comm);
   // Abortive close: the peer sees a failure, not an orderly end.
   void (*abort_comm)(void *comm);
+  // Optional (NULL when the backend cannot): receiving straight into the
+  // caller's buffers. With hold_large(recv_comm, min), a receive whose
+  // message is at least `min` bytes (0: none) stops after its header; held()
+  // then says so with its size and tag, and release() lets the payload land
+  // in `data` (at least the message's size; NULL: the buffer given to irecv).
+  void (*hold_large)(void *recv_comm, size_t min);
+  int (*held)(void *request, size_t *size, uint32_t *tag);
+  ncclResult_t (*release)(void *request, void *data);
 } weft_net_t;
 
 extern const weft_net_t weft_net_socket;

@@ -10,6 +10,9 @@
  * different sockets. Each socket moves its parts in message order, so
  * requests complete in order.
  * Everything is non-blocking; test() moves what the kernel accepts now.
+ * A receive may be held after its header (hold_large) until the caller
+ * says where its payload goes, so large messages are read from the kernel
+ * straight into their final buffer; the sockets not carrying it go on.
  * Each communicator has an epoll descriptor over its sockets (edge
  * triggered) that the caller can wait on.
  *
@@ -74,6 +77,7 @@ typedef struct {
   wire_hdr_t hdr;     // the header, as sent or as being received
   size_t hdr_done;
   int hdr_known;
+  int held;           // receives: header known, payload waits for release()
   size_t part_done[MAX_SOCKS];
 } sock_req_t;
 
@@ -85,6 +89,7 @@ struct sock_comm {
   uint64_t head, tail;        // oldest unfinished request; next free one
   uint64_t cur[MAX_SOCKS];    // per socket: the request whose part it moves
   int failed, peer_closed;
+  size_t hold_min;            // receives of at least this many bytes are held (0: none)
   char peer[WEFT_ADDR_STRLEN];
 };
 
@@ -355,12 +360,14 @@ static ncclResult_t progress_socket(sock_comm_t *c, int i) {
       r->size = r->hdr.size;
       r->tag = r->hdr.tag;
       r->hdr_known = 1;
+      r->held = c->hold_min > 0 && r->size >= c->hold_min;
     }
     int k = nparts(r->size, c->nsocks), part = (i - first + c->nsocks) % c->nsocks;
     if (part >= k) {
       c->cur[i]++;
       continue;
     }
+    if (r->held) return ncclSuccess;  // its payload waits for release()
     size_t off, len;
     part_range(r->size, k, part, &off, &len);
     while (r->part_done[i] < len || (c->is_send && part == 0 && r->hdr_done < sizeof(r->hdr))) {
@@ -459,6 +466,27 @@ static ncclResult_t sock_test(void *request, int *done, size_t *size, uint32_t *
   return ncclSuccess;
 }
 
+static void sock_hold_large(void *recv_comm, size_t min) { ((sock_comm_t *)recv_comm)->hold_min = min; }
+
+static int sock_held(void *request, size_t *size, uint32_t *tag) {
+  const sock_req_t *r = request;
+  if (!r->used || !r->held) return 0;
+  *size = r->size;
+  *tag = r->tag;
+  return 1;
+}
+
+static ncclResult_t sock_release(void *request, void *data) {
+  sock_req_t *r = request;
+  if (!r->used || !r->held) {
+    WARN("net socket: release of a receive that is not held");
+    return ncclInternalError;
+  }
+  if (data != NULL) r->data = data;
+  r->held = 0;
+  return progress(r->comm);  // its bytes may be waiting already (epoll is edge triggered)
+}
+
 static int sock_poll_fd(void *comm) { return ((sock_comm_t *)comm)->epfd; }
 
 // Every socket has moved every posted message.
@@ -511,4 +539,7 @@ const weft_net_t weft_net_socket = {
     .close_recv = sock_close_recv,
     .close_listen = sock_close_listen,
     .abort_comm = sock_abort_comm,
+    .hold_large = sock_hold_large,
+    .held = sock_held,
+    .release = sock_release,
 };

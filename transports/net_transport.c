@@ -11,6 +11,14 @@
  * traffic and otherwise sleeps in epoll on the backend's descriptors and an
  * eventfd the engine writes only when the proxy sleeps.
  *
+ * Large messages the engine only copies into the user's buffer (RECV,
+ * RECV_COPY_SEND) skip the slot: while the engine receives that way, the
+ * backend holds each message of at least WEFT_NET_DIRECT_MIN bytes after its
+ * header; the proxy publishes the header, the engine answers with where the
+ * payload goes (its buffer, or the slot when the message is not what it
+ * expects or it wants to reduce it), and the proxy lets the backend read it
+ * there.
+ *
  * Failure: a connection that breaks fails the communicator on this host
  * (weft_shm_abort, naming the peer rank and its address), and a proxy that
  * sees its host's communicator failed resets all its connections, so the
@@ -19,6 +27,7 @@
 #include "net_transport.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
@@ -26,6 +35,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "checks.h"
@@ -57,6 +67,17 @@ typedef struct {
   // Proxy side.
   uint64_t issued;              // requests handed to the backend
   _Atomic uint64_t completed;   // send: slots sent (free again); receive: slots landed
+  // Receiving into the engine's buffers (counters are message index + 1).
+  _Atomic int want_hold;        // engine: it receives that way now
+  int hold_on;                  // proxy: what the backend was told
+  _Atomic uint64_t held_seq;    // proxy: this message waits after its header ...
+  uint32_t held_len, held_tag;  // ... of this length and tag
+  _Atomic uint64_t attach_seq;  // engine: where this message goes is in attach_dst
+  void *attach_dst;             // NULL: its slot
+  uint64_t released;            // proxy: the last message it let land
+  uint64_t direct_pos;          // engine: the last message it attached to its own buffer
+  uint64_t fallback_pos;        // engine: the message recv_into sent to the slot path
+  uint64_t ndirect;             // engine: messages received straight into its buffers
 } net_conn_t;
 
 struct weft_net_state {
@@ -68,6 +89,8 @@ struct weft_net_state {
   int thread_live;
   _Atomic int stop;             // set by teardown: flush, say goodbye, exit
   _Atomic int asleep;           // the proxy sleeps in epoll: the engine must write evfd
+  _Atomic int exited;           // the proxy thread has returned
+  size_t direct_min;            // WEFT_NET_DIRECT_MIN, 0 when the backend cannot hold
   int epfd, evfd;
   char (*addr)[64];             // every rank's backend address, for messages
 };
@@ -110,9 +133,24 @@ static void net_send_post(weft_conn_t *c, size_t bytes, uint32_t tag) {
   wake_proxy(nc->st);
 }
 
+// The engine says where held message `next` (index + 1) goes: dst, or its slot (NULL).
+static void attach(net_conn_t *nc, uint64_t next, void *dst) {
+  nc->attach_dst = dst;
+  atomic_store_explicit(&nc->attach_seq, next, memory_order_release);
+  wake_proxy(nc->st);
+}
+
 static const void *net_recv_slot(weft_conn_t *c, size_t *bytes, uint32_t *tag) {
   net_conn_t *nc = c->priv;
-  if (atomic_load_explicit(&nc->completed, memory_order_acquire) == nc->pos) return NULL;
+  uint64_t next = nc->pos + 1;
+  if (nc->fallback_pos != next && atomic_load_explicit(&nc->want_hold, memory_order_relaxed))
+    atomic_store_explicit(&nc->want_hold, 0, memory_order_relaxed);  // the engine reduces now: read ahead again
+  if (atomic_load_explicit(&nc->completed, memory_order_acquire) == nc->pos) {
+    if (atomic_load_explicit(&nc->held_seq, memory_order_acquire) == next &&
+        atomic_load_explicit(&nc->attach_seq, memory_order_relaxed) != next)
+      attach(nc, next, NULL);
+    return NULL;
+  }
   *bytes = nc->len[nc->pos % nc->nslots];
   *tag = nc->tag[nc->pos % nc->nslots];
   return nc->data + (nc->pos % nc->nslots) * nc->slot_bytes;
@@ -125,9 +163,71 @@ static void net_recv_release(weft_conn_t *c) {
   wake_proxy(nc->st);
 }
 
+static int net_recv_into(weft_conn_t *c, void *dst, size_t bytes, uint32_t expect_tag, size_t *got, uint32_t *tag) {
+  net_conn_t *nc = c->priv;
+  uint64_t next = nc->pos + 1;
+  if (nc->st->direct_min == 0 || bytes < nc->st->direct_min) return -1;
+  if (!atomic_load_explicit(&nc->want_hold, memory_order_relaxed)) atomic_store_explicit(&nc->want_hold, 1, memory_order_relaxed);
+  if (atomic_load_explicit(&nc->completed, memory_order_acquire) > nc->pos) {
+    if (nc->direct_pos != next) {  // it landed in its slot before the engine asked
+      nc->fallback_pos = next;
+      return -1;
+    }
+    *got = nc->len[nc->pos % nc->nslots];
+    *tag = nc->tag[nc->pos % nc->nslots];
+    nc->ndirect++;
+    net_recv_release(c);
+    return 1;
+  }
+  if (nc->direct_pos == next) return 0;  // on its way into dst
+  if (atomic_load_explicit(&nc->held_seq, memory_order_acquire) != next) return 0;
+  if (nc->held_len != bytes || (expect_tag != 0 && nc->held_tag != expect_tag)) {
+    nc->fallback_pos = next;  // not what the engine expects: the slot path reports it
+    return -1;
+  }
+  nc->direct_pos = next;
+  attach(nc, next, dst);
+  return 0;
+}
+
+// After a failed operation: a message may still be landing in the user's
+// buffer. Every failure aborts the communicator, which stops the proxy;
+// wait for that so nothing writes into the buffer after the call returned.
+static void net_quiesce(weft_conn_t *c) {
+  net_conn_t *nc = c->priv;
+  if (nc == NULL || nc->direct_pos <= nc->pos) return;
+  for (int i = 0; i < 5000 && !atomic_load(&nc->st->exited); i++) {
+    struct timespec ts = {0, 1000000};
+    nanosleep(&ts, NULL);
+  }
+  if (!atomic_load(&nc->st->exited)) WARN("net transport: the proxy did not stop after a failure");
+}
+
 /* ---- the proxy ---- */
 
 static void ring_engine(net_state_t *st) { weft_doorbell_ring(weft_shm_doorbell(st->comm->shm, st->comm->rank)); }
+
+// The oldest receive (message `next`, index + 1) waits after its header:
+// tell the engine, and once it said where the payload goes, let it land.
+// Returns 2 when it was let go, 1 when the engine has news, 0 if nothing.
+static int serve_held(net_conn_t *nc, uint64_t next, size_t k) {
+  const weft_net_t *net = nc->st->net;
+  size_t size = 0;
+  uint32_t tag = 0;
+  int news = 0;
+  if (atomic_load_explicit(&nc->held_seq, memory_order_relaxed) != next && net->held(nc->reqs[k], &size, &tag)) {
+    nc->held_len = (uint32_t)size;
+    nc->held_tag = tag;
+    atomic_store_explicit(&nc->held_seq, next, memory_order_release);
+    news = 1;
+  }
+  if (nc->released != next && atomic_load_explicit(&nc->attach_seq, memory_order_acquire) == next) {
+    if (net->release(nc->reqs[k], nc->attach_dst) != ncclSuccess) return -1;
+    nc->released = next;
+    return 2;
+  }
+  return news;
+}
 
 // Hand new work to the backend and collect what finished. Returns 1 if
 // anything moved, 0 if not, -1 when the connection failed.
@@ -143,6 +243,11 @@ static int conn_progress(net_conn_t *nc) {
         return -1;
     }
   } else {
+    int want = atomic_load_explicit(&nc->want_hold, memory_order_relaxed);
+    if (want != nc->hold_on && nc->st->direct_min > 0) {
+      net->hold_large(nc->net_comm, want ? nc->st->direct_min : 0);
+      nc->hold_on = want;
+    }
     uint64_t consumed = atomic_load_explicit(&nc->consumed, memory_order_acquire);
     for (; nc->issued < consumed + nc->nslots; nc->issued++, moved = 1) {
       size_t k = nc->issued % nc->nslots;
@@ -155,6 +260,12 @@ static int conn_progress(net_conn_t *nc) {
     uint32_t tag = 0;
     int fin = 0;
     if (net->test(nc->reqs[k], &fin, &size, &tag) != ncclSuccess) return -1;
+    if (!fin && !nc->is_send && nc->st->direct_min > 0) {
+      int h = serve_held(nc, done + 1, k);
+      if (h < 0) return -1;
+      moved |= h;
+      if (h == 2) continue;  // let go: it may have landed already
+    }
     if (!fin) break;
     if (!nc->is_send) {
       nc->len[k] = (uint32_t)size;
@@ -176,6 +287,7 @@ static void fail_all(net_state_t *st, const net_conn_t *culprit) {
     weft_shm_abort(comm->shm, ncclRemoteError, reason);
   }
   // Reset every connection: the peers' proxies see it and fail their hosts.
+  INFO(WEFT_LOG_NET, "rank %d: the communicator failed; resetting its %d network connections", comm->rank, st->nconns);
   for (int i = 0; i < st->nconns; i++) {
     st->net->abort_comm(st->conns[i]->net_comm);
     st->conns[i]->net_comm = NULL;
@@ -190,14 +302,19 @@ static int sends_flushed(const net_state_t *st) {
   return 1;
 }
 
+static int comm_failed(const struct ncclComm *comm) {
+  return weft_shm_abort_code(comm->shm) != ncclSuccess || atomic_load(&comm->aborted);
+}
+
 static void *proxy_main(void *arg) {
   net_state_t *st = arg;
   struct ncclComm *comm = st->comm;
   weft_debug_set_rank(comm->rank);
   int64_t spin_ns = weft_env_WEFT_SPIN_NS(), idle_since = 0;
   for (;;) {
-    if (weft_shm_abort_code(comm->shm) != ncclSuccess || atomic_load(&comm->aborted)) {
+    if (comm_failed(comm)) {
       fail_all(st, NULL);
+      atomic_store(&st->exited, 1);
       return NULL;
     }
     int moved = 0;
@@ -205,12 +322,16 @@ static void *proxy_main(void *arg) {
       int m = conn_progress(st->conns[i]);
       if (m < 0) {
         fail_all(st, st->conns[i]);
+        atomic_store(&st->exited, 1);
         return NULL;
       }
       moved |= m;
     }
     if (moved) ring_engine(st);
-    if (atomic_load(&st->stop) && sends_flushed(st)) break;
+    if (atomic_load(&st->stop) && sends_flushed(st)) {
+      if (comm_failed(comm)) continue;  // it failed just now: reset, not an orderly goodbye
+      break;
+    }
     if (moved) {
       idle_since = 0;
       continue;
@@ -227,7 +348,8 @@ static void *proxy_main(void *arg) {
     int news = 0;
     for (int i = 0; i < st->nconns && !news; i++) {
       net_conn_t *nc = st->conns[i];
-      news = nc->is_send ? atomic_load(&nc->posted) != nc->issued : atomic_load(&nc->consumed) + nc->nslots != nc->issued;
+      news = nc->is_send ? atomic_load(&nc->posted) != nc->issued
+                         : atomic_load(&nc->consumed) + nc->nslots != nc->issued || atomic_load(&nc->attach_seq) != nc->released;
     }
     if (!news && !atomic_load(&st->stop)) {
       struct epoll_event ev[16];
@@ -245,6 +367,7 @@ static void *proxy_main(void *arg) {
     else st->net->close_recv(nc->net_comm);
     nc->net_comm = NULL;
   }
+  atomic_store(&st->exited, 1);
   return NULL;
 }
 
@@ -411,6 +534,8 @@ ncclResult_t weft_net_setup(struct ncclComm *comm) {
   st->net = net;
   st->comm = comm;
   st->epfd = st->evfd = -1;
+  if (net->hold_large != NULL && net->held != NULL && net->release != NULL && weft_env_WEFT_NET_DIRECT_MIN() > 0)
+    st->direct_min = (size_t)weft_env_WEFT_NET_DIRECT_MIN();
   st->conns = calloc((size_t)n * 2 * WEFT_NUM_CLASSES, sizeof(*st->conns));
   st->addr = calloc((size_t)n, sizeof(*st->addr));
   if (st->conns == NULL || st->addr == NULL) { res = ncclSystemError; goto out; }
@@ -435,13 +560,17 @@ void weft_net_teardown(struct ncclComm *comm) {
     (void)w;
     pthread_join(st->thread, NULL);
   }
+  uint64_t received = 0, direct = 0;
   for (int i = 0; i < st->nconns; i++) {
     net_conn_t *nc = st->conns[i];
+    if (nc != NULL && !nc->is_send) received += nc->pos, direct += nc->ndirect;
     if (nc != NULL && nc->net_comm != NULL) st->net->abort_comm(nc->net_comm);  // never started
     weft_conn_t *c = nc != NULL ? weft_comm_conn(comm, nc->cls, nc->is_send, nc->peer) : NULL;
     if (c != NULL && c->tp == &weft_net_transport) c->tp = NULL, c->priv = NULL;
     conn_free(nc);
   }
+  INFO(WEFT_LOG_NET, "rank %d: %" PRIu64 " of %" PRIu64 " network messages received straight into user buffers",
+       comm->rank, direct, received);
   if (st->epfd >= 0) close(st->epfd);
   if (st->evfd >= 0) close(st->evfd);
   free(st->conns);
@@ -459,5 +588,7 @@ const weft_transport_t weft_net_transport = {
     .send_post = net_send_post,
     .recv_slot = net_recv_slot,
     .recv_release = net_recv_release,
+    .recv_into = net_recv_into,
+    .quiesce = net_quiesce,
     .read = NULL,
 };

@@ -46,6 +46,15 @@ typedef struct weft_transport {
   const void *(*recv_slot)(weft_conn_t *c, size_t *bytes, uint32_t *tag);
   // Receiver: the slot from recv_slot has been consumed; wakes the sender.
   void (*recv_release)(weft_conn_t *c);
+  // Optional (NULL: always use recv_slot). Receiver: let the next message,
+  // expected to be `bytes` long with tag `expect_tag` (0: any), land straight
+  // in dst. Returns 1 once it is there (*got and *tag set; consumed), 0 not
+  // yet (call again with the same dst), -1 when it is or will be in a slot
+  // (use recv_slot for it).
+  int (*recv_into)(weft_conn_t *c, void *dst, size_t bytes, uint32_t expect_tag, size_t *got, uint32_t *tag);
+  // Optional. After an operation on the connection failed: returns once
+  // nothing can still write into a buffer recv_into was given.
+  void (*quiesce)(weft_conn_t *c);
   // Copy `bytes` from address `remote` in the peer's memory into dst
   // (blocking, bounded by the copy itself). NULL when the transport cannot
   // reach peer memory; then comm->can_read is 0 and no schedule reads.

@@ -8,6 +8,8 @@
 #     op, placement, count {1, 1031, 64 KiB / size + 3}) over 2 hosts x 2
 #     ranks, 4 x 1 and 3 x 3, with the tuner's choice and with each forced
 #     NCCL_ALGO on the collectives it changes;
+#   - in net mode, large messages received straight into user buffers, and
+#     the same sweep with that off;
 #   - shaped links (tc netem delay + loss where the kernel has netem, tc tbf
 #     rate otherwise);
 #   - a rank failing on one host fails the job and stops the others;
@@ -32,7 +34,8 @@ job_limit=90  # seconds per job; WEFT_TIMEOUT (run_job.sh) fails a stuck call we
 # The NCCL_ALGO values swept, each with the collectives it changes ("" is
 # the tuner's own choice, on everything). "read" (single-copy reads of a
 # peer's memory) needs every rank on one host, so only shm mode has it.
-algos=("|" "allreduce:ring|allreduce" "allreduce:oneshot|allreduce")
+algos=("|" "allreduce:ring|allreduce" "allreduce:oneshot|allreduce" "allreduce:tree|allreduce"
+       "allreduce:recursive|allreduce" "allreduce:rabenseifner|allreduce" "allreduce:hier|allreduce")
 [ "$mode" = shm ] && algos+=("read|allreduce,reducescatter,allgather,broadcast,reduce")
 layouts=(2x2 4x1 3x3)
 
@@ -76,6 +79,28 @@ inside() {  # log results
     done
   done
   rm -f "$log.job"
+
+  # Over the network, large messages that only land in the user's buffer are
+  # read from the socket straight into it; with WEFT_NET_DIRECT_MIN=0 they go
+  # through slots. Both ways give the same results.
+  if [ "$mode" = net ]; then
+    local direct
+    for direct in 32768 0; do
+      start=$SECONDS
+      out=$(WEFT_NET_DIRECT_MIN=$direct NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=NET "$here/run_job.sh" -l 2x2 \
+        -t "$job_limit" -- "$rank_prog" -c allgather,broadcast,sendrecv,allreduce 2>&1)
+      rc=$?
+      echo "$out" >>"$log"
+      local straight
+      straight=$(grep -o '[0-9]* of [0-9]* network messages received straight' <<<"$out" | awk '{s += $1} END {print s + 0}')
+      local want_some=$((direct > 0)) got_some=$((straight > 0))
+      if [ "$rc" -eq 0 ] && [ "$want_some" -eq "$got_some" ]; then
+        ok "conformance 2x2 with WEFT_NET_DIRECT_MIN=$direct: $straight messages straight into user buffers ($((SECONDS - start)) s)"
+      else
+        bad "conformance 2x2 with WEFT_NET_DIRECT_MIN=$direct: exit $rc, $straight messages straight into user buffers"
+      fi
+    done
+  fi
 
   # A failing rank on host 2 fails the job at once, with its status.
   start=$SECONDS

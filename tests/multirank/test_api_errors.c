@@ -265,7 +265,7 @@ Test(api_errors, foreign_pointers_and_unsupported_calls, .timeout = 30) {
 
 /* ---------- ranks that disagree ---------- */
 
-enum { MM_COUNT, MM_DTYPE, MM_OP, MM_ROOT };
+enum { MM_COUNT, MM_DTYPE, MM_OP, MM_ROOT, MM_NET_COUNT };
 
 typedef struct {
   int res[2], async[2], destroy[2];
@@ -278,11 +278,16 @@ static mm_out_t *mm_out;  // shared with the ranks
 static int mismatch_body(int rank, int nranks, ncclUniqueId *ids, void *arg) {
   const int *kind = arg;
   ncclComm_t comm = NULL;
+  char host[32];
+  snprintf(host, sizeof(host), "mismatch-host-%d", rank);
+  if (*kind == MM_NET_COUNT) setenv("WEFT_HOSTID", host, 1);  // ranks on two "hosts": only slot tags can tell
   WEFT_TEST_CHECK_RES(ncclCommInitRank(&comm, nranks, ids[0], rank), ncclSuccess);
   if (comm == NULL) return weft_test_failures();
-  enum { N = 200 };
+  enum { N = 200, BIG = 100000 };  // BIG: a broadcast of many network messages
   float buf[N];
   for (int i = 0; i < N; i++) buf[i] = (float)(rank + 1);
+  float *big = calloc(BIG, sizeof(float));
+  if (big == NULL) return 1;
   double t0 = weft_test_now();
   ncclResult_t r = ncclInternalError;
   switch (*kind) {
@@ -292,13 +297,20 @@ static int mismatch_body(int rank, int nranks, ncclUniqueId *ids, void *arg) {
       break;
     case MM_OP: r = ncclAllReduce(buf, buf, 100, ncclFloat32, rank == 0 ? ncclSum : ncclMax, comm, NULL); break;
     case MM_ROOT: r = ncclBroadcast(buf, buf, 100, ncclFloat32, rank, comm, NULL); break;
+    case MM_NET_COUNT: r = ncclBroadcast(big, big, rank == 0 ? BIG : BIG / 2, ncclFloat32, 0, comm, NULL); break;
     default: break;
   }
+  free(big);
   mm_out->secs[rank] = weft_test_now() - t0;
   mm_out->res[rank] = (int)r;
   snprintf(mm_out->last[rank], sizeof(mm_out->last[rank]), "%s", ncclGetLastError(comm));
+  // A root that only sends may finish before its peers find the mismatch;
+  // its communicator learns of the failure from them soon after.
   ncclResult_t async = ncclSuccess;
-  WEFT_TEST_CHECK_RES(ncclCommGetAsyncError(comm, &async), ncclSuccess);
+  for (int i = 0; i < 500 && async == ncclSuccess; i++) {
+    WEFT_TEST_CHECK_RES(ncclCommGetAsyncError(comm, &async), ncclSuccess);
+    if (async == ncclSuccess) usleep(10000);
+  }
   mm_out->async[rank] = (int)async;
   mm_out->destroy[rank] = (int)ncclCommDestroy(comm);
   return weft_test_failures();
@@ -315,8 +327,9 @@ static void run_mismatch(int kind, const char *what) {
     cr_log_info("%s: rank %d got %d (%s) after %.3f s, async error %d, destroy %d; last error: %s", what, r,
                 mm_out->res[r], ncclGetErrorString((ncclResult_t)mm_out->res[r]), mm_out->secs[r],
                 mm_out->async[r], mm_out->destroy[r], mm_out->last[r]);
-    cr_expect(mm_out->res[r] != ncclSuccess && mm_out->res[r] != -1, "%s: rank %d got %d, expected a failure", what,
-              r, mm_out->res[r]);
+    int sender_only = kind == MM_NET_COUNT && r == 0;  // the broadcast's root, on another host
+    cr_expect(mm_out->res[r] != -1 && (mm_out->res[r] != ncclSuccess || sender_only),
+              "%s: rank %d got %d, expected a failure", what, r, mm_out->res[r]);
     cr_expect_lt(mm_out->secs[r], 10.0, "%s: rank %d took %.1f s to fail", what, r, mm_out->secs[r]);
     cr_expect_neq(mm_out->async[r], ncclSuccess, "%s: rank %d's communicator reports no error", what, r);
     cr_expect_eq(mm_out->destroy[r], ncclSuccess, "%s: rank %d could not destroy the failed communicator", what, r);
@@ -330,6 +343,9 @@ Test(api_errors, mismatched_counts_fail_fast, .timeout = 40) { run_mismatch(MM_C
 Test(api_errors, mismatched_datatypes_fail_fast, .timeout = 40) { run_mismatch(MM_DTYPE, "float32/int32"); }
 Test(api_errors, mismatched_ops_fail_fast, .timeout = 40) { run_mismatch(MM_OP, "sum/max"); }
 Test(api_errors, mismatched_broadcast_roots_fail_fast, .timeout = 40) { run_mismatch(MM_ROOT, "roots 0/1"); }
+Test(api_errors, mismatched_counts_over_the_network_fail_fast, .timeout = 40) {
+  run_mismatch(MM_NET_COUNT, "broadcast counts 100000/50000 over TCP");
+}
 
 /* ---------- roles run in a fresh image of this binary ---------- */
 
