@@ -263,8 +263,50 @@ static int incoming_ok(weft_op_t *op, const weft_conn_t *rc, uint32_t tag, size_
   return 0;
 }
 
+// Steps whose incoming data only lands in the user's buffer.
+static int copies_in(const weft_step_t *st) { return st->kind == WEFT_STEP_RECV || st->kind == WEFT_STEP_RECV_COPY_SEND; }
+
+// Messages a step receives from its recv_peer: one per slot of its count,
+// one token for WAIT, none for the others.
+static int receives_chunks(const weft_step_t *st) {
+  return st->recv_peer >= 0 && st->kind != WEFT_STEP_WAIT && st->kind != WEFT_STEP_READ &&
+         st->kind != WEFT_STEP_READ_REDUCE && st->kind != WEFT_STEP_SIGNAL;
+}
+
+// Tell rc's transport where the lane's coming messages from rc's peer go,
+// as far ahead as it has room: the user's buffer for steps that only copy
+// them there, their slot for the others. Each connection serves one lane
+// of a schedule, so the lane's steps give the order of its messages.
+static void describe_ahead(weft_op_t *op, const weft_lane_t *lane, weft_conn_t *rc) {
+  weft_expect_cursor_t *x = &op->expect[rc->peer];
+  weft_lane_state_t *ls = &op->lanes[lane - op->sched.lanes];
+  if (x->step == UINT32_MAX) {  // the first message of this operation from that peer
+    x->step = lane->first + ls->cursor;
+    x->elems = ls->done;
+  }
+  size_t room = rc->tp->recv_expect_room(rc), es = op->esize, slot_elems = rc->slot_bytes / es;
+  uint32_t end = lane->first + lane->count, tag = op->check ? op->tag : 0;
+  for (; room > 0 && x->step < end; room--) {
+    const weft_step_t *st = &op->sched.steps[x->step];
+    if (st->recv_peer != rc->peer || (!receives_chunks(st) && st->kind != WEFT_STEP_WAIT) ||
+        (receives_chunks(st) && x->elems >= st->count)) {
+      x->step++, x->elems = 0, room++;  // nothing from that peer here
+      continue;
+    }
+    if (st->kind == WEFT_STEP_WAIT) {
+      rc->tp->recv_expect(rc, NULL, 0, tag);
+      x->step++, x->elems = 0;
+      continue;
+    }
+    size_t n = WEFT_MIN(slot_elems, st->count - x->elems);
+    char *dst = copies_in(st) ? op_buffer(op, st->dst_buf) + (st->dst_off + x->elems) * es : NULL;
+    rc->tp->recv_expect(rc, dst, n * es, tag);
+    x->elems += n;
+  }
+}
+
 // Move as much of one step as possible now. Returns 1 if anything moved.
-static int step_progress(weft_op_t *op, const weft_step_t *st, weft_lane_state_t *ls) {
+static int step_progress(weft_op_t *op, const weft_lane_t *lane, const weft_step_t *st, weft_lane_state_t *ls) {
   struct ncclComm *comm = op->comm;
   weft_conn_t *sc = st->send_peer >= 0 ? weft_comm_conn(comm, op->cls, 1, st->send_peer) : NULL;
   weft_conn_t *rc = st->recv_peer >= 0 ? weft_comm_conn(comm, op->cls, 0, st->recv_peer) : NULL;
@@ -291,8 +333,8 @@ static int step_progress(weft_op_t *op, const weft_step_t *st, weft_lane_state_t
     return 1;
   }
   size_t slot_elems = (sc != NULL ? sc : rc)->slot_bytes / es;
-  int direct = rc != NULL && rc->tp->recv_into != NULL &&
-               (st->kind == WEFT_STEP_RECV || st->kind == WEFT_STEP_RECV_COPY_SEND);
+  int direct = rc != NULL && rc->tp->recv_expect != NULL && copies_in(st);
+  if (rc != NULL && rc->tp->recv_expect != NULL) describe_ahead(op, lane, rc);
   int moved = 0;
   while (ls->done < st->count) {
     size_t n = WEFT_MIN(slot_elems, st->count - ls->done), bytes = n * es, off = ls->done * es;
@@ -300,9 +342,9 @@ static int step_progress(weft_op_t *op, const weft_step_t *st, weft_lane_state_t
     char *out = NULL;
     size_t in_bytes = 0;
     uint32_t tag = 0;
-    if (direct) {  // the transport may land it in dst without a slot
+    if (direct) {  // the transport may have landed it in dst (describe_ahead)
       if (sc != NULL && (out = sc->tp->send_slot(sc)) == NULL) break;
-      int r = rc->tp->recv_into(rc, dst + off, bytes, op->check ? op->tag : 0, &in_bytes, &tag);
+      int r = rc->tp->recv_landed(rc, &in_bytes, &tag);
       if (r == 0) break;
       if (r > 0) {
         if (!incoming_ok(op, rc, tag, in_bytes, bytes)) return 1;
@@ -395,7 +437,7 @@ static int op_progress(weft_op_t *op) {
     weft_lane_state_t *ls = &op->lanes[l];
     while (ls->cursor < lane->count && op->state == WEFT_OP_PENDING) {
       const weft_step_t *st = &op->sched.steps[lane->first + ls->cursor];
-      moved |= step_progress(op, st, ls);
+      moved |= step_progress(op, lane, st, ls);
       if (ls->done < st->count) break;
       ls->cursor++;
       ls->done = 0;
@@ -416,9 +458,10 @@ static int op_progress(weft_op_t *op) {
 ncclResult_t weft_op_launch(weft_op_t *op) {
   struct ncclComm *comm = op->comm;
   int n = comm->nranks;
-  // One block for the per-peer and per-lane state: tickets, lanes, verified flags.
+  // One block for the per-peer and per-lane state: tickets, lanes, expectation cursors, verified flags.
   size_t nl = op->sched.nlanes ? op->sched.nlanes : 1;
-  char *block = calloc(1, 2 * sizeof(int64_t) * (size_t)n + nl * sizeof(*op->lanes) + (size_t)n);
+  char *block = calloc(1, 2 * sizeof(int64_t) * (size_t)n + nl * sizeof(*op->lanes) +
+                             (size_t)n * sizeof(*op->expect) + (size_t)n);
   if (block == NULL) {
     WARN("out of memory launching %s", weft_coll_name(op->args.coll));
     return ncclSystemError;
@@ -426,8 +469,12 @@ ncclResult_t weft_op_launch(weft_op_t *op) {
   op->send_ticket = (int64_t *)block;
   op->recv_ticket = op->send_ticket + n;
   op->lanes = (weft_lane_state_t *)(op->recv_ticket + n);
-  op->verified = (uint8_t *)(op->lanes + nl);
-  for (int p = 0; p < n; p++) op->send_ticket[p] = op->recv_ticket[p] = -1;
+  op->expect = (weft_expect_cursor_t *)(op->lanes + nl);
+  op->verified = (uint8_t *)(op->expect + n);
+  for (int p = 0; p < n; p++) {
+    op->send_ticket[p] = op->recv_ticket[p] = -1;
+    op->expect[p].step = UINT32_MAX;
+  }
   for (uint32_t i = 0; i < op->sched.nsteps; i++) {
     const weft_step_t *st = &op->sched.steps[i];
     if (st->send_peer >= 0) op->send_ticket[st->send_peer] = 0;

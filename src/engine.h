@@ -22,6 +22,13 @@ typedef struct {
   uint64_t done;    // elements of the current step already moved
 } weft_lane_state_t;
 
+// How far the messages from one peer have been described to its
+// connection (transports that land messages in the user's buffer).
+typedef struct {
+  uint32_t step;    // absolute step index; UINT32_MAX until the first description
+  uint64_t elems;   // elements of that step described
+} weft_expect_cursor_t;
+
 enum { WEFT_OP_PENDING = 0, WEFT_OP_DONE, WEFT_OP_FAILED };
 
 typedef struct weft_op {
@@ -42,6 +49,7 @@ typedef struct weft_op {
   int64_t *send_ticket;    // per peer, -1 when unused (set at launch)
   int64_t *recv_ticket;
   uint8_t *verified;       // per peer: its descriptor for `seq` matched ours
+  weft_expect_cursor_t *expect;  // per peer: messages described to its connection
   int check;               // compare descriptors and slot tags (WEFT_CHECK_MISMATCH)
   uint32_t tag;            // collectives: a hash of seq and the call, sent with every slot
   int nt;                  // write the output with non-temporal stores (WEFT_NT_MIN_BYTES)

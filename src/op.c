@@ -43,7 +43,7 @@ void weft_op_release_comm(weft_op_t *op) {
 void weft_op_free(weft_op_t *op) {
   if (op == NULL) return;
   weft_op_release_comm(op);
-  free(op->send_ticket);  // the block that also holds recv_ticket, lanes and verified
+  free(op->send_ticket);  // the block that also holds recv_ticket, lanes, expect and verified
   free(op->peer_buf);
   free(op->scratch);
   if (!cache_ok || pthread_getspecific(cache_key) != NULL) {

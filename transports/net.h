@@ -61,11 +61,12 @@ typedef struct weft_net {
   // Abortive close: the peer sees a failure, not an orderly end.
   void (*abort_comm)(void *comm);
   // Optional (NULL when the backend cannot): receiving straight into the
-  // caller's buffers. With hold_large(recv_comm, min), a receive whose
-  // message is at least `min` bytes (0: none) stops after its header; held()
-  // then says so with its size and tag, and release() lets the payload land
-  // in `data` (at least the message's size; NULL: the buffer given to irecv).
-  void (*hold_large)(void *recv_comm, size_t min);
+  // caller's buffers. After hold_large(recv_comm, min, until), receives
+  // number < until (counted from 0 in the order posted) whose message is at
+  // least `min` bytes stop after their header; held() then says so with its
+  // size and tag, and release() lets the payload land in `data` (at least
+  // the message's size; NULL: the buffer given to irecv).
+  void (*hold_large)(void *recv_comm, size_t min, uint64_t until);
   int (*held)(void *request, size_t *size, uint32_t *tag);
   ncclResult_t (*release)(void *request, void *data);
 } weft_net_t;

@@ -89,7 +89,8 @@ struct sock_comm {
   uint64_t head, tail;        // oldest unfinished request; next free one
   uint64_t cur[MAX_SOCKS];    // per socket: the request whose part it moves
   int failed, peer_closed;
-  size_t hold_min;            // receives of at least this many bytes are held (0: none)
+  size_t hold_min;            // receives of at least this many bytes ...
+  uint64_t hold_until;        // ... numbered below this are held
   char peer[WEFT_ADDR_STRLEN];
 };
 
@@ -360,7 +361,7 @@ static ncclResult_t progress_socket(sock_comm_t *c, int i) {
       r->size = r->hdr.size;
       r->tag = r->hdr.tag;
       r->hdr_known = 1;
-      r->held = c->hold_min > 0 && r->size >= c->hold_min;
+      r->held = c->hold_min > 0 && r->size >= c->hold_min && r->index < c->hold_until;
     }
     int k = nparts(r->size, c->nsocks), part = (i - first + c->nsocks) % c->nsocks;
     if (part >= k) {
@@ -466,7 +467,11 @@ static ncclResult_t sock_test(void *request, int *done, size_t *size, uint32_t *
   return ncclSuccess;
 }
 
-static void sock_hold_large(void *recv_comm, size_t min) { ((sock_comm_t *)recv_comm)->hold_min = min; }
+static void sock_hold_large(void *recv_comm, size_t min, uint64_t until) {
+  sock_comm_t *c = recv_comm;
+  c->hold_min = min;
+  c->hold_until = until;
+}
 
 static int sock_held(void *request, size_t *size, uint32_t *tag) {
   const sock_req_t *r = request;

@@ -12,12 +12,13 @@
  * eventfd the engine writes only when the proxy sleeps.
  *
  * Large messages the engine only copies into the user's buffer (RECV,
- * RECV_COPY_SEND) skip the slot: while the engine receives that way, the
- * backend holds each message of at least WEFT_NET_DIRECT_MIN bytes after its
- * header; the proxy publishes the header, the engine answers with where the
- * payload goes (its buffer, or the slot when the message is not what it
- * expects or it wants to reduce it), and the proxy lets the backend read it
- * there.
+ * RECV_COPY_SEND) skip the slot: the engine describes the messages it will
+ * receive, as far ahead as there are slots (an expectation each: address or
+ * NULL for the slot, length, tag); the backend holds each described message
+ * of at least WEFT_NET_DIRECT_MIN bytes after its header, and the proxy lets
+ * it land at the described address when the header matches, in its slot
+ * otherwise (the engine then reports the mismatch). Messages not described
+ * yet land in slots, so the sockets are drained as before.
  *
  * Failure: a connection that breaks fails the communicator on this host
  * (weft_shm_abort, naming the peer rank and its address), and a proxy that
@@ -67,16 +68,13 @@ typedef struct {
   // Proxy side.
   uint64_t issued;              // requests handed to the backend
   _Atomic uint64_t completed;   // send: slots sent (free again); receive: slots landed
-  // Receiving into the engine's buffers (counters are message index + 1).
-  _Atomic int want_hold;        // engine: it receives that way now
-  int hold_on;                  // proxy: what the backend was told
-  _Atomic uint64_t held_seq;    // proxy: this message waits after its header ...
-  uint32_t held_len, held_tag;  // ... of this length and tag
-  _Atomic uint64_t attach_seq;  // engine: where this message goes is in attach_dst
-  void *attach_dst;             // NULL: its slot
-  uint64_t released;            // proxy: the last message it let land
-  uint64_t direct_pos;          // engine: the last message it attached to its own buffer
-  uint64_t fallback_pos;        // engine: the message recv_into sent to the slot path
+  // Receiving into the engine's buffers (sequence numbers are message index + 1).
+  void **exp_dst;               // per slot: where that message goes (NULL: its slot) ...
+  uint32_t *exp_len, *exp_tag;  // ... if it has this length and tag (0: any)
+  _Atomic uint64_t expect_seq;  // engine: messages [0, expect_seq) are described
+  uint64_t hold_until;          // proxy: what the backend was told of expect_seq
+  uint8_t *direct;              // per slot: the proxy let it land at exp_dst
+  uint64_t released;            // proxy: the last held message it let land
   uint64_t ndirect;             // engine: messages received straight into its buffers
 } net_conn_t;
 
@@ -133,24 +131,9 @@ static void net_send_post(weft_conn_t *c, size_t bytes, uint32_t tag) {
   wake_proxy(nc->st);
 }
 
-// The engine says where held message `next` (index + 1) goes: dst, or its slot (NULL).
-static void attach(net_conn_t *nc, uint64_t next, void *dst) {
-  nc->attach_dst = dst;
-  atomic_store_explicit(&nc->attach_seq, next, memory_order_release);
-  wake_proxy(nc->st);
-}
-
 static const void *net_recv_slot(weft_conn_t *c, size_t *bytes, uint32_t *tag) {
   net_conn_t *nc = c->priv;
-  uint64_t next = nc->pos + 1;
-  if (nc->fallback_pos != next && atomic_load_explicit(&nc->want_hold, memory_order_relaxed))
-    atomic_store_explicit(&nc->want_hold, 0, memory_order_relaxed);  // the engine reduces now: read ahead again
-  if (atomic_load_explicit(&nc->completed, memory_order_acquire) == nc->pos) {
-    if (atomic_load_explicit(&nc->held_seq, memory_order_acquire) == next &&
-        atomic_load_explicit(&nc->attach_seq, memory_order_relaxed) != next)
-      attach(nc, next, NULL);
-    return NULL;
-  }
+  if (atomic_load_explicit(&nc->completed, memory_order_acquire) == nc->pos) return NULL;
   *bytes = nc->len[nc->pos % nc->nslots];
   *tag = nc->tag[nc->pos % nc->nslots];
   return nc->data + (nc->pos % nc->nslots) * nc->slot_bytes;
@@ -163,31 +146,34 @@ static void net_recv_release(weft_conn_t *c) {
   wake_proxy(nc->st);
 }
 
-static int net_recv_into(weft_conn_t *c, void *dst, size_t bytes, uint32_t expect_tag, size_t *got, uint32_t *tag) {
+static size_t net_recv_expect_room(weft_conn_t *c) {
   net_conn_t *nc = c->priv;
-  uint64_t next = nc->pos + 1;
-  if (nc->st->direct_min == 0 || bytes < nc->st->direct_min) return -1;
-  if (!atomic_load_explicit(&nc->want_hold, memory_order_relaxed)) atomic_store_explicit(&nc->want_hold, 1, memory_order_relaxed);
-  if (atomic_load_explicit(&nc->completed, memory_order_acquire) > nc->pos) {
-    if (nc->direct_pos != next) {  // it landed in its slot before the engine asked
-      nc->fallback_pos = next;
-      return -1;
-    }
-    *got = nc->len[nc->pos % nc->nslots];
-    *tag = nc->tag[nc->pos % nc->nslots];
-    nc->ndirect++;
-    net_recv_release(c);
-    return 1;
-  }
-  if (nc->direct_pos == next) return 0;  // on its way into dst
-  if (atomic_load_explicit(&nc->held_seq, memory_order_acquire) != next) return 0;
-  if (nc->held_len != bytes || (expect_tag != 0 && nc->held_tag != expect_tag)) {
-    nc->fallback_pos = next;  // not what the engine expects: the slot path reports it
-    return -1;
-  }
-  nc->direct_pos = next;
-  attach(nc, next, dst);
-  return 0;
+  if (nc->st->direct_min == 0) return 0;
+  uint64_t seq = atomic_load_explicit(&nc->expect_seq, memory_order_relaxed);
+  return seq < nc->pos ? nc->nslots : nc->pos + nc->nslots - seq;
+}
+
+static void net_recv_expect(weft_conn_t *c, void *dst, size_t bytes, uint32_t tag) {
+  net_conn_t *nc = c->priv;
+  uint64_t seq = atomic_load_explicit(&nc->expect_seq, memory_order_relaxed);
+  if (seq < nc->pos) seq = nc->pos;
+  size_t k = seq % nc->nslots;
+  nc->exp_dst[k] = dst;
+  nc->exp_len[k] = (uint32_t)bytes;
+  nc->exp_tag[k] = tag;
+  atomic_store_explicit(&nc->expect_seq, seq + 1, memory_order_release);
+}
+
+static int net_recv_landed(weft_conn_t *c, size_t *got, uint32_t *tag) {
+  net_conn_t *nc = c->priv;
+  if (atomic_load_explicit(&nc->completed, memory_order_acquire) == nc->pos) return 0;
+  size_t k = nc->pos % nc->nslots;
+  if (!nc->direct[k]) return -1;  // in its slot: not held, or not what was described
+  *got = nc->len[k];
+  *tag = nc->tag[k];
+  nc->ndirect++;
+  net_recv_release(c);
+  return 1;
 }
 
 // After a failed operation: a message may still be landing in the user's
@@ -195,7 +181,7 @@ static int net_recv_into(weft_conn_t *c, void *dst, size_t bytes, uint32_t expec
 // wait for that so nothing writes into the buffer after the call returned.
 static void net_quiesce(weft_conn_t *c) {
   net_conn_t *nc = c->priv;
-  if (nc == NULL || nc->direct_pos <= nc->pos) return;
+  if (nc == NULL || nc->is_send || atomic_load(&nc->expect_seq) <= nc->pos) return;
   for (int i = 0; i < 5000 && !atomic_load(&nc->st->exited); i++) {
     struct timespec ts = {0, 1000000};
     nanosleep(&ts, NULL);
@@ -207,26 +193,21 @@ static void net_quiesce(weft_conn_t *c) {
 
 static void ring_engine(net_state_t *st) { weft_doorbell_ring(weft_shm_doorbell(st->comm->shm, st->comm->rank)); }
 
-// The oldest receive (message `next`, index + 1) waits after its header:
-// tell the engine, and once it said where the payload goes, let it land.
-// Returns 2 when it was let go, 1 when the engine has news, 0 if nothing.
+// The oldest receive (message `next`, index + 1) may wait after its header
+// (only described messages are held): let it land where it was described
+// if it is what was described, else in its slot. Returns 1 when it was let
+// go, 0 if it is not held, -1 on failure.
 static int serve_held(net_conn_t *nc, uint64_t next, size_t k) {
   const weft_net_t *net = nc->st->net;
   size_t size = 0;
   uint32_t tag = 0;
-  int news = 0;
-  if (atomic_load_explicit(&nc->held_seq, memory_order_relaxed) != next && net->held(nc->reqs[k], &size, &tag)) {
-    nc->held_len = (uint32_t)size;
-    nc->held_tag = tag;
-    atomic_store_explicit(&nc->held_seq, next, memory_order_release);
-    news = 1;
-  }
-  if (nc->released != next && atomic_load_explicit(&nc->attach_seq, memory_order_acquire) == next) {
-    if (net->release(nc->reqs[k], nc->attach_dst) != ncclSuccess) return -1;
-    nc->released = next;
-    return 2;
-  }
-  return news;
+  if (nc->released == next || !net->held(nc->reqs[k], &size, &tag)) return 0;
+  void *dst = nc->exp_dst[k];
+  int fits = dst != NULL && size == nc->exp_len[k] && (nc->exp_tag[k] == 0 || tag == nc->exp_tag[k]);
+  if (net->release(nc->reqs[k], fits ? dst : NULL) != ncclSuccess) return -1;
+  nc->direct[k] = (uint8_t)fits;
+  nc->released = next;
+  return 1;
 }
 
 // Hand new work to the backend and collect what finished. Returns 1 if
@@ -243,14 +224,15 @@ static int conn_progress(net_conn_t *nc) {
         return -1;
     }
   } else {
-    int want = atomic_load_explicit(&nc->want_hold, memory_order_relaxed);
-    if (want != nc->hold_on && nc->st->direct_min > 0) {
-      net->hold_large(nc->net_comm, want ? nc->st->direct_min : 0);
-      nc->hold_on = want;
+    uint64_t described = atomic_load_explicit(&nc->expect_seq, memory_order_acquire);
+    if (described != nc->hold_until) {
+      net->hold_large(nc->net_comm, nc->st->direct_min, described);
+      nc->hold_until = described;
     }
     uint64_t consumed = atomic_load_explicit(&nc->consumed, memory_order_acquire);
     for (; nc->issued < consumed + nc->nslots; nc->issued++, moved = 1) {
       size_t k = nc->issued % nc->nslots;
+      nc->direct[k] = 0;
       if (net->irecv(nc->net_comm, nc->data + k * nc->slot_bytes, nc->slot_bytes, &nc->reqs[k]) != ncclSuccess)
         return -1;
     }
@@ -263,8 +245,10 @@ static int conn_progress(net_conn_t *nc) {
     if (!fin && !nc->is_send && nc->st->direct_min > 0) {
       int h = serve_held(nc, done + 1, k);
       if (h < 0) return -1;
-      moved |= h;
-      if (h == 2) continue;  // let go: it may have landed already
+      if (h > 0) {
+        moved = 1;
+        continue;  // let go: it may have landed already
+      }
     }
     if (!fin) break;
     if (!nc->is_send) {
@@ -349,7 +333,7 @@ static void *proxy_main(void *arg) {
     for (int i = 0; i < st->nconns && !news; i++) {
       net_conn_t *nc = st->conns[i];
       news = nc->is_send ? atomic_load(&nc->posted) != nc->issued
-                         : atomic_load(&nc->consumed) + nc->nslots != nc->issued || atomic_load(&nc->attach_seq) != nc->released;
+                         : atomic_load(&nc->consumed) + nc->nslots != nc->issued;
     }
     if (!news && !atomic_load(&st->stop)) {
       struct epoll_event ev[16];
@@ -397,8 +381,14 @@ static ncclResult_t conn_new(net_state_t *st, int peer, int cls, int is_send, ne
   nc->len = calloc(nc->nslots, sizeof(*nc->len));
   nc->tag = calloc(nc->nslots, sizeof(*nc->tag));
   nc->reqs = calloc(nc->nslots, sizeof(*nc->reqs));
+  nc->exp_dst = calloc(nc->nslots, sizeof(*nc->exp_dst));
+  nc->exp_len = calloc(nc->nslots, sizeof(*nc->exp_len));
+  nc->exp_tag = calloc(nc->nslots, sizeof(*nc->exp_tag));
+  nc->direct = calloc(nc->nslots, sizeof(*nc->direct));
   *out = nc;
-  if (nc->data == NULL || nc->len == NULL || nc->tag == NULL || nc->reqs == NULL) return ncclSystemError;
+  if (nc->data == NULL || nc->len == NULL || nc->tag == NULL || nc->reqs == NULL || nc->exp_dst == NULL ||
+      nc->exp_len == NULL || nc->exp_tag == NULL || nc->direct == NULL)
+    return ncclSystemError;
   weft_conn_t *c = weft_comm_conn(comm, cls, is_send, peer);
   c->tp = &weft_net_transport;
   c->peer = peer;
@@ -415,6 +405,10 @@ static void conn_free(net_conn_t *nc) {
   free(nc->len);
   free(nc->tag);
   free(nc->reqs);
+  free(nc->exp_dst);
+  free(nc->exp_len);
+  free(nc->exp_tag);
+  free(nc->direct);
   free(nc);
 }
 
@@ -588,7 +582,9 @@ const weft_transport_t weft_net_transport = {
     .send_post = net_send_post,
     .recv_slot = net_recv_slot,
     .recv_release = net_recv_release,
-    .recv_into = net_recv_into,
+    .recv_expect_room = net_recv_expect_room,
+    .recv_expect = net_recv_expect,
+    .recv_landed = net_recv_landed,
     .quiesce = net_quiesce,
     .read = NULL,
 };

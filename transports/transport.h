@@ -46,12 +46,16 @@ typedef struct weft_transport {
   const void *(*recv_slot)(weft_conn_t *c, size_t *bytes, uint32_t *tag);
   // Receiver: the slot from recv_slot has been consumed; wakes the sender.
   void (*recv_release)(weft_conn_t *c);
-  // Optional (NULL: always use recv_slot). Receiver: let the next message,
-  // expected to be `bytes` long with tag `expect_tag` (0: any), land straight
-  // in dst. Returns 1 once it is there (*got and *tag set; consumed), 0 not
-  // yet (call again with the same dst), -1 when it is or will be in a slot
-  // (use recv_slot for it).
-  int (*recv_into)(weft_conn_t *c, void *dst, size_t bytes, uint32_t expect_tag, size_t *got, uint32_t *tag);
+  // Optional (NULL: messages always land in slots). Receiver: the next
+  // messages may land straight in the engine's buffers. recv_expect_room:
+  // how many more messages may be described now; recv_expect: the next
+  // undescribed message goes to dst (NULL: its slot) if it is `bytes` long
+  // and tagged `tag` (0: any); recv_landed: 1 once the next message is at
+  // its described dst (*got and *tag set; consumed), 0 not yet, -1 when it
+  // is in a slot (use recv_slot for it).
+  size_t (*recv_expect_room)(weft_conn_t *c);
+  void (*recv_expect)(weft_conn_t *c, void *dst, size_t bytes, uint32_t tag);
+  int (*recv_landed)(weft_conn_t *c, size_t *got, uint32_t *tag);
   // Optional. After an operation on the connection failed: returns once
   // nothing can still write into a buffer recv_into was given.
   void (*quiesce)(weft_conn_t *c);
