@@ -120,7 +120,13 @@ $(BUILD)/tests/progs/%: tests/multirank/progs/%.c $(LIB_WEFT)
 	@mkdir -p $(@D)
 	$(CC) $(PROG_CFLAGS) -o $@ $< -L$(BUILD)/lib -lweft -Wl,-rpath,$(abspath $(BUILD)/lib) $(LDLIBS)
 
-test: all $(UNIT_BINS) $(MULTI_BINS) $(TEST_PROGS)
+# The multi-host suite's link with latency (netns.sh --wire-delay): no libraries.
+DELAY_HUB := $(BUILD)/tests/multihost/delay_hub
+$(DELAY_HUB): tests/multihost/delay_hub.c
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_BASE) -o $@ $<
+
+test: all $(UNIT_BINS) $(MULTI_BINS) $(TEST_PROGS) $(DELAY_HUB)
 	@WEFT_BUILD_DIR=$(BUILD) ./tests/run.sh $(BUILD)
 
 test-asan:

@@ -8,7 +8,11 @@
 #    WEFT_HOSTID: iperf3 one stream and --bidir between them, then weft's
 #    all_reduce_perf (-z 2, 1 MiB .. 256 MiB) with 1, 2 and 4 sockets per
 #    connection (NCCL_NSOCKS_PERTHREAD).
-# 2. Loopback TCP on this host: Open MPI's MPI_Allreduce with
+# 2. Four namespaces x 2 ranks joined by 2 ms links (netns.sh --wire-delay,
+#    delay_hub: this kernel has no netem): weft-calibrate measures the
+#    links, then 8-byte all_reduce with the tuner's choice and with the
+#    ring (NCCL_ALGO=allreduce:ring).
+# 3. Loopback TCP on this host: Open MPI's MPI_Allreduce with
 #    --mca btl tcp,self against weft with NCCL_SHM_DISABLE=1, same sizes.
 #    (Open MPI cannot start ranks in other namespaces: its PMIx server is
 #    only reachable in the launcher's own namespace.)
@@ -30,11 +34,11 @@ mkdir -p "$(dirname "$OUTF")" build/compare
 for p in iperf3 mpirun.openmpi; do
   command -v "$p" >/dev/null || apt-get install -y iperf3 openmpi-bin libopenmpi-dev >/dev/null
 done
-[ -x build/bin/all_reduce_perf ] || make -j2 >/dev/null
+[ -x build/bin/all_reduce_perf ] && [ -x build/tests/multihost/delay_hub ] ||
+  make -j2 all build/tests/multihost/delay_hub >/dev/null
 mpicc.openmpi -std=c11 -O2 -o build/compare/mpi_coll_bench.openmpi perf/compare/mpi_coll_bench.c || exit 1
 export REPS
 inner=$(mktemp /tmp/weft-net-XXXXXX.sh)
-trap 'rm -f "$inner"' EXIT
 cat >"$inner" <<'IN'
 #!/usr/bin/env bash
 read -r h0 h1 _ <<<"$WEFT_MH_HOSTS"
@@ -52,8 +56,28 @@ for rep in $(seq 1 "$REPS"); do
 done
 IN
 chmod +x "$inner"
+delay=$(mktemp /tmp/weft-delay-XXXXXX.sh)
+trap 'rm -f "$inner" "$delay"' EXIT
+cat >"$delay" <<'IN'
+#!/usr/bin/env bash
+tune=$(mktemp /tmp/weft-tune-XXXXXX)
+tests/multihost/run_job.sh -l 2x1 -m net build/bin/weft-calibrate --link inter -o "$tune" >/dev/null 2>&1
+tests/multihost/run_job.sh -l 1x2 -m net build/bin/weft-calibrate --link intra -o "$tune" >/dev/null 2>&1
+echo "2 ms links: calibrated $(grep -v '^#' "$tune" | tr '\n' ' ')"
+for rep in $(seq 1 "$REPS"); do
+  for algo in tuner allreduce:ring; do
+    a=$algo; [ "$algo" = tuner ] && a=""
+    echo "delay 4x2 $algo rep $rep (size time_us): $(WEFT_TUNE_FILE=$tune NCCL_ALGO=$a \
+      tests/multihost/run_job.sh -l 4x2 -m net build/bin/all_reduce_perf -b 8 -e 8 -z 2 -n 20 -w 3 2>&1 |
+      awk '/^ +[0-9]/{print $1, $6}')"
+  done
+done
+rm -f "$tune"
+IN
+chmod +x "$delay"
 {
   tests/multihost/netns.sh -k 2 -- "$inner"
+  WEFT_BUILD_DIR=build tests/multihost/netns.sh -k 4 --wire-delay 2 -- "$delay"
   for rep in $(seq 1 "$REPS"); do
     echo "ompi tcp loopback rep $rep (size time_us)"
     mpirun.openmpi --allow-run-as-root --oversubscribe -np 2 --bind-to none --mca btl tcp,self \

@@ -2,7 +2,8 @@
 # netns.sh — a private network of K "hosts" for multi-host tests.
 #
 #   netns.sh [-k HOSTS] [--delay MS] [--jitter MS] [--loss PCT] [--rate RATE] -- COMMAND [ARGS...]
-#   netns.sh --check [--delay MS ...]   exit 0 if this machine can do that, else say why, exit 77
+#   netns.sh [-k HOSTS] --wire-delay MS [--wire-loss PCT] -- COMMAND [ARGS...]
+#   netns.sh --check [--delay MS ... | --wire-delay MS]   exit 0 if this machine can do that, else say why, exit 77
 #   netns.sh --clean-stale              remove namespaces left by runs that are gone
 #
 # Creates network namespaces weft-<pid>-h0 .. weft-<pid>-h<K-1> (the pid of
@@ -17,6 +18,12 @@
 # direction): --delay/--jitter in milliseconds and --loss in percent use tc
 # netem (rate folded in); --rate alone uses tc tbf. A kernel without the
 # qdisc is a clear error (exit 77: a test should count it as skipped).
+#
+# --wire-delay replaces the bridge with delay_hub (built by make test in
+# $WEFT_BUILD_DIR/tests/multihost/): wv0 is then a TAP device in every host,
+# and the hub holds each frame MS milliseconds before passing it to the
+# other hosts (--wire-loss drops that percentage). It needs no qdisc, so it
+# gives latency where the kernel has no netem; it is slow for bulk data.
 #
 # COMMAND runs in the caller's namespace with WEFT_MH_HOSTS (the host
 # namespaces, space-separated, in order), WEFT_MH_ADDRS (their addresses)
@@ -40,6 +47,7 @@ subnet="10.77.$(($$ % 250 + 1))"
 hosts=()
 made=()     # namespaces created so far, removed in reverse order
 child=""
+hub=""      # delay_hub's pid (--wire-delay)
 cleaned=0
 
 die() {
@@ -75,6 +83,11 @@ unavailable() {
     ip -n "$probe" link add pa type veth peer name pb; } 2>&1); then
     ip netns del "$probe" 2>/dev/null
     echo "cannot create a bridge or a veth pair in a namespace: $err"
+    return 1
+  fi
+  if [ -n "$wire_delay" ] && [ ! -x "$hub_bin" ]; then
+    ip netns del "$probe" 2>/dev/null
+    echo "--wire-delay needs $hub_bin (make test builds it)"
     return 1
   fi
   if [ "${#qdisc[@]}" -gt 0 ] && ! err=$(tc -n "$probe" qdisc add dev pa root "${qdisc[@]}" 2>&1); then
@@ -113,6 +126,11 @@ cleanup() {
   [ "$cleaned" = 1 ] && return
   cleaned=1
   local i
+  if [ -n "$hub" ]; then
+    kill -TERM "$hub" 2>/dev/null
+    wait "$hub" 2>/dev/null
+    hub=""
+  fi
   for ((i = ${#made[@]} - 1; i >= 0; i--)); do remove_ns "${made[i]}"; done
   made=()
 }
@@ -132,7 +150,8 @@ on_signal() {  # signal number
   exit $((128 + $1))
 }
 
-delay="" jitter="" loss="" rate=""
+delay="" jitter="" loss="" rate="" wire_delay="" wire_loss=0
+hub_bin=${WEFT_BUILD_DIR:-$(dirname "$0")/../../build}/tests/multihost/delay_hub
 qdisc=()  # the root qdisc of every host's wv0 and its parameters; empty: none
 
 # Fills qdisc from the shaping options.
@@ -163,6 +182,8 @@ while [ $# -gt 0 ]; do
     --rate) [ $# -ge 2 ] && [[ $2 =~ ^[0-9]+(\.[0-9]+)?[kmgKMG]?(bit|bps)$ ]] ||
       die "--rate needs a tc rate such as 100mbit"
       rate=$2; shift 2 ;;
+    --wire-delay) [ $# -ge 2 ] && is_number "$2" || die "--wire-delay needs milliseconds"; wire_delay=$2; shift 2 ;;
+    --wire-loss) [ $# -ge 2 ] && is_number "$2" || die "--wire-loss needs a percentage"; wire_loss=$2; shift 2 ;;
     --check) mode=check; shift ;;
     --clean-stale) mode=clean; shift ;;
     -h | --help) usage ;;
@@ -172,6 +193,7 @@ while [ $# -gt 0 ]; do
 done
 
 set_qdisc
+[ -n "$wire_delay" ] && [ "${#qdisc[@]}" -gt 0 ] && die "--wire-delay does not combine with tc shaping"
 if [ "$mode" = check ]; then
   why=$(unavailable) || { echo "$why"; exit 77; }
   exit 0
@@ -204,11 +226,17 @@ in_ns() {  # namespace what args...
   err=$(ip -n "$ns" "$@" 2>&1) || die "$what in $ns: $err"
 }
 
-ip netns add "$bridge_ns" || die "cannot create namespace $bridge_ns"
-made+=("$bridge_ns")
-in_ns "$bridge_ns" "loopback up" link set lo up
-in_ns "$bridge_ns" "bridge" link add br0 type bridge
-in_ns "$bridge_ns" "bridge up" link set br0 up
+# One host's end: its namespace, wv0 (made by the caller), address, link up.
+host_up() {  # i
+  local ns=${hosts[$1]}
+  in_ns "$ns" "loopback up" link set lo up
+  in_ns "$ns" "address" addr add "${addrs[$1]}/24" dev "$IFNAME"
+  in_ns "$ns" "$IFNAME up" link set "$IFNAME" up
+  if [ "${#qdisc[@]}" -gt 0 ]; then
+    err=$(tc -n "$ns" qdisc add dev "$IFNAME" root "${qdisc[@]}" 2>&1) || die "tc ${qdisc[*]} in $ns: $err"
+  fi
+}
+
 addrs=()
 for ((i = 0; i < nhosts; i++)); do
   ns="$prefix-h$i"
@@ -216,26 +244,41 @@ for ((i = 0; i < nhosts; i++)); do
   made+=("$ns")
   hosts+=("$ns")
   addrs+=("$subnet.$((i + 1))")
-  in_ns "$bridge_ns" "veth pair for host $i" link add "h$i" type veth peer name "$IFNAME" netns "$ns"
-  in_ns "$bridge_ns" "bridge port h$i" link set "h$i" master br0
-  in_ns "$bridge_ns" "bridge port h$i up" link set "h$i" up
-  in_ns "$ns" "loopback up" link set lo up
-  in_ns "$ns" "address" addr add "${addrs[i]}/24" dev "$IFNAME"
-  in_ns "$ns" "$IFNAME up" link set "$IFNAME" up
-  if [ "${#qdisc[@]}" -gt 0 ]; then
-    err=$(tc -n "$ns" qdisc add dev "$IFNAME" root "${qdisc[@]}" 2>&1) || die "tc ${qdisc[*]} in $ns: $err"
-  fi
 done
-# Both ends of every veth must be up before anyone binds to an address.
+if [ -n "$wire_delay" ]; then
+  [ -x "$hub_bin" ] || die "--wire-delay needs $hub_bin (make test builds it)"
+  ready=$(mktemp -u /tmp/weft-hub-XXXXXX) && mkfifo "$ready" || die "cannot make a fifo"
+  us=$(awk -v ms="$wire_delay" 'BEGIN { printf "%d", ms * 1000 }')
+  "$hub_bin" -d "$us" -l "$wire_loss" -i "$IFNAME" "${hosts[@]}" >"$ready" &
+  hub=$!
+  line=$(timeout 10 head -1 "$ready")
+  rm -f "$ready"
+  [ "$line" = ready ] || die "delay_hub did not start"
+  via="delay_hub ($wire_delay ms each way${wire_loss:+, $wire_loss% loss})"
+else
+  ip netns add "$bridge_ns" || die "cannot create namespace $bridge_ns"
+  made+=("$bridge_ns")
+  in_ns "$bridge_ns" "loopback up" link set lo up
+  in_ns "$bridge_ns" "bridge" link add br0 type bridge
+  in_ns "$bridge_ns" "bridge up" link set br0 up
+  for ((i = 0; i < nhosts; i++)); do
+    in_ns "$bridge_ns" "veth pair for host $i" link add "h$i" type veth peer name "$IFNAME" netns "${hosts[i]}"
+    in_ns "$bridge_ns" "bridge port h$i" link set "h$i" master br0
+    in_ns "$bridge_ns" "bridge port h$i up" link set "h$i" up
+  done
+  via=$bridge_ns
+fi
+for ((i = 0; i < nhosts; i++)); do host_up "$i"; done
+# Every wv0 must be up (both ends of a veth) before anyone binds to an address.
 for ns in "${hosts[@]}"; do
   for ((w = 0; w < 50; w++)); do
-    ip -n "$ns" -o link show "$IFNAME" | grep -q 'state UP' && break
+    ip -n "$ns" -o link show "$IFNAME" | grep -q 'LOWER_UP' && break
     sleep 0.1
   done
-  ip -n "$ns" -o link show "$IFNAME" | grep -q 'state UP' || die "$IFNAME in $ns did not come up"
+  ip -n "$ns" -o link show "$IFNAME" | grep -q 'LOWER_UP' || die "$IFNAME in $ns did not come up"
 done
 
-echo "netns.sh: $nhosts hosts (${hosts[*]}) on $subnet.0/24 via $bridge_ns${qdisc[0]:+, shaped: ${qdisc[*]}}" >&2
+echo "netns.sh: $nhosts hosts (${hosts[*]}) on $subnet.0/24 via $via${qdisc[0]:+, shaped: ${qdisc[*]}}" >&2
 export WEFT_MH_HOSTS="${hosts[*]}" WEFT_MH_ADDRS="${addrs[*]}" WEFT_MH_IFNAME=$IFNAME
 "$@" &
 child=$!

@@ -10,8 +10,10 @@
 #     NCCL_ALGO on the collectives it changes;
 #   - in net mode, large messages received straight into user buffers, and
 #     the same sweep with that off;
-#   - shaped links (tc netem delay + loss where the kernel has netem, tc tbf
-#     rate otherwise);
+#   - shaped links (tc netem delay + loss where the kernel has netem,
+#     delay_hub's delay + loss otherwise, tc tbf rate where neither works);
+#   - the tuner over a calibrated 2 ms link (delay_hub): not the ring for an
+#     8-byte AllReduce on 4 hosts x 2 ranks;
 #   - a rank failing on one host fails the job and stops the others;
 #   - cleanup: nothing left after a run, after SIGTERM, and after SIGKILL
 #     (netns.sh --clean-stale).
@@ -172,6 +174,9 @@ if [ -z "$left" ]; then ok "netns.sh removed its namespaces"; else bad "namespac
 shaping=(--rate 200mbit)
 if why=$("$here/netns.sh" --check --delay 2 --loss 0.5); then
   shaping=(--delay 2 --jitter 1 --loss 0.5 --rate 200mbit)
+elif "$here/netns.sh" --check --wire-delay 2 >/dev/null; then
+  skip "netem delay/loss: $why (delay and loss from delay_hub instead)"
+  shaping=(--wire-delay 2 --wire-loss 0.5)
 else
   skip "netem delay/loss: $why (shaping with tbf rate only)"
 fi
@@ -184,6 +189,32 @@ if [ "$rc" -eq 0 ] && [ -z "$(left_behind "$net")" ]; then
   ok "conformance 2x2 (allreduce, alltoall, sendrecv) over links shaped ${shaping[*]} ($((SECONDS - start)) s)"
 else
   bad "conformance 2x2 over shaped links (${shaping[*]}): exit $rc"
+fi
+
+# The tuner prices schedules with measured links: over a 2 ms link
+# (delay_hub) weft-calibrate measures it, and for an 8-byte AllReduce on
+# 4 hosts x 2 ranks the tuner must then prefer a log-depth algorithm to
+# the ring, whose latency grows with the number of hosts.
+if "$here/netns.sh" --check --wire-delay 2 >/dev/null; then
+  start=$SECONDS
+  tune=$tmp/tune
+  netns_run -k 4 --wire-delay 2 -- bash -c "
+    '$here/run_job.sh' -l 2x1 -m net -t 60 -- '$build/bin/weft-calibrate' --link inter -n 5 -o '$tune' &&
+    '$here/run_job.sh' -l 1x2 -m net -t 60 -- '$build/bin/weft-calibrate' --link intra -n 5 -o '$tune' &&
+    WEFT_TUNE_FILE='$tune' NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=TUNING '$here/run_job.sh' -l 4x2 -m net -t 60 -- \
+      '$build/bin/all_reduce_perf' -b 8 -e 8 -n 3 -w 1" >"$tmp/tuner.log" 2>&1
+  rc=$?
+  cat "$tmp/tuner.log" >>"$log"
+  inter=$(awk '$1 == "inter" { print $2 }' "$tune" 2>/dev/null)
+  pick=$(grep -m1 -o 'AllReduce of 1 x 8 bytes, 8 ranks on 4 hosts: [a-z]*' "$tmp/tuner.log" | awk '{print $NF}')
+  if [ "$rc" -eq 0 ] && [ -n "$pick" ] && [ "$pick" != ring ] &&
+    awk -v a="${inter:-0}" 'BEGIN { exit !(a > 1500 && a < 10000) }'; then
+    ok "over a 2 ms link (measured alpha ${inter} us) the tuner picks $pick for 8-byte AllReduce on 4x2 ($((SECONDS - start)) s)"
+  else
+    bad "tuner over a 2 ms link: exit $rc, measured alpha '${inter}' us, pick '${pick}' (expected not ring)"
+  fi
+else
+  skip "tuner over a 2 ms link: delay_hub is not available"
 fi
 
 # The pids among $@ that still run (a zombie waiting for its reaper does not);
