@@ -43,14 +43,24 @@ PLAN_SRCS  := $(wildcard parallel/plan*.c)
 PLAN_OBJS  := $(PLAN_SRCS:%.c=$(BUILD)/obj/%.o)
 PLAN_TESTS := $(filter $(BUILD)/tests/unit/test_plan%,$(UNIT_BINS))
 
+# The parallel layer (mesh, ZeRO, TP/SP, PP): public API only, a static
+# library that programs link together with libweft.so and OpenBLAS.
+PAR_SRCS  := $(filter-out parallel/plan%,$(wildcard parallel/*.c))
+PAR_OBJS  := $(PAR_SRCS:%.c=$(BUILD)/obj/%.o)
+PAR_LIB   := $(BUILD)/lib/libweft-parallel.a
+PAR_LINK  := $(PAR_LIB) -L$(BUILD)/lib -lweft -Wl,-rpath,$(abspath $(BUILD)/lib) -lopenblas
+PAR_UNIT  := $(filter $(BUILD)/tests/unit/test_parallel%,$(UNIT_BINS))
+PAR_MULTI := $(filter $(BUILD)/tests/multirank/test_parallel%,$(MULTI_BINS))
+
 DEPS_STAMP := $(BUILD)/.deps-ok
 
 .PHONY: all test test-asan demo install clean deps docs check-docs
-all: $(LIB_WEFT) $(LIB_NCCL) $(BUILD)/lib/libnccl.so $(PROGS)
+all: $(LIB_WEFT) $(LIB_NCCL) $(BUILD)/lib/libnccl.so $(PROGS) $(PAR_LIB) $(BUILD)/bin/weft-parallel-example
 
 # Install the Debian packages weft needs, once, if a header is missing.
 $(DEPS_STAMP):
-	@if [ ! -f /usr/include/criterion/criterion.h ] || ! command -v pkg-config >/dev/null; then \
+	@if [ ! -f /usr/include/criterion/criterion.h ] || ! command -v pkg-config >/dev/null || \
+	  ! echo '#include <cblas.h>' | $(CC) -E - >/dev/null 2>&1; then \
 	  ./scripts/install-deps.sh; fi
 	@mkdir -p $(@D) && touch $@
 deps:
@@ -107,6 +117,28 @@ $(PLAN_TESTS): $(BUILD)/tests/unit/%: tests/unit/%.c $(PLAN_OBJS)
 	@mkdir -p $(@D)
 	$(CC) $(PROG_CFLAGS) -Iparallel -o $@ $^ -lcriterion -lm
 
+# The parallel layer: objects built like a program's, archived; its example
+# program and its tests link the archive, libweft.so and OpenBLAS.
+$(PAR_OBJS): $(BUILD)/obj/%.o: %.c | $(DEPS_STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(PROG_CFLAGS) -Iparallel -MMD -MP -c $< -o $@
+
+$(PAR_LIB): $(PAR_OBJS)
+	@mkdir -p $(@D)
+	rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/bin/weft-parallel-example: tools/weft_parallel_example.c $(PAR_LIB) $(LIB_WEFT)
+	@mkdir -p $(@D)
+	$(CC) $(PROG_CFLAGS) -Iparallel -o $@ $< $(PAR_LIB) -L$(BUILD)/lib -lweft $(RPATH) -lopenblas $(LDLIBS)
+
+$(PAR_UNIT): $(BUILD)/tests/unit/%: tests/unit/%.c $(PAR_LIB) $(LIB_WEFT)
+	@mkdir -p $(@D)
+	$(CC) $(PROG_CFLAGS) -Iparallel -o $@ $< $(PAR_LINK) -lcriterion $(LDLIBS)
+
+$(PAR_MULTI): $(BUILD)/tests/multirank/%: tests/multirank/%.c tests/multirank/harness.h $(PAR_LIB) $(LIB_WEFT)
+	@mkdir -p $(@D)
+	$(CC) $(PROG_CFLAGS) -Iparallel -Itests/multirank -o $@ $< $(PAR_LINK) -lcriterion $(LDLIBS)
+
 # Unit tests link the objects directly (internal symbols are hidden in the .so).
 $(BUILD)/tests/unit/%: tests/unit/%.c $(LIB_OBJS)
 	@mkdir -p $(@D)
@@ -154,4 +186,4 @@ install: all
 clean:
 	rm -rf build build-asan
 
--include $(LIB_OBJS:.o=.d) $(PLAN_OBJS:.o=.d)
+-include $(LIB_OBJS:.o=.d) $(PLAN_OBJS:.o=.d) $(PAR_OBJS:.o=.d)
