@@ -519,21 +519,57 @@ ncclResult_t weft_op_launch(weft_op_t *op) {
   return ncclSuccess;
 }
 
-static void report_stuck(weft_op_t *op, int64_t idle_ns) {
-  int waiting_on = -1;
-  for (uint32_t l = 0; l < op->sched.nlanes && waiting_on < 0; l++) {
-    if (op->lanes[l].cursor >= op->sched.lanes[l].count) continue;
-    const weft_step_t *st = &op->sched.steps[op->sched.lanes[l].first + op->lanes[l].cursor];
-    waiting_on = st->recv_peer >= 0 ? st->recv_peer : st->send_peer;
+// The peers an operation waits on (each lane's current step), the bytes
+// its steps have moved, and the bytes they move in all.
+static void stuck_state(const weft_op_t *op, char *peers, size_t len, uint64_t *moved, uint64_t *total) {
+  size_t used = 0;
+  int listed = 0;
+  peers[0] = '\0';
+  *moved = *total = 0;
+  for (uint32_t l = 0; l < op->sched.nlanes; l++) {
+    const weft_lane_t *lane = &op->sched.lanes[l];
+    for (uint32_t k = 0; k < lane->count; k++) {
+      uint64_t bytes = op->sched.steps[lane->first + k].count * op->esize;
+      *total += bytes;
+      if (k < op->lanes[l].cursor) *moved += bytes;
+      else if (k == op->lanes[l].cursor) *moved += op->lanes[l].done * op->esize;
+    }
+    if (op->lanes[l].cursor >= lane->count) continue;
+    const weft_step_t *st = &op->sched.steps[lane->first + op->lanes[l].cursor];
+    int peer = st->recv_peer >= 0 ? st->recv_peer : st->send_peer >= 0 ? st->send_peer : st->read_peer;
+    if (peer < 0 || used + 16 >= len) continue;
+    used += (size_t)snprintf(peers + used, len - used, "%s%d", listed++ ? ", " : "", peer);
   }
-  char reason[300];
+  if (!listed) snprintf(peers, len, "none (every lane is done; waiting for peers' descriptors)");
+}
+
+static void report_stuck(weft_op_t *op, int64_t idle_ns) {
+  char peers[160], reason[400];
+  uint64_t moved, total;
+  stuck_state(op, peers, sizeof(peers), &moved, &total);
   snprintf(reason, sizeof(reason),
-           "rank %d: %s #%" PRIu64 " (count %zu, %s) made no progress for %lld s; waiting on rank %d",
+           "rank %d: %s #%" PRIu64 " (count %zu, %s, algo %s) made no progress for %lld s (WEFT_TIMEOUT) with %" PRIu64
+           " of %" PRIu64 " bytes moved; waiting on rank(s) %s",
            op->comm->rank, weft_coll_name(op->args.coll), op->seq, op->args.count, weft_dtype_name(op->dtype),
-           (long long)(idle_ns / 1000000000), waiting_on);
+           weft_algo_name(op->algo), (long long)(idle_ns / 1000000000), moved, total, peers);
   WARN("%s", reason);
   op_fail(op, ncclRemoteError, reason);
   op_release(op);
+}
+
+// A rank of this host died (its process exited): fail the operation and,
+// through the abort word, every rank's. Returns 1 when it did.
+static int peer_died(weft_op_t *op, int64_t now) {
+  weft_shm_t *shm = op->comm->shm;
+  int dead = weft_shm_dead_peer(shm, now);
+  if (dead < 0) return 0;
+  char reason[300];
+  snprintf(reason, sizeof(reason), "rank %d (pid %d, on this host) died; rank %d's %s #%" PRIu64 " cannot complete",
+           dead, (int)shm->hdr[dead]->pid, op->comm->rank, weft_coll_name(op->args.coll), op->seq);
+  WARN("%s", reason);
+  op_fail(op, ncclRemoteError, reason);
+  op_release(op);
+  return 1;
 }
 
 static inline void cpu_relax(void) {
@@ -586,8 +622,8 @@ ncclResult_t weft_engine_run(weft_op_t **ops, int nops) {
     // Before sleeping, compare descriptors with every peer an operation
     // waits for: a mismatch that sends no slot our way is caught here.
     for (int i = 0; i < nops; i++)
-      if (ops[i]->state == WEFT_OP_PENDING && check_peers(ops[i]) < 0) {
-        op_release(ops[i]);
+      if (ops[i]->state == WEFT_OP_PENDING && (check_peers(ops[i]) < 0 || peer_died(ops[i], now))) {
+        op_release(ops[i]);  // once: a no-op when peer_died released it
         remaining--;
       }
     if (remaining == 0) break;

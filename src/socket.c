@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "debug.h"
+#include "env.h"
 
 #define WEFT_LISTEN_BACKLOG 1024
 #define WEFT_CONNECT_BACKOFF_MIN_MS 10
@@ -229,13 +230,27 @@ const char *weft_socket_addr_str(const weft_sockaddr_t *addr, char *buf, size_t 
 
 // ---- connection setup -----------------------------------------------------
 
-// Low latency for small control messages; keepalive so a dead peer is noticed.
+static void set_int(int fd, int level, int name, int value, const char *what) {
+  if (setsockopt(fd, level, name, &value, sizeof(value)) != 0)
+    INFO(WEFT_LOG_NET, "fd %d: %s: %s", fd, what, strerror(errno));
+}
+
+// Low latency for small control messages. A peer whose host is gone or
+// whose link is down sends no end of stream: keepalive probes (when idle)
+// and TCP_USER_TIMEOUT (when data waits for an acknowledgement) make the
+// kernel fail the connection after about WEFT_NET_DEAD_MS.
 static void tune_connection(int fd) {
-  int one = 1;
-  if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) != 0)
-    INFO(WEFT_LOG_NET, "fd %d: TCP_NODELAY: %s", fd, strerror(errno));
-  if (setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one)) != 0)
-    INFO(WEFT_LOG_NET, "fd %d: SO_KEEPALIVE: %s", fd, strerror(errno));
+  set_int(fd, IPPROTO_TCP, TCP_NODELAY, 1, "TCP_NODELAY");
+  set_int(fd, SOL_SOCKET, SO_KEEPALIVE, 1, "SO_KEEPALIVE");
+  int64_t dead_ms = weft_env_WEFT_NET_DEAD_MS();
+  if (dead_ms <= 0) return;
+  // Idle 1 s, then a probe a second: dead after WEFT_NET_DEAD_MS of silence
+  // (at least 2 probes, so one lost probe on a lossy link is not a death).
+  int probes = dead_ms / 1000 - 1 > 2 ? (int)(dead_ms / 1000 - 1) : 2;
+  set_int(fd, IPPROTO_TCP, TCP_KEEPIDLE, 1, "TCP_KEEPIDLE");
+  set_int(fd, IPPROTO_TCP, TCP_KEEPINTVL, 1, "TCP_KEEPINTVL");
+  set_int(fd, IPPROTO_TCP, TCP_KEEPCNT, probes > 127 ? 127 : probes, "TCP_KEEPCNT");
+  set_int(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, (int)(dead_ms < INT32_MAX ? dead_ms : INT32_MAX), "TCP_USER_TIMEOUT");
 }
 
 static int set_blocking(int fd) {

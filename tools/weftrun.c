@@ -1,8 +1,8 @@
 /*
  * weftrun.c — start the ranks of a weft job on this host.
  *
- *   weftrun -n N [-t SECONDS] [--tag-output] [--] prog [args...]
- *   weftrun -n N --nranks TOTAL [--first-rank R] [-t SECONDS] [--tag-output]
+ *   weftrun -n N [-t SECONDS] [--tag-output] [--keep-going] [--] prog [args...]
+ *   weftrun -n N --nranks TOTAL [--first-rank R] [-t SECONDS] [--tag-output] [--keep-going]
  *           (--id-out FILE | --id ID | --id-file FILE) [--] prog [args...]
  *
  * weftrun creates the job's ncclUniqueId (unless it joins one, below; its
@@ -14,7 +14,9 @@
  * SIGINT/SIGTERM/SIGHUP/SIGQUIT/SIGUSR1/SIGUSR2 to them (a second
  * terminating signal kills them outright), and when a rank fails it stops
  * the others (SIGTERM, SIGKILL 3 s later) and exits with that rank's status
- * (128+signal for a signal). -t bounds the wall time (exit 124).
+ * (128+signal for a signal); with --keep-going it lets them run on (to see
+ * how the survivors of a failure fare) and exits with the first failure's
+ * status once all have ended. -t bounds the wall time (exit 124).
  * --tag-output prefixes every output line with "[rank] ". Ranks other than
  * 0 read stdin from /dev/null.
  *
@@ -81,7 +83,7 @@ typedef struct {  // one rank's stdout or stderr under --tag-output
 
 // The one job of this process. Static, so its allocations stay reachable.
 static struct {
-  int n, tag_output;
+  int n, tag_output, keep_going;
   int nranks, first_rank;  // the whole job's size; global rank of local rank 0
   const char *id_text;     // --id: join this job instead of creating one
   const char *id_file;     // --id-file: the same, read from a file
@@ -104,6 +106,7 @@ static void usage(FILE *out) {
           "  -n N              number of ranks to start on this host (1-%d)\n"
           "  -t SECONDS        kill the job after this wall time and exit 124\n"
           "  --tag-output      prefix each output line with \"[rank] \"\n"
+          "  --keep-going      when a rank fails, let the others run on\n"
           "  --nranks TOTAL    ranks in the whole job, on every host (default N)\n"
           "  --first-rank R    global rank of this host's first rank (default 0)\n"
           "  --id-out FILE     create the job's id here, write it to FILE (this weftrun\n"
@@ -134,8 +137,9 @@ static long parse_count(const char *text) {
 }
 
 static void parse_args(int argc, char **argv) {
-  enum { OPT_TAG = 'T', OPT_NRANKS = 256, OPT_FIRST, OPT_ID, OPT_ID_FILE, OPT_ID_OUT };
+  enum { OPT_TAG = 'T', OPT_NRANKS = 256, OPT_FIRST, OPT_ID, OPT_ID_FILE, OPT_ID_OUT, OPT_KEEP };
   static const struct option longopts[] = {{"tag-output", no_argument, NULL, OPT_TAG},
+                                           {"keep-going", no_argument, NULL, OPT_KEEP},
                                            {"nranks", required_argument, NULL, OPT_NRANKS},
                                            {"first-rank", required_argument, NULL, OPT_FIRST},
                                            {"id", required_argument, NULL, OPT_ID},
@@ -161,6 +165,8 @@ static void parse_args(int argc, char **argv) {
       job.time_limit = t;
     } else if (c == OPT_TAG) {
       job.tag_output = 1;
+    } else if (c == OPT_KEEP) {
+      job.keep_going = 1;
     } else if (c == OPT_NRANKS) {
       long v = parse_count(optarg);
       if (v < 1)
@@ -409,17 +415,18 @@ static void reap(void) {
     rk->running = 0;
     job.running--;
     if ((WIFEXITED(st) && WEXITSTATUS(st) == 0) || job.stopping) continue;
+    int first = job.exit_code == 0;
     if (WIFEXITED(st)) {
-      job.exit_code = WEXITSTATUS(st);
+      if (first) job.exit_code = WEXITSTATUS(st);
       fprintf(stderr, "weftrun: rank %d (pid %d) exited with status %d\n", job.first_rank + r,
-              (int)rk->pid, job.exit_code);
+              (int)rk->pid, WEXITSTATUS(st));
     } else {
       int sig = WTERMSIG(st);
-      job.exit_code = 128 + sig;
+      if (first) job.exit_code = 128 + sig;
       fprintf(stderr, "weftrun: rank %d (pid %d) killed by signal %d (SIG%s)\n", job.first_rank + r,
               (int)rk->pid, sig, sigabbrev_np(sig) ? sigabbrev_np(sig) : "?");
     }
-    stop_job();
+    if (!job.keep_going) stop_job();
   }
 }
 

@@ -45,6 +45,7 @@
 #define MAX_REQS 256
 #define PART_MIN 65536
 #define HELLO_MAX 256
+#define HELLO_WAIT_MS 10000  // for a new socket's introduction: lossy links retransmit for seconds
 #define MAX_PENDING 64
 
 typedef struct {
@@ -253,9 +254,9 @@ static ncclResult_t sock_accept(void *listen_comm, void *hello, size_t hello_len
     if (res != ncclSuccess) return res;
     sock_hello_t sh;
     char buf[HELLO_MAX];
-    if (weft_socket_recv(fd, &sh, sizeof(sh), 2000) != ncclSuccess || sh.hello_len != hello_len ||
+    if (weft_socket_recv(fd, &sh, sizeof(sh), HELLO_WAIT_MS) != ncclSuccess || sh.hello_len != hello_len ||
         sh.nsocks == 0 || sh.nsocks > MAX_SOCKS || sh.index >= sh.nsocks ||
-        (hello_len && weft_socket_recv(fd, buf, hello_len, 2000) != ncclSuccess)) {
+        (hello_len && weft_socket_recv(fd, buf, hello_len, HELLO_WAIT_MS) != ncclSuccess)) {
       char a[WEFT_ADDR_STRLEN];
       INFO(WEFT_LOG_NET, "net socket: dropped a connection from %s that did not introduce itself",
            weft_socket_addr_str(&from, a, sizeof(a)));

@@ -198,6 +198,7 @@ static ncclResult_t shm_setup(struct ncclComm *comm) {
   me->nslots = shm->nslots;
   me->fifo_bytes = shm->fifo_bytes;
   me->pid = (int32_t)getpid();
+  me->pidns = weft_shm_pidns();
   me->self_addr = (uint64_t)(uintptr_t)me;
   INFO(WEFT_LOG_SHM, "shm segment %s: %zu bytes, %zu slots of %zu bytes per FIFO", shm->name, shm->seg_bytes,
        shm->nslots, shm->slot_bytes);
@@ -222,6 +223,7 @@ static ncclResult_t shm_setup(struct ncclComm *comm) {
   WEFTCHECKGOTO(weft_bootstrap_barrier(&comm->bs), res, out);
   shm_unlink(shm->name);
   shm->name_live = 0;
+  weft_shm_watch_peers(shm);
 
   // Wire the connections to peers shared memory serves to their FIFOs.
   for (int cls = 0; cls < WEFT_NUM_CLASSES; cls++) {
@@ -265,6 +267,8 @@ static void shm_teardown(struct ncclComm *comm) {
   }
   if (shm == NULL) return;
   if (shm->name_live) shm_unlink(shm->name);
+  if (shm->hdr != NULL && shm->hdr[shm->rank] != NULL) atomic_store(&shm->hdr[shm->rank]->closed, 1);
+  weft_shm_unwatch_peers(shm);
   for (int p = 0; shm->hdr != NULL && p < shm->nranks; p++)
     if (shm->hdr[p] != NULL) munmap(shm->hdr[p], shm->seg_bytes);
   free(shm->hdr);

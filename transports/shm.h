@@ -34,7 +34,9 @@ typedef struct {
   _Alignas(64) uint64_t magic;
   uint32_t nranks, rank;
   uint64_t slot_bytes, nslots, fifo_bytes;
-  int32_t pid;             // the owning process
+  int32_t pid;             // the owning process ...
+  uint64_t pidns;          // ... in this pid namespace (inode of /proc/self/ns/pid)
+  _Atomic int32_t closed;  // the owner tore the communicator down: its exit is not a death
   uint64_t self_addr;      // where the owner maps this header (probe for cross-memory reads)
   _Alignas(64) weft_doorbell_t doorbell;
   _Alignas(64) _Atomic int32_t abort_code;  // meaningful in rank 0's segment
@@ -50,12 +52,24 @@ typedef struct weft_shm {
   char name[64];
   int name_live;              // our segment's name still exists in /dev/shm
   weft_shm_header_t **hdr;    // the segment of every rank on this host, mapped here; NULL for other hosts
+  int *pidfd;                 // per rank: a pidfd of its process when it is another process here, else -1
+  int64_t next_liveness_ns;   // when weft_shm_dead_peer looks again
 } weft_shm_t;
 
 // Mark the communicator failed for every rank of this host (first reason
 // wins) and wake them; the network transport carries the failure to the
 // other hosts.
 void weft_shm_abort(weft_shm_t *shm, ncclResult_t code, const char *reason);
+// Watch the processes of the other ranks on this host (shm_liveness.c):
+// pidfds, which become readable when a process exits, even as a zombie.
+void weft_shm_watch_peers(weft_shm_t *shm);
+void weft_shm_unwatch_peers(weft_shm_t *shm);
+// A rank of this host whose process has exited, or -1. Looks at most every
+// WEFT_LIVENESS_MS (cheap to call in a wait loop); `now_ns` is the caller's clock.
+int weft_shm_dead_peer(weft_shm_t *shm, int64_t now_ns);
+// The inode of this process's pid namespace (0 if unknown).
+uint64_t weft_shm_pidns(void);
+
 // The header holding this host's abort word, code, rank and reason.
 static inline weft_shm_header_t *weft_shm_abort_header(const weft_shm_t *shm) { return shm->hdr[shm->leader]; }
 // The communicator-wide failure code (ncclSuccess while none).

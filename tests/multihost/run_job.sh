@@ -3,7 +3,7 @@
 # weftrun per host, inside the namespaces netns.sh made, or as plain
 # processes on loopback when there are none.
 #
-#   run_job.sh [-l LAYOUT] [-m shm|net] [-t SECONDS] [--tag-output] [--weftrun PATH]
+#   run_job.sh [-l LAYOUT] [-m shm|net] [-t SECONDS] [--tag-output] [--keep-going] [--weftrun PATH]
 #              [--] PROG [ARGS...]
 #
 # LAYOUT gives the ranks of each host: "HxR" (H hosts of R ranks) or a
@@ -21,7 +21,8 @@
 # with --id-file. Every weftrun runs under -t SECONDS (default 120) and
 # WEFT_TIMEOUT (default min(60, SECONDS)) bounds each wait inside the
 # library. When a host's weftrun fails, the others get SIGTERM (weftrun
-# forwards it to its ranks). SIGINT/SIGTERM/SIGHUP here stop every weftrun
+# forwards it to its ranks); with --keep-going (passed on to every weftrun)
+# nothing is stopped, so a fault test sees how the survivors fare. SIGINT/SIGTERM/SIGHUP here stop every weftrun
 # the same way. Exit status: 0 when every host succeeded, else the first
 # failure's (124 for a time limit), 2 for bad usage.
 set -u
@@ -31,6 +32,7 @@ layout=2x2
 mode=${WEFT_MULTIHOST_MODE:-shm}
 limit=120
 tag=()
+keep=()
 weftrun=${WEFT_BUILD_DIR:-$here/../../build}/bin/weftrun
 
 usage() {
@@ -44,6 +46,7 @@ while [ $# -gt 0 ]; do
     -m) [ $# -ge 2 ] || usage; mode=$2; shift 2 ;;
     -t) [ $# -ge 2 ] || usage; limit=$2; shift 2 ;;
     --tag-output) tag=(--tag-output); shift ;;
+    --keep-going) keep=(--keep-going); shift ;;
     --weftrun) [ $# -ge 2 ] || usage; weftrun=$2; shift 2 ;;
     -h | --help) usage ;;
     --) shift; break ;;
@@ -109,7 +112,7 @@ start_host() {  # index first_rank id_args...
   shift 2
   [ "$mode" = net ] && hostid="weft-mh-$$-h$i"
   local cmd=(env -u NCCL_COMM_ID WEFT_HOSTID="$hostid" NCCL_SOCKET_IFNAME="$ifname" WEFT_TIMEOUT="$lib_timeout"
-    "$weftrun" -n "${per_host[i]}" --nranks "$total" --first-rank "$first" "$@" -t "$limit" "${tag[@]}"
+    "$weftrun" -n "${per_host[i]}" --nranks "$total" --first-rank "$first" "$@" -t "$limit" "${tag[@]}" "${keep[@]}"
     -- "${prog[@]}")
   if [ "${#namespaces[@]}" -gt 0 ]; then
     ip netns exec "${namespaces[i]}" "${cmd[@]}" &
@@ -155,8 +158,10 @@ while [ "${#pids[@]}" -gt 0 ]; do
   host_status[${hostof[done_pid]}]=$rc
   if [ "$rc" -ne 0 ] && [ "$status" -eq 0 ]; then
     status=$rc
-    echo "run_job.sh: host ${hostof[done_pid]} failed (weftrun exit $rc); stopping the others" >&2
-    stop_all
+    if [ "${#keep[@]}" -eq 0 ]; then
+      echo "run_job.sh: host ${hostof[done_pid]} failed (weftrun exit $rc); stopping the others" >&2
+      stop_all
+    fi
   fi
 done
 rm -rf "$tmp"

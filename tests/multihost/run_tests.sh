@@ -15,6 +15,9 @@
 #   - the tuner over a calibrated 2 ms link (delay_hub): not the ring for an
 #     8-byte AllReduce on 4 hosts x 2 ranks;
 #   - a rank failing on one host fails the job and stops the others;
+#   - faults across hosts: kill -9 of a rank mid AllReduce at 2, 4 and 8
+#     ranks, a stopped rank (WEFT_TIMEOUT), a link taken down
+#     (WEFT_NET_DEAD_MS), a slow lossy link (still correct);
 #   - cleanup: nothing left after a run, after SIGTERM, and after SIGKILL
 #     (netns.sh --clean-stale).
 #
@@ -215,6 +218,82 @@ if "$here/netns.sh" --check --wire-delay 2 >/dev/null; then
   fi
 else
   skip "tuner over a 2 ms link: delay_hub is not available"
+fi
+
+# ---- Fault matrix across hosts (net mode: the network carries the data).
+# fault_rank loops AllReduce until a fault stops it; every survivor must
+# get an error within its bound and exit 0 (it checks that itself), and no
+# rank may be left running. --keep-going keeps weftrun and run_job.sh from
+# stopping the survivors when the victim dies.
+fault_prog=$build/tests/progs/fault_rank
+survivors_ok() {  # log want: every survivor reported its error, none failed otherwise
+  local got bad
+  got=$(grep -c '^\(\[[0-9]*\] \)\?rank [0-9]*: .* after [0-9.]* s' "$1")
+  bad=$(grep -c 'exited with status' "$1")
+  [ "$got" -eq "$2" ] && [ "$bad" -eq 0 ]
+}
+worst_latency() { grep -o 'after [0-9.]* s' "$1" | awk '$2 > w { w = $2 } END { printf "%.3f", w }'; }
+
+for shape in 2x1 2x2 4x2; do
+  n=$(( ${shape%x*} * ${shape#*x} ))
+  victim=$(( (RANDOM % (n - 1)) + 1 ))
+  start=$SECONDS
+  netns_run -k "${shape%x*}" -- bash -c "exec '$here/run_job.sh' -l $shape -m net --keep-going -t 60 -- \
+    '$fault_prog' -v $victim -b 5 2>&1" >"$tmp/fault.log"
+  cat "$tmp/fault.log" >>"$log"
+  if survivors_ok "$tmp/fault.log" $((n - 1)) && grep -q "rank $victim (pid [0-9]*) killed by signal 9" "$tmp/fault.log"; then
+    ok "kill -9 of rank $victim of $n ($shape, net) mid AllReduce: every survivor failed within $(worst_latency "$tmp/fault.log") s ($((SECONDS - start)) s)"
+  else
+    bad "kill -9 of rank $victim of $n ($shape, net): survivors did not all fail in time (see $log)"
+    grep -E 'rank [0-9]+:|weftrun:' "$tmp/fault.log" | head -8 | sed 's/^/      /'
+  fi
+done
+
+# A stopped rank: the others fail by WEFT_TIMEOUT (2 s), then it is killed.
+start=$SECONDS
+netns_run -k 2 -- bash -c "
+  WEFT_TIMEOUT=2 '$here/run_job.sh' -l 2x2 -m net --keep-going -t 60 -- '$fault_prog' -v 3 -s -b 5 >'$tmp/fault.log' 2>&1 &
+  job=\$!
+  for ((i = 0; i < 300; i++)); do
+    [ \$(grep -c ' after [0-9.]* s' '$tmp/fault.log') -ge 3 ] && break
+    sleep 0.1
+  done
+  pid=\$(grep -o 'stopping, pid [0-9]*' '$tmp/fault.log' | awk '{print \$3}')
+  [ -n \"\$pid\" ] && kill -KILL \"\$pid\"
+  wait \$job"
+cat "$tmp/fault.log" >>"$log"
+if survivors_ok "$tmp/fault.log" 3; then
+  ok "SIGSTOP of rank 3 of 4 (2x2, net): every survivor failed within $(worst_latency "$tmp/fault.log") s of its last success (WEFT_TIMEOUT=2) ($((SECONDS - start)) s)"
+else
+  bad "SIGSTOP of rank 3 of 4 (2x2, net): survivors did not all fail in time"
+  grep -E 'rank [0-9]+:|weftrun:' "$tmp/fault.log" | head -8 | sed 's/^/      /'
+fi
+
+# A link taken down: with WEFT_NET_DEAD_MS=4000 every rank must fail within 5 s.
+start=$SECONDS
+netns_run -k 2 -- bash -c "
+  read -r h0 h1 <<<\"\$WEFT_MH_HOSTS\"
+  (sleep 2; ip -n \"\$h1\" link set wv0 down) &
+  WEFT_NET_DEAD_MS=4000 '$here/run_job.sh' -l 2x2 -m net --keep-going -t 60 -- '$fault_prog' -b 5" >"$tmp/fault.log" 2>&1
+cat "$tmp/fault.log" >>"$log"
+if survivors_ok "$tmp/fault.log" 4; then
+  ok "link of host 1 taken down (2x2, net, WEFT_NET_DEAD_MS=4000): every rank failed within $(worst_latency "$tmp/fault.log") s ($((SECONDS - start)) s)"
+else
+  bad "link taken down (2x2, net): ranks did not all fail in time"
+  grep -E 'rank [0-9]+:|weftrun:' "$tmp/fault.log" | head -8 | sed 's/^/      /'
+fi
+
+# A lossy, slow link (50 ms each way, 10% of frames dropped): correct, only slower.
+if "$here/netns.sh" --check --wire-delay 50 >/dev/null; then
+  start=$SECONDS
+  netns_run -k 2 --wire-delay 50 --wire-loss 10 -- "$here/run_job.sh" -l 2x2 -m net -t 120 -- \
+    "$build/tests/progs/env_allreduce" >>"$log" 2>&1
+  rc=$?
+  if [ "$rc" -eq 0 ]; then
+    ok "AllReduce correct over 50 ms links dropping 10% of frames (2x2, net) ($((SECONDS - start)) s)"
+  else
+    bad "AllReduce over 50 ms links dropping 10% of frames: exit $rc"
+  fi
 fi
 
 # The pids among $@ that still run (a zombie waiting for its reaper does not);

@@ -1,0 +1,179 @@
+/*
+ * test_faults.c — what the survivors see when a rank dies or stops, and
+ * aborting a blocked call from another thread.
+ *
+ * Ranks are forked processes on shared memory, running AllReduce in a
+ * loop. A victim rank dies by SIGKILL from a thread of its own while its
+ * main thread is inside a collective (the moment is random within a few
+ * milliseconds, and the victim records it), or stops with SIGSTOP. Every
+ * survivor must get an error, not hang: after SIGKILL within 5 s
+ * (WEFT_TIMEOUT is 60 s here, so only death detection can be that fast),
+ * after SIGSTOP by WEFT_TIMEOUT (2 s here). Calls after the failure must
+ * fail at once, and destroying the failed communicator must work.
+ * Detection latencies are logged (criterion --verbose) for
+ * docs/reliability.md.
+ */
+#include <criterion/criterion.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+#define COUNT (256 * 1024)  // floats per AllReduce: each call takes a while
+
+typedef struct {
+  int victim, sig;
+  double died_at;             // when the victim sent itself the signal
+  pid_t victim_pid;
+  double failed_at[WEFT_TEST_MAX_RANKS];
+  int result[WEFT_TEST_MAX_RANKS];
+  int later[WEFT_TEST_MAX_RANKS];  // a call made after the failure
+  char why[WEFT_TEST_MAX_RANKS][400];  // ncclGetLastError after the failure
+} fault_out_t;
+
+static fault_out_t *out;
+
+static void *victim_thread(void *arg) {
+  (void)arg;
+  weft_test_sleep_ms(5 + rand() % 20);  // while the main thread is inside AllReduce
+  out->died_at = weft_test_now();
+  out->victim_pid = getpid();
+  raise(out->sig);
+  return NULL;
+}
+
+static int fault_body(int rank, int nranks, ncclUniqueId id, void *arg) {
+  (void)arg;
+  ncclComm_t comm = weft_test_init_rank(nranks, id, rank);
+  if (comm == NULL) return 1;
+  float *buf = malloc(COUNT * sizeof(float));
+  WEFT_TEST_CHECK(buf != NULL, "malloc");
+  if (buf == NULL) return weft_test_failures();
+  for (int i = 0; i < COUNT; i++) buf[i] = 1.0f;
+  // A few calls that succeed, then the victim goes while the rest are in the next ones.
+  for (int i = 0; i < 3; i++) WEFT_TEST_CHECK_RES(ncclAllReduce(buf, buf, COUNT, ncclFloat32, ncclSum, comm, NULL), ncclSuccess);
+  if (rank == out->victim) {
+    srand((unsigned)getpid());
+    pthread_t th;
+    pthread_create(&th, NULL, victim_thread, NULL);
+  }
+  ncclResult_t r = ncclSuccess;
+  for (int i = 0; i < 100000 && r == ncclSuccess; i++) r = ncclAllReduce(buf, buf, COUNT, ncclFloat32, ncclSum, comm, NULL);
+  out->failed_at[rank] = weft_test_now();
+  out->result[rank] = (int)r;
+  snprintf(out->why[rank], sizeof(out->why[rank]), "%s", ncclGetLastError(comm));
+  out->later[rank] = (int)ncclAllReduce(buf, buf, 1, ncclFloat32, ncclSum, comm, NULL);
+  if (rank == (out->victim == 0 ? 1 : 0) && out->sig == SIGSTOP) {
+    // The stopped rank has done its part: end it, so the test does not wait for the harness's deadline.
+    while (out->victim_pid == 0) weft_test_sleep_ms(1);
+    kill(out->victim_pid, SIGKILL);
+  }
+  WEFT_TEST_CHECK_RES(ncclCommDestroy(comm), ncclSuccess);
+  free(buf);
+  return weft_test_failures();
+}
+
+// n ranks, `victim` sends itself `sig`; survivors must fail within `bound` s.
+static void run_fault(int n, int victim, int sig, int timeout_s, double bound) {
+  weft_test_env_timeout(timeout_s);
+  out = weft_test_shared_alloc(sizeof(*out));
+  cr_assert_not_null(out);
+  out->victim = victim;
+  out->sig = sig;
+  int status[WEFT_TEST_MAX_RANKS];
+  int bad = weft_test_fork_ranks_ids(n, 1, weft_test_one_id_main, &(weft_test_one_id_t){fault_body, NULL}, 60, status);
+  cr_expect_eq(status[victim], WEFT_TEST_KILLED_BY(SIGKILL), "the victim ended with %d", status[victim]);
+  cr_expect_eq(bad, 1, "%d ranks did not exit 0 (only the victim should not): see stderr", bad);
+  double worst = 0;
+  for (int r = 0; r < n; r++) {
+    if (r == victim) continue;
+    double took = out->failed_at[r] - out->died_at;
+    if (took > worst) worst = took;
+    cr_expect_neq(out->result[r], ncclSuccess, "rank %d: its collective succeeded", r);
+    cr_expect_neq(out->later[r], ncclSuccess, "rank %d: a call after the failure succeeded", r);
+    cr_expect_lt(took, bound, "rank %d took %.2f s to fail (bound %.1f s)", r, took, bound);
+    if (sig == SIGSTOP)  // the timeout names the call, its progress and whom it waits on
+      cr_expect(strstr(out->why[r], "AllReduce #") && strstr(out->why[r], "bytes moved") &&
+                    strstr(out->why[r], "waiting on rank(s)"),
+                "rank %d: %s", r, out->why[r]);
+    else  // a death names the rank that died, or the connection that broke
+      cr_expect(strstr(out->why[r], "died") || strstr(out->why[r], "lost its connection"), "rank %d: %s", r,
+                out->why[r]);
+  }
+  cr_log_info("rank %d's error: %s", victim == 0 ? 1 : 0, out->why[victim == 0 ? 1 : 0]);
+  cr_log_info("%d ranks, rank %d %s: survivors failed within %.3f s (error %d: %s)", n, victim,
+              sig == SIGKILL ? "killed" : "stopped", worst, out->result[victim == 0 ? 1 : 0],
+              ncclGetErrorString((ncclResult_t)out->result[victim == 0 ? 1 : 0]));
+  weft_test_shared_free(out, sizeof(*out));
+}
+
+Test(faults, kill9_mid_allreduce_2_ranks, .timeout = 90) { run_fault(2, 1, SIGKILL, 60, 5.0); }
+Test(faults, kill9_mid_allreduce_4_ranks, .timeout = 90) { run_fault(4, 2, SIGKILL, 60, 5.0); }
+Test(faults, kill9_mid_allreduce_8_ranks, .timeout = 90) { run_fault(8, 5, SIGKILL, 60, 5.0); }
+Test(faults, kill9_of_rank0_8_ranks, .timeout = 90) { run_fault(8, 0, SIGKILL, 60, 5.0); }
+Test(faults, sigstop_fails_by_timeout_4_ranks, .timeout = 90) { run_fault(4, 3, SIGSTOP, 2, 5.0); }
+
+/* ---------- ncclCommAbort from another thread ---------- */
+
+typedef struct {
+  ncclComm_t comm;
+  double called_at, returned_at;
+  ncclResult_t res;
+} abort_job_t;
+
+static void *abort_later(void *p) {
+  abort_job_t *j = p;
+  weft_test_sleep_ms(300);
+  j->called_at = weft_test_now();
+  j->res = ncclCommAbort(j->comm);
+  j->returned_at = weft_test_now();
+  return NULL;
+}
+
+typedef struct {
+  double abort_took, call_returned_after;
+  int call_res, abort_res;
+} abort_out_t;
+
+static abort_out_t *aout;
+
+static int abort_body(int rank, int nranks, ncclUniqueId id, void *arg) {
+  (void)arg;
+  ncclComm_t comm = weft_test_init_rank(nranks, id, rank);
+  if (comm == NULL) return 1;
+  if (rank == 1) {  // never joins the collective: rank 0 blocks until the abort
+    weft_test_sleep_ms(2000);
+    ncclCommAbort(comm);
+    return 0;
+  }
+  float x = 1;
+  abort_job_t job = {.comm = comm};
+  pthread_t th;
+  pthread_create(&th, NULL, abort_later, &job);
+  ncclResult_t r = ncclAllReduce(&x, &x, 1, ncclFloat32, ncclSum, comm, NULL);
+  double back = weft_test_now();
+  pthread_join(th, NULL);
+  aout->call_res = (int)r;
+  aout->abort_res = (int)job.res;
+  aout->abort_took = job.returned_at - job.called_at;
+  aout->call_returned_after = back - job.called_at;
+  return 0;
+}
+
+Test(faults, abort_from_another_thread_returns_within_1s, .timeout = 60) {
+  weft_test_env_timeout(60);
+  aout = weft_test_shared_alloc(sizeof(*aout));
+  cr_assert_not_null(aout);
+  WEFT_TEST_EXPECT_FORK_OK(2, 1, weft_test_one_id_main, (&(weft_test_one_id_t){abort_body, NULL}), 30);
+  cr_expect_eq(aout->abort_res, ncclSuccess, "ncclCommAbort returned %d", aout->abort_res);
+  cr_expect_neq(aout->call_res, ncclSuccess, "the blocked AllReduce succeeded");
+  cr_expect_lt(aout->abort_took, 1.0, "ncclCommAbort took %.3f s", aout->abort_took);
+  cr_expect_lt(aout->call_returned_after, 1.0, "the blocked call returned %.3f s after the abort",
+               aout->call_returned_after);
+  cr_log_info("ncclCommAbort from another thread: returned in %.3f s; the blocked call in %.3f s (%s)",
+              aout->abort_took, aout->call_returned_after, ncclGetErrorString((ncclResult_t)aout->call_res));
+  weft_test_shared_free(aout, sizeof(*aout));
+}
