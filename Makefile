@@ -12,13 +12,14 @@ SAN     ?=
 OPT     ?= -O2
 VERSION := 0.1.0
 
-INCLUDES := -Iinclude -Isrc -Ialgorithms -Itransports
+XML_CFLAGS := $(shell pkg-config --cflags libxml-2.0 2>/dev/null || echo -I/usr/include/libxml2)
+INCLUDES := -Iinclude -Isrc -Ialgorithms -Itransports -Itopology $(XML_CFLAGS)
 CFLAGS_BASE := -std=c11 -Wall -Wextra -Werror $(OPT) -g -fPIC -D_GNU_SOURCE -pthread $(SAN)
 LIB_CFLAGS  := $(CFLAGS_BASE) -fvisibility=hidden $(INCLUDES)
 PROG_CFLAGS := $(CFLAGS_BASE) -Iinclude
-LDLIBS      := -pthread -lm -ldl
+LDLIBS      := -pthread -lm -ldl -lhwloc -lxml2 -lnuma
 
-LIB_SRCS := $(wildcard src/*.c) $(wildcard transports/*.c) $(wildcard algorithms/*.c)
+LIB_SRCS := $(wildcard src/*.c) $(wildcard transports/*.c) $(wildcard algorithms/*.c) $(wildcard topology/*.c)
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
 
 LIB_WEFT := $(BUILD)/lib/libweft.so
@@ -29,7 +30,7 @@ PERF_SRCS := $(wildcard perf/*_perf.c)
 PERF_BINS := $(PERF_SRCS:perf/%.c=$(BUILD)/bin/%)
 
 PROGS := $(BUILD)/bin/weftrun $(BUILD)/bin/weft-demo $(BUILD)/bin/weft-env $(BUILD)/bin/weft-sim $(PERF_BINS) \
-         $(BUILD)/bin/weft-plan $(BUILD)/bin/weft-calibrate
+         $(BUILD)/bin/weft-plan $(BUILD)/bin/weft-calibrate $(BUILD)/bin/weft-topo
 
 UNIT_SRCS  := $(wildcard tests/unit/test_*.c)
 UNIT_BINS  := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/unit/%)
@@ -59,7 +60,8 @@ all: $(LIB_WEFT) $(LIB_NCCL) $(BUILD)/lib/libnccl.so $(PROGS) $(PAR_LIB) $(BUILD
 
 # Install the Debian packages weft needs, once, if a header is missing.
 $(DEPS_STAMP):
-	@if [ ! -f /usr/include/criterion/criterion.h ] || ! command -v pkg-config >/dev/null || \
+	@if [ ! -f /usr/include/criterion/criterion.h ] || [ ! -f /usr/include/infiniband/verbs.h ] || \
+	  [ ! -f /usr/include/numa.h ] || ! command -v pkg-config >/dev/null || \
 	  ! echo '#include <cblas.h>' | $(CC) -E - >/dev/null 2>&1; then \
 	  ./scripts/install-deps.sh; fi
 	@mkdir -p $(@D) && touch $@
@@ -96,11 +98,13 @@ $(BUILD)/bin/%_perf: perf/%_perf.c $(PERF_COMMON) perf/common.h perf/common_inte
 	@mkdir -p $(@D)
 	$(CC) $(PROG_CFLAGS) -Iperf -o $@ $< $(PERF_COMMON) -L$(BUILD)/lib -lweft $(RPATH) $(LDLIBS)
 
-# ... except weft-env (prints the internal knob table) and weft-sim (runs the
-# internal schedules through the simulator), which link the objects.
+# ... except weft-env (prints the internal knob table), weft-sim (runs the
+# internal schedules through the simulator) and weft-topo (the topology
+# module), which link the objects.
 $(BUILD)/bin/weft-env: tools/weft_env.c
 $(BUILD)/bin/weft-sim: tools/weft_sim_check.c tools/weft_sim_cost.c tools/weft_sim_cost.h
-$(BUILD)/bin/weft-env $(BUILD)/bin/weft-sim: $(LIB_OBJS)
+$(BUILD)/bin/weft-topo: tools/weft_topo.c
+$(BUILD)/bin/weft-env $(BUILD)/bin/weft-sim $(BUILD)/bin/weft-topo: $(LIB_OBJS)
 	@mkdir -p $(@D)
 	$(CC) $(LIB_CFLAGS) -o $@ $(filter-out %.h,$^) $(LDLIBS)
 

@@ -3,7 +3,7 @@
 # Called by the Makefile when a header or tool is missing; safe to rerun.
 set -euo pipefail
 
-packages=(build-essential pkg-config libcriterion-dev libhwloc-dev libnuma-dev libopenblas-dev iproute2 procps binutils)
+packages=(build-essential pkg-config libcriterion-dev libhwloc-dev libxml2-dev libnuma-dev libibverbs-dev libopenblas-dev iproute2 procps binutils)
 
 missing=()
 for p in "${packages[@]}"; do

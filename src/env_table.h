@@ -33,3 +33,7 @@ WEFT_ENV_INT(WEFT_ONESHOT_MAX_BYTES, 16384, "AllReduce calls of at most this man
 WEFT_ENV_STR(WEFT_TUNE_FILE, NULL, "Link constants measured by weft-calibrate (lines: intra|inter ALPHA_US BANDWIDTH_GBPS) for the tuner's cost model; unset = built-in defaults.")
 WEFT_ENV_INT(WEFT_NT_MIN_BYTES, 1048576, "Out-of-place calls whose output is at least this many bytes write it with non-temporal stores (no read-for-ownership, no cache pollution); 0 = never.")
 WEFT_ENV_INT(WEFT_READ_MIN_BYTES, 0, "Calls of at least this many bytes per rank read peers' buffers directly (single copy) where ranks can reach each other's memory; 0 = only when NCCL_ALGO asks (cross-memory attach measured slower than the shared-memory ring on the reference machine).")
+WEFT_ENV_STR(NCCL_TOPO_FILE, NULL, "NCCL topology XML describing this host; used instead of detection (docs/topology.md).")
+WEFT_ENV_STR(NCCL_TOPO_DUMP_FILE, NULL, "Write the host's topology, as detected or loaded, to this file in NCCL's XML format.")
+WEFT_ENV_STR(WEFT_HWLOC_XML, NULL, "hwloc XML file to detect the topology from instead of this machine (hwloc's own HWLOC_XMLFILE works too).")
+WEFT_ENV_INT(WEFT_BIND, 0, "1: at communicator init, bind each rank's process to the cores nearest its GPU (or NIC), memory to that NUMA node; on hosts without GPUs, spread the ranks of the host over NUMA nodes and cores (docs/topology.md).")

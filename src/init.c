@@ -16,6 +16,7 @@
 #include "checks.h"
 #include "comm.h"
 #include "rendezvous.h"
+#include "topo.h"
 #include "util.h"
 #include "weft.h"
 
@@ -34,6 +35,16 @@ typedef struct {
   int nid;
 } init_job_t;
 
+// The topology's part (WEFT_BIND, NCCL_TOPO_DUMP_FILE); ranks that are
+// threads of one process share that process's binding.
+static ncclResult_t topo_at_init(const struct ncclComm *comm) {
+  const weft_peer_info_t *me = &comm->bs.peers[comm->rank];
+  int here = 0;
+  for (int r = 0; r < comm->nranks; r++)
+    here += comm->bs.peers[r].pid == me->pid && comm->bs.peers[r].host_hash == me->host_hash;
+  return weft_topo_comm_init(comm->local_rank, comm->local_size, here) ? ncclSystemError : ncclSuccess;
+}
+
 static ncclResult_t comm_init(struct ncclComm *comm, const weft_id_t *ids, int nid) {
   ncclResult_t res = ncclSuccess;
   weft_debug_set_rank(comm->rank);
@@ -46,6 +57,7 @@ static ncclResult_t comm_init(struct ncclComm *comm, const weft_id_t *ids, int n
   WEFTCHECKGOTO(weft_bootstrap_connect(&comm->bs, comm->rank, comm->nranks, ids[0].secret, table, &listen_fd), res,
                 out);
   WEFTCHECKGOTO(weft_comm_map_hosts(comm), res, out);
+  WEFTCHECKGOTO(topo_at_init(comm), res, out);
   WEFTCHECKGOTO(weft_comm_connect(comm), res, out);
   comm->id_hash = weft_hash_bytes(ids[0].secret, sizeof(ids[0].secret));
   INFO(WEFT_LOG_INIT, "comm %p rank %d nranks %d pid %d - Init COMPLETE", (void *)comm, comm->rank, comm->nranks,
