@@ -30,7 +30,7 @@ PERF_SRCS := $(wildcard perf/*_perf.c)
 PERF_BINS := $(PERF_SRCS:perf/%.c=$(BUILD)/bin/%)
 
 PROGS := $(BUILD)/bin/weftrun $(BUILD)/bin/weft-demo $(BUILD)/bin/weft-env $(BUILD)/bin/weft-sim $(PERF_BINS) \
-         $(BUILD)/bin/weft-plan $(BUILD)/bin/weft-calibrate $(BUILD)/bin/weft-topo
+         $(BUILD)/bin/weft-plan $(BUILD)/bin/weft-calibrate $(BUILD)/bin/weft-topo $(BUILD)/bin/weft-status
 
 UNIT_SRCS  := $(wildcard tests/unit/test_*.c)
 UNIT_BINS  := $(UNIT_SRCS:tests/unit/%.c=$(BUILD)/tests/unit/%)
@@ -55,7 +55,7 @@ PAR_MULTI := $(filter $(BUILD)/tests/multirank/test_parallel%,$(MULTI_BINS))
 
 DEPS_STAMP := $(BUILD)/.deps-ok
 
-.PHONY: all test test-asan demo install clean deps docs check-docs
+.PHONY: all test test-asan demo install clean deps docs check-docs fuzz test-fuzz
 all: $(LIB_WEFT) $(LIB_NCCL) $(BUILD)/lib/libnccl.so $(PROGS) $(PAR_LIB) $(BUILD)/bin/weft-parallel-example
 
 # Install the Debian packages weft needs, once, if a header is missing.
@@ -99,12 +99,13 @@ $(BUILD)/bin/%_perf: perf/%_perf.c $(PERF_COMMON) perf/common.h perf/common_inte
 	$(CC) $(PROG_CFLAGS) -Iperf -o $@ $< $(PERF_COMMON) -L$(BUILD)/lib -lweft $(RPATH) $(LDLIBS)
 
 # ... except weft-env (prints the internal knob table), weft-sim (runs the
-# internal schedules through the simulator) and weft-topo (the topology
-# module), which link the objects.
+# internal schedules through the simulator), weft-topo (the topology
+# module) and weft-status (reads ranks' segment headers), which link the objects.
 $(BUILD)/bin/weft-env: tools/weft_env.c
 $(BUILD)/bin/weft-sim: tools/weft_sim_check.c tools/weft_sim_cost.c tools/weft_sim_cost.h
 $(BUILD)/bin/weft-topo: tools/weft_topo.c
-$(BUILD)/bin/weft-env $(BUILD)/bin/weft-sim $(BUILD)/bin/weft-topo: $(LIB_OBJS)
+$(BUILD)/bin/weft-status: tools/weft_status.c
+$(BUILD)/bin/weft-env $(BUILD)/bin/weft-sim $(BUILD)/bin/weft-topo $(BUILD)/bin/weft-status: $(LIB_OBJS)
 	@mkdir -p $(@D)
 	$(CC) $(LIB_CFLAGS) -o $@ $(filter-out %.h,$^) $(LDLIBS)
 
@@ -170,6 +171,37 @@ test-asan:
 	LSAN_OPTIONS=suppressions=$(abspath tests/lsan.supp) \
 	$(MAKE) BUILD=build-asan OPT=-O1 SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" test
 
+# Fuzz targets (tests/fuzz/README.md): libFuzzer via clang, linked against
+# the library's objects built again with ASan+UBSan and coverage in
+# $(FUZZ_BUILD)/ (an archive, so a target may include a .c file to reach its
+# static functions). `make test-fuzz` runs each for FUZZ_SECONDS and fails on
+# any crash, leak, timeout or out-of-memory.
+FUZZ_BUILD   ?= build-fuzz
+FUZZ_CC      ?= clang
+FUZZ_SECONDS ?= 60
+FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+FUZZ_CFLAGS  := -std=c11 -Wall -Wextra -Werror -O1 -g -fPIC -D_GNU_SOURCE -pthread $(FUZZ_SAN) \
+                -fvisibility=hidden $(INCLUDES)
+FUZZ_OBJS    := $(LIB_SRCS:%.c=$(FUZZ_BUILD)/obj/%.o)
+FUZZ_LIB     := $(FUZZ_BUILD)/libweft-fuzz.a
+FUZZ_SRCS    := $(wildcard tests/fuzz/fuzz_*.c)
+FUZZ_BINS    := $(FUZZ_SRCS:tests/fuzz/%.c=$(FUZZ_BUILD)/%)
+
+$(FUZZ_BUILD)/obj/%.o: %.c | $(DEPS_STAMP)
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -MMD -MP -c $< -o $@
+
+$(FUZZ_LIB): $(FUZZ_OBJS)
+	rm -f $@ && ar rcs $@ $^
+
+$(FUZZ_BUILD)/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz_common.h $(FUZZ_LIB)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer -MMD -MP -o $@ $< $(FUZZ_LIB) $(LDLIBS)
+
+fuzz: $(FUZZ_BINS)
+
+test-fuzz: $(FUZZ_BINS)
+	@FUZZ_SECONDS=$(FUZZ_SECONDS) ./tests/fuzz/run.sh $(FUZZ_BUILD)
+
 demo: all
 	NCCL_SOCKET_IFNAME=$${NCCL_SOCKET_IFNAME:-lo} $(BUILD)/bin/weftrun -n 4 $(BUILD)/bin/weft-demo
 
@@ -188,6 +220,6 @@ install: all
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' weft.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/weft.pc
 
 clean:
-	rm -rf build build-asan
+	rm -rf build build-asan $(FUZZ_BUILD)
 
--include $(LIB_OBJS:.o=.d) $(PLAN_OBJS:.o=.d) $(PAR_OBJS:.o=.d)
+-include $(LIB_OBJS:.o=.d) $(PLAN_OBJS:.o=.d) $(PAR_OBJS:.o=.d) $(FUZZ_OBJS:.o=.d) $(FUZZ_BINS:=.d)

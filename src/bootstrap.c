@@ -64,10 +64,9 @@ static ncclResult_t accept_prev(weft_bootstrap_t *bs, int listen_fd, int prev) {
 ncclResult_t weft_bootstrap_connect(weft_bootstrap_t *bs, int rank, int nranks, const uint8_t *secret,
                                     const weft_peer_info_t *peers, int *listen_fd) {
   ncclResult_t res = ncclSuccess;
-  memset(bs, 0, sizeof(*bs));
+  weft_bootstrap_reset(bs);
   bs->rank = rank;
   bs->nranks = nranks;
-  bs->send_fd = bs->recv_fd = -1;
   memcpy(bs->secret, secret, WEFT_SECRET_BYTES);
   bs->peers = calloc((size_t)nranks, sizeof(*bs->peers));
   if (bs->peers == NULL) { res = ncclSystemError; goto out; }
@@ -80,6 +79,8 @@ ncclResult_t weft_bootstrap_connect(weft_bootstrap_t *bs, int rank, int nranks, 
     WEFTCHECKGOTO(weft_socket_send(bs->send_fd, &h, sizeof(h), 5000), res, fail);
     WEFTCHECKGOTO(accept_prev(bs, *listen_fd, prev), res, fail);
   }
+  bs->listen_fd = *listen_fd;
+  *listen_fd = -1;
   goto out;
 fail:
   if (res == ncclInProgress) {
@@ -132,9 +133,15 @@ ncclResult_t weft_bootstrap_barrier(weft_bootstrap_t *bs) {
   return res;
 }
 
+void weft_bootstrap_reset(weft_bootstrap_t *bs) {
+  memset(bs, 0, sizeof(*bs));
+  bs->send_fd = bs->recv_fd = bs->listen_fd = -1;
+}
+
 void weft_bootstrap_close(weft_bootstrap_t *bs) {
   weft_socket_close(&bs->send_fd);
   weft_socket_close(&bs->recv_fd);
+  weft_socket_close(&bs->listen_fd);
   free(bs->peers);
   bs->peers = NULL;
 }

@@ -1,6 +1,7 @@
 /*
  * comm.c — communicator lifetime after initialisation: the live registry,
  * connection set-up, finalize/destroy/abort, and the simple queries.
+ * Revoke and shrink live in revoke.c and shrink.c.
  */
 #include "comm.h"
 
@@ -73,8 +74,7 @@ static ncclResult_t check_live(ncclComm_t comm, const char *api) {
   return ncclSuccess;
 }
 
-// Non-blocking initialisation may still be running: wait for it to settle.
-static ncclResult_t wait_init(ncclComm_t comm) {
+ncclResult_t weft_comm_wait_init(ncclComm_t comm) {
   while (atomic_load(&comm->async_error) == ncclInProgress) {
     struct timespec ts = {0, 1000000};
     nanosleep(&ts, NULL);
@@ -84,7 +84,12 @@ static ncclResult_t wait_init(ncclComm_t comm) {
 
 ncclResult_t weft_comm_check(ncclComm_t comm, const char *api) {
   WEFTCHECK(check_live(comm, api));
-  ncclResult_t res = wait_init(comm);
+  if (atomic_load(&comm->revoked)) {
+    WARN("%s: communicator %p was revoked (ncclCommRevoke): only destroy, abort, split and shrink remain", api,
+         (void *)comm);
+    return ncclInvalidUsage;
+  }
+  ncclResult_t res = weft_comm_wait_init(comm);
   if (res != ncclSuccess) {
     WARN("%s: communicator %p is in error (%s)", api, (void *)comm, ncclGetErrorString(res));
     return res;
@@ -96,6 +101,32 @@ ncclResult_t weft_comm_check(ncclComm_t comm, const char *api) {
   if (comm->finalized) {
     WARN("%s: communicator %p was finalized", api, (void *)comm);
     return ncclInvalidUsage;
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t weft_comm_check_parent(ncclComm_t comm, const char *api, int allow_failed) {
+  WEFTCHECK(check_live(comm, api));
+  ncclResult_t res = weft_comm_wait_init(comm);
+  if (comm->bs.peers == NULL || comm->bs.listen_fd < 0) {  // its bootstrap never came up
+    WARN("%s: communicator %p did not initialise (%s)", api, (void *)comm, ncclGetErrorString(res));
+    return res != ncclSuccess ? res : ncclInvalidUsage;
+  }
+  if (comm->finalized) {
+    WARN("%s: communicator %p was finalized", api, (void *)comm);
+    return ncclInvalidUsage;
+  }
+  if (atomic_load(&comm->revoked)) {
+    if (!weft_comm_drain(comm, weft_timeout_ms())) {
+      WARN("%s: operations of revoked communicator %p are still running", api, (void *)comm);
+      return ncclInternalError;
+    }
+    return ncclSuccess;
+  }
+  if ((res != ncclSuccess || atomic_load(&comm->aborted)) && !allow_failed) {
+    WARN("%s: communicator %p is in error (%s)", api, (void *)comm,
+         res != ncclSuccess ? ncclGetErrorString(res) : "its operations were aborted");
+    return res != ncclSuccess ? res : ncclInvalidUsage;
   }
   return ncclSuccess;
 }
@@ -171,8 +202,7 @@ void weft_comm_free(struct ncclComm *comm) {
 
 /* ---------- end of life ---------- */
 
-// Wait (bounded) until no operation of this communicator is running.
-static int drain(ncclComm_t comm, int64_t limit_ms) {
+int weft_comm_drain(ncclComm_t comm, int64_t limit_ms) {
   int64_t end = weft_now_ms() + limit_ms;
   while (atomic_load(&comm->inflight) > 0) {
     if (limit_ms >= 0 && weft_now_ms() > end) return 0;
@@ -192,8 +222,12 @@ static void join_init(ncclComm_t comm) {
 NCCL_API(ncclResult_t, ncclCommFinalize, ncclComm_t comm);
 ncclResult_t pncclCommFinalize(ncclComm_t comm) {
   WEFTCHECK(check_live(comm, "ncclCommFinalize"));
-  wait_init(comm);
-  if (!drain(comm, weft_timeout_ms())) {
+  if (atomic_load(&comm->revoked)) {
+    WARN("ncclCommFinalize: communicator %p was revoked; destroy it instead", (void *)comm);
+    return ncclInvalidUsage;
+  }
+  weft_comm_wait_init(comm);
+  if (!weft_comm_drain(comm, weft_timeout_ms())) {
     WARN("ncclCommFinalize: operations of rank %d still running after %lld s", comm->rank,
          (long long)weft_timeout_ms() / 1000);
     return ncclRemoteError;
@@ -207,7 +241,7 @@ ncclResult_t pncclCommDestroy(ncclComm_t comm) {
   if (comm == NULL) return ncclSuccess;  // as NCCL: destroying NULL is a no-op
   WEFTCHECK(check_live(comm, "ncclCommDestroy"));
   join_init(comm);
-  if (!drain(comm, weft_timeout_ms())) {
+  if (!weft_comm_drain(comm, weft_timeout_ms())) {
     WARN("ncclCommDestroy: operations of rank %d still running; aborting them", comm->rank);
     return pncclCommAbort(comm);
   }
@@ -230,7 +264,7 @@ ncclResult_t pncclCommAbort(ncclComm_t comm) {
     weft_shm_abort(comm->shm, ncclRemoteError, reason);
   }
   weft_registry_remove(comm);
-  if (!drain(comm, 5000)) {
+  if (!weft_comm_drain(comm, 5000)) {
     // An operation in another thread is still inside this communicator: leak
     // it rather than free memory that thread is using.
     WARN("ncclCommAbort: rank %d operations did not stop; leaving the communicator allocated", comm->rank);
@@ -249,6 +283,8 @@ ncclResult_t pncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncError) {
   }
   ncclResult_t res = (ncclResult_t)atomic_load(&comm->async_error);
   if (res == ncclSuccess && comm->shm != NULL) res = weft_shm_abort_code(comm->shm);
+  // As NCCL: a revoked communicator reports ncclInProgress until its operations have stopped, then success.
+  if (atomic_load(&comm->revoked)) res = atomic_load(&comm->inflight) > 0 ? ncclInProgress : ncclSuccess;
   *asyncError = res;
   return ncclSuccess;
 }
@@ -259,7 +295,7 @@ static ncclResult_t query(ncclComm_t comm, int *out, const char *api, const char
     WARN("%s: %s is NULL", api, outname);
     return ncclInvalidArgument;
   }
-  wait_init(comm);
+  weft_comm_wait_init(comm);
   return ncclSuccess;
 }
 
@@ -282,23 +318,4 @@ ncclResult_t pncclCommCuDevice(const ncclComm_t comm, int *device) {
   WEFTCHECK(query(comm, device, "ncclCommCuDevice", "device"));
   *device = comm->cuda_dev;
   return ncclSuccess;
-}
-
-NCCL_API(ncclResult_t, ncclCommRevoke, ncclComm_t comm, int revokeFlags);
-ncclResult_t pncclCommRevoke(ncclComm_t comm, int revokeFlags) {
-  WEFTCHECK(check_live(comm, "ncclCommRevoke"));
-  WARN("ncclCommRevoke(flags=%d): not supported yet by weft", revokeFlags);
-  return ncclInvalidUsage;
-}
-
-NCCL_API(ncclResult_t, ncclCommShrink, ncclComm_t comm, int *excludeRanksList, int excludeRanksCount,
-         ncclComm_t *newcomm, ncclConfig_t *config, int shrinkFlags);
-ncclResult_t pncclCommShrink(ncclComm_t comm, int *excludeRanksList, int excludeRanksCount, ncclComm_t *newcomm,
-                             ncclConfig_t *config, int shrinkFlags) {
-  (void)excludeRanksList;
-  (void)newcomm;
-  (void)config;
-  WEFTCHECK(check_live(comm, "ncclCommShrink"));
-  WARN("ncclCommShrink(exclude %d ranks, flags=%d): not supported yet by weft", excludeRanksCount, shrinkFlags);
-  return ncclInvalidUsage;
 }

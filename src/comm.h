@@ -53,8 +53,10 @@ struct ncclComm {
 
   _Atomic int async_error; // ncclInProgress during non-blocking init, then the sticky error
   _Atomic int aborted;     // ncclCommAbort called: every operation fails fast
+  _Atomic int revoked;     // ncclCommRevoke called: new operations refused; destroy, split, shrink allowed
   _Atomic int inflight;    // operations launched and not finished (finalize waits on it)
   int finalized;
+  uint32_t shrink_count;   // ncclCommShrink calls on this communicator (mixed into the children's id_hash)
 
   pthread_t init_thread;   // non-blocking initialisation
   int init_thread_live;
@@ -80,6 +82,26 @@ int weft_registry_contains(ncclComm_t comm);
 // Validate a config (NULL is allowed) and apply the fields weft uses:
 // blocking (default 1) and commName.
 ncclResult_t weft_comm_read_config(const ncclConfig_t *config, const char *api, struct ncclComm *comm);
+
+// Non-blocking initialisation may still be running: wait for it to settle
+// and return its result (or the communicator's later sticky error).
+ncclResult_t weft_comm_wait_init(ncclComm_t comm);
+
+// For the calls that make a communicator from a parent (split, shrink): the
+// pointer is live, initialisation succeeded and it was not finalized. A
+// revoked parent passes once its operations have stopped; one whose
+// operations failed (ncclCommGetAsyncError) passes only with allow_failed.
+ncclResult_t weft_comm_check_parent(ncclComm_t comm, const char *api, int allow_failed);
+// Wait (bounded, limit_ms < 0: no bound) until no operation of comm runs; 1 if none does.
+int weft_comm_drain(ncclComm_t comm, int64_t limit_ms);
+
+// A communicator built from a parent (split, shrink): rank of nranks, with
+// members[] (ranks 0..nranks-1, each with its new bootstrap listen address)
+// and this rank's listener listen_fd (taken over). settings gives blocking
+// and name. Connects the bootstrap ring and the transports, registers it.
+ncclResult_t weft_comm_create_child(const struct ncclComm *parent, const struct ncclComm *settings, int rank,
+                                    int nranks, const weft_peer_info_t *members, int *listen_fd, uint64_t id_hash,
+                                    struct ncclComm **out);
 
 // Build a communicator's connections once its bootstrap is up (collective).
 ncclResult_t weft_comm_connect(struct ncclComm *comm);

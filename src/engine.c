@@ -390,6 +390,7 @@ static void op_release(weft_op_t *op) {
   struct ncclComm *comm = op->comm;
   if (op->released) return;
   op->released = 1;
+  weft_engine_publish(op, op->state == WEFT_OP_FAILED ? WEFT_STATUS_FAILED : WEFT_STATUS_IDLE, -1, 0, 0);
   for (int p = 0; p < comm->nranks; p++) {
     if (op->send_ticket[p] >= 0) atomic_fetch_add(&weft_comm_conn(comm, op->cls, 1, p)->served, 1);
     if (op->recv_ticket[p] < 0) continue;
@@ -512,6 +513,7 @@ ncclResult_t weft_op_launch(weft_op_t *op) {
     fill_desc(op, d);
     atomic_store_explicit(&d->seq, op->seq + 1, memory_order_release);
   }
+  if (op->state == WEFT_OP_PENDING) weft_engine_publish(op, WEFT_STATUS_RUNNING, -1, 0, 0);
   op->last_progress_ns = 0;  // stamped when the engine first finds it idle
   // Counted until weft_op_free: the engine may touch the communicator until then.
   atomic_fetch_add(&comm->inflight, 1);
@@ -519,34 +521,11 @@ ncclResult_t weft_op_launch(weft_op_t *op) {
   return ncclSuccess;
 }
 
-// The peers an operation waits on (each lane's current step), the bytes
-// its steps have moved, and the bytes they move in all.
-static void stuck_state(const weft_op_t *op, char *peers, size_t len, uint64_t *moved, uint64_t *total) {
-  size_t used = 0;
-  int listed = 0;
-  peers[0] = '\0';
-  *moved = *total = 0;
-  for (uint32_t l = 0; l < op->sched.nlanes; l++) {
-    const weft_lane_t *lane = &op->sched.lanes[l];
-    for (uint32_t k = 0; k < lane->count; k++) {
-      uint64_t bytes = op->sched.steps[lane->first + k].count * op->esize;
-      *total += bytes;
-      if (k < op->lanes[l].cursor) *moved += bytes;
-      else if (k == op->lanes[l].cursor) *moved += op->lanes[l].done * op->esize;
-    }
-    if (op->lanes[l].cursor >= lane->count) continue;
-    const weft_step_t *st = &op->sched.steps[lane->first + op->lanes[l].cursor];
-    int peer = st->recv_peer >= 0 ? st->recv_peer : st->send_peer >= 0 ? st->send_peer : st->read_peer;
-    if (peer < 0 || used + 16 >= len) continue;
-    used += (size_t)snprintf(peers + used, len - used, "%s%d", listed++ ? ", " : "", peer);
-  }
-  if (!listed) snprintf(peers, len, "none (every lane is done; waiting for peers' descriptors)");
-}
-
 static void report_stuck(weft_op_t *op, int64_t idle_ns) {
   char peers[160], reason[400];
   uint64_t moved, total;
-  stuck_state(op, peers, sizeof(peers), &moved, &total);
+  int first;
+  weft_engine_stuck_state(op, peers, sizeof(peers), &moved, &total, &first);
   snprintf(reason, sizeof(reason),
            "rank %d: %s #%" PRIu64 " (count %zu, %s, algo %s) made no progress for %lld s (WEFT_TIMEOUT) with %" PRIu64
            " of %" PRIu64 " bytes moved; waiting on rank(s) %s",
@@ -627,6 +606,8 @@ ncclResult_t weft_engine_run(weft_op_t **ops, int nops) {
         remaining--;
       }
     if (remaining == 0) break;
+    for (int i = 0; i < nops; i++)
+      if (ops[i]->state == WEFT_OP_PENDING) weft_engine_publish_waiting(ops[i]);
     // Sleep until a peer rings (or a short while passes, to notice aborts).
     if (single != NULL) {
       weft_doorbell_t *bell = weft_shm_doorbell(single->shm, single->rank);

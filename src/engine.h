@@ -67,6 +67,14 @@ typedef struct weft_op {
   struct weft_op *next;    // group / stream lists
 } weft_op_t;
 
+// engine_status.c: the peers an operation waits on (a list in `peers`, the
+// first in *first_peer), the bytes its steps moved and move in all; and the
+// status published in the rank's segment (state: WEFT_STATUS_*).
+void weft_engine_stuck_state(const weft_op_t *op, char *peers, size_t len, uint64_t *moved, uint64_t *total,
+                             int *first_peer);
+void weft_engine_publish(const weft_op_t *op, int state, int waiting_on, uint64_t moved, uint64_t total);
+void weft_engine_publish_waiting(const weft_op_t *op);
+
 // Assign sequence number and connection tickets; publish the descriptor.
 // Operations must be launched in the same order on every rank.
 ncclResult_t weft_op_launch(weft_op_t *op);

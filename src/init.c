@@ -131,7 +131,7 @@ static ncclResult_t init_rank(ncclComm_t *out, int nranks, const ncclUniqueId *u
   comm->rank = rank;
   comm->nranks = nranks;
   comm->cuda_dev = -1;
-  comm->bs.send_fd = comm->bs.recv_fd = -1;
+  weft_bootstrap_reset(&comm->bs);
   pthread_mutex_init(&comm->lock, NULL);
 
   if (!comm->blocking) {

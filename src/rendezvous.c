@@ -159,10 +159,11 @@ static int root_take(root_t *rt, int fd, const rdv_msg_t *m, const char *who) {
   if (in == NULL) return 0;
   int ok = weft_socket_recv(fd, in, sizeof(*in) * (size_t)m->count, STRANGER_MS) == ncclSuccess;
   for (int i = 0; ok && i < m->count; i++) {
-    int r = in[i].rank;
-    if (r < 0 || r >= rt->nranks || rt->have[r]) {
+    int r = in[i].rank, repeated = 0;
+    for (int j = 0; j < i && !repeated; j++) repeated = in[j].rank == r;  // twice in this batch
+    if (r < 0 || r >= rt->nranks || rt->have[r] || repeated) {
       WARN("bootstrap root: %s registered rank %d, which is %s; refused", who, r,
-           (r < 0 || r >= rt->nranks) ? "out of range" : "already taken");
+           (r < 0 || r >= rt->nranks) ? "out of range" : repeated ? "named twice in one batch" : "already taken");
       ok = 0;
     }
   }

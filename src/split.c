@@ -3,7 +3,8 @@
  * communicator per color, ranks ordered by (key, parent rank). The parent's
  * bootstrap carries everyone's (color, key, new listen address); each
  * child then connects its own bootstrap ring and transports. No root is
- * needed: the parent already authenticated everyone.
+ * needed: the parent already authenticated everyone. Building a child from
+ * a member table is shared with ncclCommShrink (shrink.c).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,10 +29,41 @@ static int card_cmp(const void *a, const void *b) {
   return x->info.rank < y->info.rank ? -1 : x->info.rank > y->info.rank;
 }
 
+ncclResult_t weft_comm_create_child(const struct ncclComm *parent, const struct ncclComm *settings, int rank,
+                                    int nranks, const weft_peer_info_t *members, int *listen_fd, uint64_t id_hash,
+                                    struct ncclComm **out) {
+  ncclResult_t res = ncclSuccess;
+  *out = NULL;
+  struct ncclComm *child = calloc(1, sizeof(*child));
+  if (child == NULL) {
+    weft_socket_close(listen_fd);
+    return ncclSystemError;
+  }
+  child->magic = WEFT_COMM_MAGIC;
+  child->rank = rank;
+  child->nranks = nranks;
+  child->cuda_dev = parent->cuda_dev;
+  child->blocking = settings->blocking;
+  memcpy(child->name, settings->name, sizeof(child->name));
+  weft_bootstrap_reset(&child->bs);
+  pthread_mutex_init(&child->lock, NULL);
+  WEFTCHECKGOTO(weft_bootstrap_connect(&child->bs, rank, nranks, parent->bs.secret, members, listen_fd), res, fail);
+  WEFTCHECKGOTO(weft_comm_map_hosts(child), res, fail);
+  WEFTCHECKGOTO(weft_comm_connect(child), res, fail);
+  child->id_hash = id_hash;
+  weft_registry_add(child);
+  *out = child;
+  return ncclSuccess;
+fail:
+  weft_socket_close(listen_fd);
+  weft_comm_free(child);
+  return res;
+}
+
 NCCL_API(ncclResult_t, ncclCommSplit, ncclComm_t comm, int color, int key, ncclComm_t *newcomm,
          ncclConfig_t *config);
 ncclResult_t pncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newcomm, ncclConfig_t *config) {
-  WEFTCHECK(weft_comm_check(comm, "ncclCommSplit"));
+  WEFTCHECK(weft_comm_check_parent(comm, "ncclCommSplit", 0));
   if (newcomm == NULL) {
     WARN("ncclCommSplit: newcomm is NULL");
     return ncclInvalidArgument;
@@ -48,7 +80,6 @@ ncclResult_t pncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *new
   int n = comm->nranks, listen_fd = -1;
   split_card_t *cards = calloc((size_t)n, sizeof(*cards));
   weft_peer_info_t *members = calloc((size_t)n, sizeof(*members));
-  struct ncclComm *child = NULL;
   if (cards == NULL || members == NULL) { res = ncclSystemError; goto out; }
 
   split_card_t *mine = &cards[comm->rank];
@@ -74,28 +105,12 @@ ncclResult_t pncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *new
   }
   free(group);
 
-  child = calloc(1, sizeof(*child));
-  if (child == NULL) { res = ncclSystemError; goto out; }
-  child->magic = WEFT_COMM_MAGIC;
-  child->rank = my_rank;
-  child->nranks = m;
-  child->cuda_dev = comm->cuda_dev;
-  child->blocking = settings.blocking;
-  memcpy(child->name, settings.name, sizeof(child->name));
-  child->bs.send_fd = child->bs.recv_fd = -1;
-  pthread_mutex_init(&child->lock, NULL);
-  WEFTCHECKGOTO(weft_bootstrap_connect(&child->bs, my_rank, m, comm->bs.secret, members, &listen_fd), res, out);
-  WEFTCHECKGOTO(weft_comm_map_hosts(child), res, out);
-  WEFTCHECKGOTO(weft_comm_connect(child), res, out);
-  child->id_hash = comm->id_hash ^ weft_hash_bytes(&color, sizeof(color));
-  INFO(WEFT_LOG_INIT, "comm %p split from %p: color %d key %d -> rank %d of %d", (void *)child, (void *)comm, color,
-       key, my_rank, m);
-  weft_registry_add(child);
-  *newcomm = child;
-  child = NULL;
+  uint64_t id_hash = comm->id_hash ^ weft_hash_bytes(&color, sizeof(color));
+  WEFTCHECKGOTO(weft_comm_create_child(comm, &settings, my_rank, m, members, &listen_fd, id_hash, newcomm), res, out);
+  INFO(WEFT_LOG_INIT, "comm %p split from %p: color %d key %d -> rank %d of %d", (void *)*newcomm, (void *)comm,
+       color, key, my_rank, m);
 out:
   weft_socket_close(&listen_fd);
-  if (child != NULL) weft_comm_free(child);
   free(cards);
   free(members);
   return res;

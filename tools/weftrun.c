@@ -10,8 +10,9 @@
  * until the ranks finish), then starts N copies of prog with
  * WEFT_UNIQUE_ID, WEFT_RANK, WEFT_NRANKS, WEFT_LOCAL_RANK and
  * WEFT_LOCAL_SIZE set; weftInitFromEnv turns those into a communicator.
- * The ranks share one new process group. weftrun forwards
- * SIGINT/SIGTERM/SIGHUP/SIGQUIT/SIGUSR1/SIGUSR2 to them (a second
+ * The ranks share one new process group. On SIGUSR1 weftrun prints what
+ * every rank is doing (it runs weft-status, from its own directory, on the
+ * ranks). It forwards SIGINT/SIGTERM/SIGHUP/SIGQUIT/SIGUSR2 to them (a second
  * terminating signal kills them outright), and when a rank fails it stops
  * the others (SIGTERM, SIGKILL 3 s later) and exits with that rank's status
  * (128+signal for a signal); with --keep-going it lets them run on (to see
@@ -64,7 +65,7 @@ extern char **environ;
 #define DRAIN_MS 1000  // how long output may trail the last rank's exit
 #define LINE_CAP 8192  // longer lines are split
 
-static const int forwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};
+static const int forwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2};  // SIGUSR1: status
 static const char *const weft_vars[] = {"WEFT_UNIQUE_ID", "WEFT_RANK", "WEFT_NRANKS",
                                         "WEFT_LOCAL_RANK", "WEFT_LOCAL_SIZE"};
 
@@ -386,6 +387,40 @@ static int start_ranks(const sigset_t *oldmask) {
   return 0;
 }
 
+// SIGUSR1: weft-status (next to this program) on the running ranks, its
+// output on our stderr. Waited for: it only reads, and quickly.
+static void show_status(void) {
+  char self[4096], tool[4200];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  if (n <= 0) return;
+  self[n] = '\0';
+  char *slash = strrchr(self, '/');
+  if (slash != NULL) *slash = '\0';
+  snprintf(tool, sizeof(tool), "%s/weft-status", self);
+  char **argv = xcalloc((size_t)job.n + 2, sizeof(char *));
+  int argc = 0;
+  argv[argc++] = tool;
+  for (int r = 0; r < job.n; r++)
+    if (job.ranks[r].running) argv[argc++] = xformat("%d", (int)job.ranks[r].pid);
+  fprintf(stderr, "weftrun: status of %d running ranks:\n", argc - 1);
+  fflush(stderr);
+  pid_t pid = fork();
+  if (pid == 0) {
+    dup2(2, 1);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    execv(tool, argv);
+    fprintf(stderr, "weftrun: cannot run %s: %s\n", tool, strerror(errno));
+    _exit(127);
+  }
+  if (pid > 0)
+    while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {
+    }
+  for (int i = 1; i < argc; i++) free(argv[i]);
+  free(argv);
+}
+
 // Forwards signals read from the signalfd; returns whether a child changed state.
 static int handle_signals(int sfd) {
   struct signalfd_siginfo si;
@@ -394,6 +429,10 @@ static int handle_signals(int sfd) {
     int sig = (int)si.ssi_signo;
     if (sig == SIGCHLD) {
       child_changed = 1;
+      continue;
+    }
+    if (sig == SIGUSR1) {
+      show_status();
       continue;
     }
     signal_ranks(sig);

@@ -27,7 +27,6 @@
 #include "transport.h"
 #include "util.h"
 
-#define SHM_MAGIC 0x7765667473686d31ull
 
 // Messages this short travel inside the slot's header line, so a receiver
 // that polls the header has the data in the same cache line as the flag.
@@ -157,7 +156,7 @@ static ncclResult_t probe_reads(struct ncclComm *comm) {
     }
     if (p == comm->rank || h->pid == getpid()) continue;
     struct iovec local = {&magic, sizeof(magic)}, far = {(void *)(uintptr_t)h->self_addr, sizeof(magic)};
-    if (process_vm_readv(h->pid, &local, 1, &far, 1, 0) != (ssize_t)sizeof(magic) || magic != SHM_MAGIC) {
+    if (process_vm_readv(h->pid, &local, 1, &far, 1, 0) != (ssize_t)sizeof(magic) || magic != WEFT_SHM_MAGIC) {
       INFO(WEFT_LOG_SHM, "rank %d cannot read rank %d's memory (%s): single-copy transfers are off", comm->rank,
            p, strerror(errno));
       ok[comm->rank] = 0;
@@ -191,7 +190,7 @@ static ncclResult_t shm_setup(struct ncclComm *comm) {
   WEFTCHECKGOTO(map_segment(shm->name, shm->seg_bytes, 1, &shm->hdr[comm->rank]), res, out);
   shm->name_live = 1;
   weft_shm_header_t *me = shm->hdr[comm->rank];
-  me->magic = SHM_MAGIC;
+  me->magic = WEFT_SHM_MAGIC;
   me->nranks = (uint32_t)comm->nranks;
   me->rank = (uint32_t)comm->rank;
   me->slot_bytes = shm->slot_bytes;

@@ -18,6 +18,7 @@
 #include "nccl.h"
 
 #define WEFT_DESC_RING 256
+#define WEFT_SHM_MAGIC 0x7765667473686d32ull  // "weftshm2": the header layout below
 #define WEFT_SHM_MAX_SLOTS 64
 
 // What a rank says about the collective it launched as number `seq`.
@@ -30,6 +31,20 @@ typedef struct {
   uint64_t sendbuff, recvbuff;  // the caller's buffers, in the caller's address space
 } weft_desc_t;
 
+// What the owner is doing, for weft-status (tools/weft_status.c) to read
+// from outside: written by the engine at launch, before it sleeps, and at
+// the end of each operation; `version` is odd while it is being written.
+enum { WEFT_STATUS_IDLE = 0, WEFT_STATUS_RUNNING, WEFT_STATUS_WAITING, WEFT_STATUS_FAILED };
+typedef struct {
+  _Atomic uint64_t version;
+  uint64_t seq;               // collective number (point-to-point: the last collective's)
+  uint8_t coll, dtype, algo, state;
+  int32_t waiting_on;         // a rank the operation waits on, -1 none
+  uint64_t count, bytes_moved, bytes_total;
+  int64_t since_ns;           // CLOCK_MONOTONIC when the state began
+  uint64_t ops_done;          // operations finished on this communicator
+} weft_status_t;
+
 typedef struct {
   _Alignas(64) uint64_t magic;
   uint32_t nranks, rank;
@@ -37,6 +52,7 @@ typedef struct {
   int32_t pid;             // the owning process ...
   uint64_t pidns;          // ... in this pid namespace (inode of /proc/self/ns/pid)
   _Atomic int32_t closed;  // the owner tore the communicator down: its exit is not a death
+  _Alignas(64) weft_status_t status;
   uint64_t self_addr;      // where the owner maps this header (probe for cross-memory reads)
   _Alignas(64) weft_doorbell_t doorbell;
   _Alignas(64) _Atomic int32_t abort_code;  // meaningful in rank 0's segment

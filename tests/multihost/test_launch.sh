@@ -3,7 +3,8 @@
 # loopback: no namespaces, no root. A job split over several weftruns must
 # behave like one job: the right WEFT_* variables on every rank, one id,
 # a working communicator, a failure on one host stopping every host, and
-# SIGTERM stopping everything. The hosts' identity follows
+# SIGTERM stopping everything; and SIGUSR1 printing every rank's status.
+# The hosts' identity follows
 # WEFT_MULTIHOST_MODE (shm: one WEFT_HOSTID for all, net: one per host).
 # Prints one line per check and "N passed, M failed"; exits 1 on a failure.
 set -u
@@ -117,6 +118,25 @@ if [ "$rc" -eq 143 ] && [ -z "$alive" ] && [ "$(ls "$tmp/pids" | wc -l)" -eq 4 ]
 else
   bad "SIGTERM to run_job.sh: exit $rc, ranks still alive:${alive:- none}"
   for p in $alive; do kill -KILL "$p" 2>/dev/null; done
+fi
+
+# ---- Which rank is hanging: SIGUSR1 to weftrun prints every rank's status.
+# Rank 3 of 4 stops itself inside an AllReduce; the others wait for it.
+WEFT_TIMEOUT=60 "$weftrun" -t 60 -n 4 --keep-going "$build/tests/progs/fault_rank" -v 3 -s \
+  >"$tmp/hang.out" 2>"$tmp/hang.err" &
+job=$!
+for ((i = 0; i < 100; i++)); do grep -q 'stopping, pid' "$tmp/hang.out" && break; sleep 0.1; done
+sleep 0.5  # the others are asleep on the stopped rank by now
+kill -USR1 "$job"
+for ((i = 0; i < 50; i++)); do [ "$(grep -c 'waiting in AllReduce' "$tmp/hang.err")" -ge 3 ] && break; sleep 0.1; done
+stopped=$(grep -o 'stopping, pid [0-9]*' "$tmp/hang.out" | awk '{print $3}')
+[ -n "$stopped" ] && kill -KILL "$stopped"
+wait "$job"
+waiting=$(grep -c 'waiting in AllReduce #[0-9]* .*waiting on rank [0-9]' "$tmp/hang.err")
+if [ "$waiting" -ge 3 ] && grep -q 'status of 4 running ranks' "$tmp/hang.err"; then
+  ok "SIGUSR1 to weftrun: every waiting rank named the call and the rank it waits on ($waiting of 3)"
+else
+  bad "SIGUSR1 to weftrun: $waiting ranks reported waiting (want 3): $(head -c 600 "$tmp/hang.err")"
 fi
 
 echo "$passed passed, $failed failed"

@@ -1,0 +1,47 @@
+/*
+ * test_fuzz_regressions.c — inputs the fuzz targets (tests/fuzz/) found
+ * crashing, kept as ordinary tests so the plain build guards them too.
+ */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "topo_hwloc_compat.h"
+
+static char *translate(const char *text, size_t *len) {
+  char path[] = "/tmp/weft-test-fuzz-XXXXXX";
+  int fd = mkstemp(path);
+  cr_assert(fd >= 0);
+  cr_assert_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+  close(fd);
+  char *out = weft_hwloc_xml_v2(path, len);
+  unlink(path);
+  return out;
+}
+
+// fuzz_topo: an hwloc 3 file whose osdev_type values are not numbers made
+// the translation write one byte per such attribute past its buffer.
+Test(fuzz_regressions, hwloc3_osdev_type_without_number) {
+  char in[4096] = "<topology version=\"3.0\">";
+  for (int i = 0; i < 100; i++) strcat(in, "<object type=\"OSDev\" osdev_type=\"\"/>");
+  strcat(in, "</topology>");
+  size_t len = 0;
+  char *out = translate(in, &len);
+  cr_assert_not_null(out);
+  in[strlen("<topology version=\"")] = '2';  // the only change expected
+  cr_assert_eq(len, strlen(in));
+  cr_assert_str_eq(out, in);
+  free(out);
+}
+
+// Numbers are still translated (network 16 -> 2, OpenFabrics 32 -> 3).
+Test(fuzz_regressions, hwloc3_osdev_type_numbers) {
+  size_t len = 0;
+  char *out = translate("<topology version=\"3.0\"><o osdev_type=\"16\"/><o osdev_type=\"48\"/></topology>", &len);
+  cr_assert_not_null(out);
+  cr_assert_str_eq(out, "<topology version=\"2.0\"><o osdev_type=\"2\"/><o osdev_type=\"3\"/></topology>");
+  cr_assert_eq(len, strlen(out));
+  free(out);
+}
