@@ -53,10 +53,18 @@ PAR_LINK  := $(PAR_LIB) -L$(BUILD)/lib -lweft -Wl,-rpath,$(abspath $(BUILD)/lib)
 PAR_UNIT  := $(filter $(BUILD)/tests/unit/test_parallel%,$(UNIT_BINS))
 PAR_MULTI := $(filter $(BUILD)/tests/multirank/test_parallel%,$(MULTI_BINS))
 
+# The reference GPT trainer: its objects (main.c apart) are shared with its
+# tests, and it links the parallel layer, libweft.so and OpenBLAS.
+TRAIN_SRCS  := $(filter-out trainer/main.c,$(wildcard trainer/*.c))
+TRAIN_OBJS  := $(TRAIN_SRCS:%.c=$(BUILD)/obj/%.o)
+TRAIN_BIN   := $(BUILD)/bin/weft-train
+TRAIN_UNIT  := $(filter $(BUILD)/tests/unit/test_trainer%,$(UNIT_BINS))
+TRAIN_MULTI := $(filter $(BUILD)/tests/multirank/test_trainer%,$(MULTI_BINS))
+
 DEPS_STAMP := $(BUILD)/.deps-ok
 
 .PHONY: all test test-asan demo install clean deps docs check-docs fuzz test-fuzz
-all: $(LIB_WEFT) $(LIB_NCCL) $(BUILD)/lib/libnccl.so $(PROGS) $(PAR_LIB) $(BUILD)/bin/weft-parallel-example
+all: $(LIB_WEFT) $(LIB_NCCL) $(BUILD)/lib/libnccl.so $(PROGS) $(PAR_LIB) $(BUILD)/bin/weft-parallel-example $(TRAIN_BIN)
 
 # Install the Debian packages weft needs, once, if a header is missing.
 $(DEPS_STAMP):
@@ -144,6 +152,22 @@ $(PAR_MULTI): $(BUILD)/tests/multirank/%: tests/multirank/%.c tests/multirank/ha
 	@mkdir -p $(@D)
 	$(CC) $(PROG_CFLAGS) -Iparallel -Itests/multirank -o $@ $< $(PAR_LINK) -lcriterion $(LDLIBS)
 
+$(TRAIN_OBJS) $(BUILD)/obj/trainer/main.o: $(BUILD)/obj/%.o: %.c | $(DEPS_STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(PROG_CFLAGS) -Iparallel -Itrainer -MMD -MP -c $< -o $@
+
+$(TRAIN_BIN): $(BUILD)/obj/trainer/main.o $(TRAIN_OBJS) $(PAR_LIB) $(LIB_WEFT)
+	@mkdir -p $(@D)
+	$(CC) $(PROG_CFLAGS) -o $@ $(BUILD)/obj/trainer/main.o $(TRAIN_OBJS) $(PAR_LINK) $(LDLIBS)
+
+$(TRAIN_UNIT): $(BUILD)/tests/unit/%: tests/unit/%.c $(TRAIN_OBJS) $(PAR_LIB) $(LIB_WEFT)
+	@mkdir -p $(@D)
+	$(CC) $(PROG_CFLAGS) -Iparallel -Itrainer -o $@ $< $(TRAIN_OBJS) $(PAR_LINK) -lcriterion $(LDLIBS)
+
+$(TRAIN_MULTI): $(BUILD)/tests/multirank/%: tests/multirank/%.c tests/multirank/harness.h $(TRAIN_BIN)
+	@mkdir -p $(@D)
+	$(CC) $(PROG_CFLAGS) -Itests/multirank -o $@ $< -L$(BUILD)/lib -lweft -Wl,-rpath,$(abspath $(BUILD)/lib) -lcriterion $(LDLIBS)
+
 # Unit tests link the objects directly (internal symbols are hidden in the .so).
 $(BUILD)/tests/unit/%: tests/unit/%.c $(LIB_OBJS)
 	@mkdir -p $(@D)
@@ -202,8 +226,12 @@ fuzz: $(FUZZ_BINS)
 test-fuzz: $(FUZZ_BINS)
 	@FUZZ_SECONDS=$(FUZZ_SECONDS) ./tests/fuzz/run.sh $(FUZZ_BUILD)
 
+# The demo: every collective checked on 4 ranks, then a GPT trained for about
+# a minute on 4 ranks as tensor parallel 2 x data parallel 2 (ZeRO-1).
 demo: all
 	NCCL_SOCKET_IFNAME=$${NCCL_SOCKET_IFNAME:-lo} $(BUILD)/bin/weftrun -n 4 $(BUILD)/bin/weft-demo
+	NCCL_SOCKET_IFNAME=$${NCCL_SOCKET_IFNAME:-lo} $(BUILD)/bin/weftrun -n 4 $(BUILD)/bin/weft-train --tp 2 --dp 2 --zero 1 \
+	  --log $(BUILD)/demo-train.csv
 
 docs: $(BUILD)/bin/weft-env
 	$(BUILD)/bin/weft-env --markdown > docs/env.md
@@ -222,4 +250,5 @@ install: all
 clean:
 	rm -rf build build-asan $(FUZZ_BUILD)
 
--include $(LIB_OBJS:.o=.d) $(PLAN_OBJS:.o=.d) $(PAR_OBJS:.o=.d) $(FUZZ_OBJS:.o=.d) $(FUZZ_BINS:=.d)
+-include $(LIB_OBJS:.o=.d) $(PLAN_OBJS:.o=.d) $(PAR_OBJS:.o=.d) $(TRAIN_OBJS:.o=.d) $(BUILD)/obj/trainer/main.d \
+         $(FUZZ_OBJS:.o=.d) $(FUZZ_BINS:=.d)

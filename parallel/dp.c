@@ -81,6 +81,7 @@ ncclResult_t weft_dp_create(ncclComm_t comm, const weft_dp_config_t *config, wef
   dp->average = config->average;
   dp->accum_steps = config->accum_steps;
   dp->micro = -1;
+  dp->grad_mult = 1.0f;
   dp->esize = config->precision == WEFT_DP_FP32 ? 4 : 2;
   dp->dtype = config->precision == WEFT_DP_FP32   ? ncclFloat32
               : config->precision == WEFT_DP_BF16 ? ncclBfloat16

@@ -115,6 +115,17 @@ ncclResult_t weft_dp_layer_grads_done(weft_dp_t *dp, int layer);
 // this rank's shard, and all-gathers the parameters (stages 1 and 2).
 ncclResult_t weft_dp_step(weft_dp_t *dp, const weft_adamw_t *opt);
 
+// Gradient clipping. After the last micro-batch's grads_done: waits for
+// the reductions and adds to *sumsq the sum over the gradient elements
+// this rank owns (its shard of each layer) of weight[i] * g[i]^2, where g
+// is the averaged gradient AdamW would see and weight (Ψ values laid out
+// as in weft_dp_load_params; NULL: all 1) lets a caller count parameters
+// replicated over other groups once. Summed over the group: |g|^2.
+ncclResult_t weft_dp_grad_sumsq(weft_dp_t *dp, const float *weight, double *sumsq);
+// Multiplies the gradients the next weft_dp_step applies by `scale` (> 0,
+// finite); back to 1 after that step.
+ncclResult_t weft_dp_scale_grads(weft_dp_t *dp, float scale);
+
 // What this engine holds (bytes it allocated, by category).
 ncclResult_t weft_dp_memory(const weft_dp_t *dp, weft_dp_memory_t *out);
 

@@ -54,6 +54,7 @@ struct weft_dp {
   cudaStream_t stream;   // every collective of this engine runs here, in order
   int micro;             // current micro-batch, -1 before the first
   long steps;            // AdamW steps taken
+  float grad_mult;       // weft_dp_scale_grads for the next step (1 otherwise)
   void *params;          // full (DDP, ZeRO-1/2) or shard (ZeRO-3)
   void *grads;           // full (DDP, ZeRO-1) or shard accumulator (ZeRO-2/3)
   float *master;         // mixed precision only: full (DDP) or shard

@@ -77,7 +77,8 @@ ncclResult_t weft_dp_step(weft_dp_t *dp, const weft_adamw_t *opt) {
   dp->steps++;
   adamw_coef_t c = {opt->lr, opt->beta1, opt->beta2, opt->eps, opt->weight_decay,
                     1.0f - powf(opt->beta1, (float)dp->steps), 1.0f - powf(opt->beta2, (float)dp->steps),
-                    dp->average == WEFT_DP_AVG_NCCL ? 1.0f / (float)dp->accum_steps : 1.0f};
+                    dp->grad_mult * (dp->average == WEFT_DP_AVG_NCCL ? 1.0f / (float)dp->accum_steps : 1.0f)};
+  dp->grad_mult = 1.0f;
   const weft_dp_layout_t *lay = &dp->lay;
   for (int l = 0; l < lay->nlayers; l++) {
     size_t s = lay->shard[l], mine = lay->full_off[l] + (size_t)dp->rank * s;
@@ -98,4 +99,43 @@ ncclResult_t weft_dp_step(weft_dp_t *dp, const weft_adamw_t *opt) {
                             dp->comm, dp->stream));
   }
   return weft_dp_sync(dp);
+}
+
+// Where this rank's reduced shard of layer l's gradient starts in dp->grads.
+static size_t owned_grad_off(const weft_dp_t *dp, int l) {
+  const weft_dp_layout_t *lay = &dp->lay;
+  return dp->stage >= WEFT_DP_ZERO2 ? lay->shard_off[l] : lay->full_off[l] + (size_t)dp->rank * lay->shard[l];
+}
+
+ncclResult_t weft_dp_grad_sumsq(weft_dp_t *dp, const float *weight, double *sumsq) {
+  if (dp == NULL || sumsq == NULL) PAR_INVALID("weft_dp_grad_sumsq: %s is NULL", dp == NULL ? "dp" : "sumsq");
+  if (dp->micro != dp->accum_steps - 1)
+    PAR_INVALID("weft_dp_grad_sumsq: %d of %d micro-batches done", dp->micro + 1, dp->accum_steps);
+  PAR_CHECK(weft_dp_sync(dp));
+  const weft_dp_layout_t *lay = &dp->lay;
+  double scale = dp->average == WEFT_DP_AVG_NCCL ? 1.0 / dp->accum_steps : 1.0, total = 0;
+  float g[CHUNK];
+  for (int l = 0; l < lay->nlayers; l++) {
+    size_t first = (size_t)dp->rank * lay->shard[l];  // element of the layer
+    size_t n = first >= lay->size[l] ? 0 : lay->size[l] - first;
+    n = n < lay->shard[l] ? n : lay->shard[l];  // padding is not a parameter
+    const char *src = (const char *)dp->grads + owned_grad_off(dp, l) * dp->esize;
+    for (size_t i = 0; i < n; i += CHUNK) {
+      size_t k = n - i < CHUNK ? n - i : CHUNK;
+      weft_dp_to_float(dp->precision, src + i * dp->esize, g, k);
+      for (size_t j = 0; j < k; j++) {
+        double w = weight != NULL ? weight[lay->orig_off[l] + first + i + j] : 1.0;
+        total += w * (double)g[j] * (double)g[j];
+      }
+    }
+  }
+  *sumsq += total * scale * scale;
+  return ncclSuccess;
+}
+
+ncclResult_t weft_dp_scale_grads(weft_dp_t *dp, float scale) {
+  if (dp == NULL) PAR_INVALID("weft_dp_scale_grads: dp is NULL");
+  if (!(scale > 0.0f) || !isfinite(scale)) PAR_INVALID("weft_dp_scale_grads: scale=%g must be positive and finite", scale);
+  dp->grad_mult = scale;
+  return ncclSuccess;
 }

@@ -1,0 +1,188 @@
+/*
+ * main.c — weft-train: trains the reference GPT (model.h) on weft's
+ * parallelism layer and prints what it learns.
+ *
+ *   build/bin/weft-train                                 one process, the addition task
+ *   build/bin/weftrun -n 4 build/bin/weft-train --tp 2 --dp 2 --zero 1
+ *   build/bin/weft-train --data file.txt | --data tokens.bin (llm.c format)
+ *
+ * Ranks come from a launcher's environment (weftInitFromEnv: weftrun,
+ * torchrun, Slurm, MPI); with none, it runs as one rank.
+ */
+#include <cblas.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "report.h"
+#include "train.h"
+#include "weft.h"
+
+static void usage(FILE *out) {
+  fprintf(out,
+          "usage: weft-train [options]   (under weftrun -n N for several ranks)\n"
+          "  parallelism: --tp T --pp P --dp D (T*P*D = ranks)  --zero 0..3  --grad-accum K\n"
+          "  model:       --layers L --hidden H --heads A --ffn F --seq S\n"
+          "  data:        --data FILE (text bytes, or an llm.c token file)  --digits N (addition task)\n"
+          "  training:    --steps N --batch B (sequences per micro-batch) --lr X --min-lr X --warmup N\n"
+          "               --weight-decay X --clip X (0: off) --beta1 X --beta2 X --seed N\n"
+          "  output:      --eval-every N --eval-batches N --eval-problems N --print-every N --log out.csv\n");
+}
+
+// Strict number parsing: the whole text must be a number in range.
+static int parse_int(const char *flag, const char *text, long lo, long hi, int *out) {
+  char *end;
+  errno = 0;
+  long v = strtol(text, &end, 10);
+  if (errno != 0 || end == text || *end != '\0' || v < lo || v > hi) {
+    fprintf(stderr, "weft-train: %s %s: expected an integer in %ld..%ld\n", flag, text, lo, hi);
+    return -1;
+  }
+  *out = (int)v;
+  return 0;
+}
+
+static int parse_float(const char *flag, const char *text, float *out) {
+  char *end;
+  errno = 0;
+  float v = strtof(text, &end);
+  if (errno != 0 || end == text || *end != '\0' || !(v >= 0)) {
+    fprintf(stderr, "weft-train: %s %s: expected a non-negative number\n", flag, text);
+    return -1;
+  }
+  *out = v;
+  return 0;
+}
+
+static void defaults(train_cfg_t *c) {
+  memset(c, 0, sizeof(*c));
+  c->dims = (gpt_dims_t){0, 32, 2, 64, 4, 256};
+  c->batch = 16;
+  c->grad_accum = 1;
+  c->tp = c->pp = c->dp = 1;
+  c->steps = 1500;
+  c->eval_every = 500;
+  c->eval_batches = 4;
+  c->eval_problems = 256;
+  c->print_every = 100;
+  c->lr = (lr_schedule_t){3e-3f, 3e-4f, 20, 0};
+  c->beta1 = 0.9f, c->beta2 = 0.95f, c->eps = 1e-8f, c->weight_decay = 0.1f, c->clip = 1.0f;
+  c->digits = 2;
+  c->seed = 1337;
+}
+
+static int parse_args(int argc, char **argv, train_cfg_t *c) {
+  int seed = (int)c->seed;
+  struct { const char *flag; int *ival; long lo, hi; float *fval; } opts[] = {
+      {"--tp", &c->tp, 1, 1024, NULL}, {"--pp", &c->pp, 1, 1024, NULL}, {"--dp", &c->dp, 1, 1 << 20, NULL},
+      {"--zero", &c->zero, 0, 3, NULL}, {"--grad-accum", &c->grad_accum, 1, 1 << 16, NULL},
+      {"--micro-batches", &c->grad_accum, 1, 1 << 16, NULL},
+      {"--layers", &c->dims.layers, 1, 1024, NULL}, {"--hidden", &c->dims.hidden, 1, 1 << 16, NULL},
+      {"--heads", &c->dims.heads, 1, 1024, NULL}, {"--ffn", &c->dims.ffn, 1, 1 << 18, NULL},
+      {"--seq", &c->dims.seq, 2, 1 << 16, NULL}, {"--digits", &c->digits, 1, 9, NULL},
+      {"--steps", &c->steps, 1, 1 << 30, NULL}, {"--batch", &c->batch, 1, 1 << 16, NULL},
+      {"--warmup", &c->lr.warmup, 0, 1 << 30, NULL}, {"--seed", &seed, 0, 1L << 30, NULL},
+      {"--eval-every", &c->eval_every, 0, 1 << 30, NULL}, {"--eval-batches", &c->eval_batches, 0, 1 << 20, NULL},
+      {"--eval-problems", &c->eval_problems, 0, 1 << 24, NULL}, {"--print-every", &c->print_every, 1, 1 << 30, NULL},
+      {"--lr", NULL, 0, 0, &c->lr.lr}, {"--min-lr", NULL, 0, 0, &c->lr.min_lr},
+      {"--weight-decay", NULL, 0, 0, &c->weight_decay}, {"--clip", NULL, 0, 0, &c->clip},
+      {"--beta1", NULL, 0, 0, &c->beta1}, {"--beta2", NULL, 0, 0, &c->beta2},
+  };
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+      usage(stdout);
+      exit(0);
+    }
+    if (i + 1 >= argc) {
+      fprintf(stderr, "weft-train: %s needs a value (or is unknown)\n", a);
+      return -1;
+    }
+    const char *v = argv[++i];
+    if (!strcmp(a, "--data")) { c->data_path = v; continue; }
+    if (!strcmp(a, "--log")) { c->log_path = v; continue; }
+    size_t k = 0, n = sizeof(opts) / sizeof(opts[0]);
+    while (k < n && strcmp(a, opts[k].flag) != 0) k++;
+    if (k == n) {
+      fprintf(stderr, "weft-train: unknown option %s (see --help)\n", a);
+      return -1;
+    }
+    int bad = opts[k].ival != NULL ? parse_int(a, v, opts[k].lo, opts[k].hi, opts[k].ival)
+                                   : parse_float(a, v, opts[k].fval);
+    if (bad) return -1;
+  }
+  c->seed = (unsigned long long)seed;
+  c->lr.steps = c->steps;
+  return 0;
+}
+
+// A launcher's environment, or one rank on its own.
+static ncclResult_t init_world(ncclComm_t *world) {
+  const char *vars[] = {"WEFT_UNIQUE_ID", "RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK"};
+  for (size_t i = 0; i < sizeof(vars) / sizeof(vars[0]); i++)
+    if (getenv(vars[i]) != NULL) return weftInitFromEnv(world);
+  return ncclCommInitAll(world, 1, NULL);
+}
+
+static ncclResult_t run(const train_cfg_t *cfg, trainer_t *t, int rank) {
+  const weft_mesh_t *mesh = trainer_mesh(t);
+  double peak = report_measure_peak();
+  ncclResult_t res = ncclAllReduce(&peak, &peak, 1, ncclFloat64, ncclSum, mesh->world, NULL);
+  if (res != ncclSuccess) return res;
+  double tokens = (double)cfg->dp * cfg->grad_accum * cfg->batch * cfg->dims.seq;
+  report_t rep;
+  if (rank == 0) {
+    printf("weft-train: %d ranks (tp %d x pp %d x dp %d, ZeRO-%d), GPT %zu parameters (L=%d h=%d heads=%d ffn=%d seq=%d)\n",
+           mesh->nranks, cfg->tp, cfg->pp, cfg->dp, cfg->zero, trainer_param_count(t), cfg->dims.layers,
+           cfg->dims.hidden, cfg->dims.heads, cfg->dims.ffn, cfg->dims.seq);
+    printf("data: %s\n", data_describe(trainer_data(t)));
+    printf("batch: %.0f tokens per step (%d x %d micro-batches x %d sequences x %d), %d steps, sgemm peak %.1f GFLOP/s\n",
+           tokens, cfg->dp, cfg->grad_accum, cfg->batch, cfg->dims.seq, cfg->steps, peak * 1e-9);
+    fflush(stdout);
+  }
+  if (report_open(&rep, rank == 0 ? cfg->log_path : NULL, cfg->steps, cfg->print_every, tokens,
+                  trainer_flops_per_step(t), peak) != 0)
+    return ncclInvalidArgument;  // the other ranks fail at the next collective
+  eval_result_t ev = {0};
+  for (int s = 0; s < cfg->steps && res == ncclSuccess; s++) {
+    step_result_t sr;
+    if ((res = trainer_step(t, s, &sr)) != ncclSuccess) break;
+    if (rank == 0) report_step(&rep, s, &sr);
+    int last = s + 1 == cfg->steps;
+    if (last || (cfg->eval_every > 0 && (s + 1) % cfg->eval_every == 0)) {
+      if ((res = trainer_eval(t, &ev)) == ncclSuccess && rank == 0) report_eval(&rep, s + 1, &ev);
+    }
+  }
+  if (res == ncclSuccess && rank == 0) {
+    printf("final: val loss %.4f", ev.val_loss);
+    if (ev.accuracy >= 0) printf(", accuracy %.1f%%", 100 * ev.accuracy);
+    printf(", %.1f s training, %.0f tokens/s\n", rep.train_seconds, tokens * cfg->steps / rep.train_seconds);
+  }
+  report_close(&rep);
+  return res;
+}
+
+int main(int argc, char **argv) {
+  train_cfg_t cfg;
+  defaults(&cfg);
+  if (parse_args(argc, argv, &cfg) != 0) return 2;
+  if (getenv("OPENBLAS_NUM_THREADS") == NULL) openblas_set_num_threads(1);  // one core per rank
+  ncclComm_t world = NULL;
+  trainer_t *t = NULL;
+  int rank = 0;
+  ncclResult_t res = init_world(&world);
+  if (res == ncclSuccess) res = ncclCommUserRank(world, &rank);
+  if (res == ncclSuccess) res = trainer_create(&cfg, world, &t);
+  if (res == ncclSuccess) res = run(&cfg, t, rank);
+  trainer_destroy(t);
+  if (world != NULL) ncclCommDestroy(world);
+  if (res != ncclSuccess) {
+    if (res == ncclInvalidArgument)
+      fprintf(stderr, "weft-train: rank %d stopped: bad input (see above)\n", rank);
+    else
+      fprintf(stderr, "weft-train: rank %d failed: %s\n", rank, ncclGetErrorString(res));
+    return res == ncclInvalidArgument ? 2 : 1;
+  }
+  return 0;
+}

@@ -1,0 +1,177 @@
+/*
+ * model.c — the GPT model's shapes, parameter layout, initialisation and
+ * activations (see model.h); the passes themselves are in model_pass.c.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model_internal.h"
+
+int gpt_nlayers(const gpt_t *m) { return m->d.layers + 2; }
+
+size_t gpt_layer_size(const gpt_t *m, int l) {
+  size_t h = (size_t)m->d.hidden;
+  if (l == 0) return (size_t)m->vrows * h + (size_t)m->d.seq * h;
+  if (l == m->d.layers + 1) return 2 * h;
+  return m->block_np;
+}
+
+size_t gpt_local_count(const gpt_t *m) {
+  size_t n = 0;
+  for (int l = 0; l < gpt_nlayers(m); l++) n += gpt_layer_size(m, l);
+  return n;
+}
+
+size_t gpt_full_layer_size(const gpt_dims_t *d, int l) {
+  size_t h = (size_t)d->hidden, f = (size_t)d->ffn;
+  if (l == 0) return (size_t)d->vocab * h + (size_t)d->seq * h;
+  if (l == d->layers + 1) return 2 * h;
+  return 4 * h + (3 * h * h + 3 * h) + (h * h + h) + (h * f + f) + (f * h + h);
+}
+
+size_t gpt_full_count(const gpt_dims_t *d) {
+  size_t n = 0;
+  for (int l = 0; l < d->layers + 2; l++) n += gpt_full_layer_size(d, l);
+  return n;
+}
+
+double gpt_flops_per_token(const gpt_dims_t *d) {
+  double h = d->hidden, f = d->ffn, L = d->layers;
+  double matmul = L * (4 * h * h + 2 * h * f) + (double)d->vocab * h;  // QKV, out, MLP, LM head
+  return 2 * matmul + L * 4 * (double)d->seq * h;                      // + QKᵀ and PV
+}
+
+// A standard normal from (seed, stream, index): splitmix64 and Box-Muller.
+static unsigned long long mix(unsigned long long z) {
+  z += 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+static float normal(unsigned long long seed, unsigned long long stream, unsigned long long i) {
+  unsigned long long z = mix(mix(seed ^ mix(stream)) ^ i);
+  double u1 = ((double)(z >> 40) + 0.5) / 16777216.0, u2 = (double)(z & 0xffffff) / 16777216.0;
+  return (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
+}
+
+static void fill_normal(float *w, size_t n, float std, unsigned long long seed, unsigned long long stream) {
+  for (size_t i = 0; i < n; i++) w[i] = std * normal(seed, stream, i);
+}
+
+void gpt_init_full(const gpt_dims_t *d, unsigned long long seed, float *full) {
+  size_t h = (size_t)d->hidden, f = (size_t)d->ffn;
+  float std = 0.02f, resid = 0.02f / sqrtf(2.0f * (float)d->layers);
+  fill_normal(full, (size_t)d->vocab * h, std, seed, 1);                      // wte
+  fill_normal(full + (size_t)d->vocab * h, (size_t)d->seq * h, std, seed, 2);  // wpe
+  float *b = full + gpt_full_layer_size(d, 0);
+  for (int l = 0; l < d->layers; l++, b += gpt_full_layer_size(d, 1)) {
+    unsigned long long s = 100 + 10 * (unsigned long long)l;
+    memset(b, 0, gpt_full_layer_size(d, 1) * sizeof(float));
+    float *ln1 = b, *qkv = ln1 + 2 * h, *wo = qkv + 3 * h * h + 3 * h, *ln2 = wo + h * h + h, *w1 = ln2 + 2 * h;
+    float *w2 = w1 + h * f + f;
+    for (size_t i = 0; i < h; i++) ln1[i] = ln2[i] = 1.0f;
+    fill_normal(qkv, 3 * h * h, std, seed, s + 1);
+    fill_normal(wo, h * h, resid, seed, s + 2);
+    fill_normal(w1, h * f, std, seed, s + 3);
+    fill_normal(w2, f * h, resid, seed, s + 4);
+  }
+  for (size_t i = 0; i < h; i++) b[i] = 1.0f, b[h + i] = 0.0f;  // final LayerNorm
+}
+
+ncclResult_t gpt_shard_full(const gpt_t *m, const float *full, float *local) {
+  size_t h = (size_t)m->d.hidden;
+  const weft_tp_t *tp = &m->tp;
+  PAR_CHECK(weft_tp_vocab_shard(tp, m->d.vocab, m->d.hidden, full, local));
+  memcpy(local + (size_t)m->vrows * h, full + (size_t)m->d.vocab * h, (size_t)m->d.seq * h * sizeof(float));
+  full += gpt_full_layer_size(&m->d, 0);
+  local += gpt_layer_size(m, 0);
+  size_t full_attn = 3 * h * h + 3 * h + h * h + h;
+  for (int l = 0; l < m->d.layers; l++) {
+    memcpy(local, full, 2 * h * sizeof(float));
+    PAR_CHECK(weft_tp_attn_shard(tp, &m->ad, full + 2 * h, local + m->attn_off));
+    memcpy(local + m->ln2_off, full + 2 * h + full_attn, 2 * h * sizeof(float));
+    PAR_CHECK(weft_tp_mlp_shard(tp, m->d.hidden, m->d.ffn, full + 4 * h + full_attn, local + m->mlp_off));
+    full += gpt_full_layer_size(&m->d, 1);
+    local += m->block_np;
+  }
+  memcpy(local, full, 2 * h * sizeof(float));
+  return ncclSuccess;
+}
+
+static void fill(float *w, size_t n, float v) {
+  for (size_t i = 0; i < n; i++) w[i] = v;
+}
+
+void gpt_norm_weights(const gpt_t *m, float *w) {
+  size_t h = (size_t)m->d.hidden;
+  float rep = 1.0f / (float)m->tp.size;  // a copy on every rank of the group
+  fill(w, (size_t)m->vrows * h, 1.0f);
+  fill(w + (size_t)m->vrows * h, (size_t)m->d.seq * h, rep);
+  w += gpt_layer_size(m, 0);
+  for (int l = 0; l < m->d.layers; l++, w += m->block_np) {
+    fill(w, m->block_np, 1.0f);
+    fill(w, 2 * h, rep);                                          // ln1
+    fill(w + m->attn_off + m->attn_np - h, h, rep);               // output projection bias
+    fill(w + m->ln2_off, 2 * h, rep);                             // ln2
+    fill(w + m->mlp_off + m->mlp_np - h, h, rep);                 // second MLP bias
+  }
+  fill(w, 2 * h, rep);
+}
+
+ncclResult_t gpt_create(const gpt_dims_t *d, int batch, const weft_tp_t *tp, gpt_t **out) {
+  *out = NULL;
+  if (d->vocab < 2 || d->seq < 1 || d->layers < 1 || d->hidden < 1 || d->heads < 1 || d->ffn < 1 || batch < 1)
+    PAR_INVALID("gpt: bad shape vocab=%d seq=%d layers=%d hidden=%d heads=%d ffn=%d batch=%d", d->vocab, d->seq,
+                d->layers, d->hidden, d->heads, d->ffn, batch);
+  if (d->hidden % d->heads != 0) PAR_INVALID("gpt: hidden=%d is not a multiple of heads=%d", d->hidden, d->heads);
+  if (d->heads % tp->size != 0 || d->ffn % tp->size != 0)
+    PAR_INVALID("gpt: heads=%d and ffn=%d must be multiples of the tensor-parallel size %d", d->heads, d->ffn, tp->size);
+  if (tp->sequence_parallel) PAR_INVALID("gpt: sequence parallelism is not supported yet");
+  gpt_t *m = calloc(1, sizeof(*m));
+  if (m == NULL) return weft_par_error(ncclSystemError, "gpt: out of memory");
+  m->d = *d;
+  m->batch = batch;
+  m->T = d->seq * batch;
+  m->tp = *tp;
+  m->vrows = weft_tp_vocab_rows(tp, d->vocab);
+  m->ad = (weft_tp_attn_dims_t){d->hidden, d->heads, d->seq, batch};
+  size_t h = (size_t)d->hidden, T = (size_t)m->T, L = (size_t)d->layers;
+  m->attn_np = weft_tp_attn_nparams(tp, &m->ad);
+  m->mlp_np = weft_tp_mlp_nparams(tp, d->hidden, d->ffn);
+  m->attn_off = 2 * h;
+  m->ln2_off = m->attn_off + m->attn_np;
+  m->mlp_off = m->ln2_off + 2 * h;
+  m->block_np = m->mlp_off + m->mlp_np;
+  m->ln_na = weft_tp_layernorm_nacts(d->hidden, m->T);
+  m->attn_na = weft_tp_attn_nacts(tp, &m->ad);
+  m->mlp_na = weft_tp_mlp_nacts(tp, d->hidden, d->ffn, m->T);
+  size_t th = T * h, tv = T * (size_t)m->vrows;
+  m->ids = malloc(T * sizeof(int));
+  m->targets = malloc(T * sizeof(int));
+  m->x = malloc((L + 1) * th * sizeof(float));
+  m->xmid = malloc(L * th * sizeof(float));
+  m->ln_out = malloc(2 * L * th * sizeof(float));
+  m->ln_acts = malloc((2 * L + 1) * m->ln_na * sizeof(float));
+  m->attn_acts = malloc(L * m->attn_na * sizeof(float));
+  m->mlp_acts = malloc(L * m->mlp_na * sizeof(float));
+  m->lnf_out = malloc(th * sizeof(float));
+  m->logits = malloc(2 * tv * sizeof(float));  // logits | dlogits
+  m->work = malloc((2 * th + 3 * T + 2 * T * (1 + (size_t)tp->size)) * sizeof(float));
+  m->dwte = malloc((size_t)m->vrows * h * sizeof(float));
+  if (!m->ids || !m->targets || !m->x || !m->xmid || !m->ln_out || !m->ln_acts || !m->attn_acts || !m->mlp_acts ||
+      !m->lnf_out || !m->logits || !m->work || !m->dwte) {
+    gpt_destroy(m);
+    return weft_par_error(ncclSystemError, "gpt: out of memory for the activations of %d tokens", m->T);
+  }
+  *out = m;
+  return ncclSuccess;
+}
+
+void gpt_destroy(gpt_t *m) {
+  if (m == NULL) return;
+  free(m->ids), free(m->targets), free(m->x), free(m->xmid), free(m->ln_out), free(m->ln_acts);
+  free(m->attn_acts), free(m->mlp_acts), free(m->lnf_out), free(m->logits), free(m->work), free(m->dwte);
+  free(m);
+}

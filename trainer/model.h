@@ -1,0 +1,76 @@
+/*
+ * model.h — a GPT-2-style decoder built from the parallel layer's tensor-
+ * parallel pieces (tp.h): token embedding (vocabulary-parallel, tied to the
+ * LM head) plus learned position embedding, L blocks of
+ *   x += Attn(LN1(x));  x += MLP(LN2(x))
+ * (causal multi-head attention, GELU MLP), a final LayerNorm and the LM
+ * head logits = LNf(x) · Eᵀ, trained with cross-entropy. With a tensor-
+ * parallel group of one rank this is the plain single-process model.
+ *
+ * Parameters are grouped into "layers", the units a data-parallel engine
+ * shards and reduces: layer 0 = [wte (this rank's vocabulary rows) | wpe],
+ * layers 1..L = blocks [ln1 | attention | ln2 | MLP] (this rank's part),
+ * layer L+1 = the final LayerNorm. The model reaches them through a
+ * gpt_store_t, so the same code runs on plain arrays (tests) and on a
+ * ZeRO engine (the trainer).
+ *
+ * Activations are rows in sequence-major order: row = position * batch +
+ * sample, as the tp layers expect.
+ */
+#ifndef WEFT_TRAINER_MODEL_H
+#define WEFT_TRAINER_MODEL_H
+
+#include <stddef.h>
+
+#include "tp.h"
+
+typedef struct {
+  int vocab, seq, layers, hidden, heads, ffn;
+} gpt_dims_t;
+
+// Where the model finds its parameters and puts its gradients.
+typedef struct {
+  ncclResult_t (*params)(void *ctx, int layer, int prefetch, float **p);
+  ncclResult_t (*release)(void *ctx, int layer);
+  ncclResult_t (*grads)(void *ctx, int layer, float **g);  // add into *g
+  ncclResult_t (*grads_done)(void *ctx, int layer);
+  void *ctx;
+} gpt_store_t;
+
+typedef struct gpt gpt_t;
+
+// Checks the dims against the group (heads and ffn divisible by its size)
+// and allocates activations for micro-batches of `batch` sequences.
+ncclResult_t gpt_create(const gpt_dims_t *dims, int batch, const weft_tp_t *tp, gpt_t **out);
+void gpt_destroy(gpt_t *m);
+
+int gpt_nlayers(const gpt_t *m);                 // L + 2
+size_t gpt_layer_size(const gpt_t *m, int l);    // this rank's parameters of layer l
+size_t gpt_full_layer_size(const gpt_dims_t *d, int l);  // of the unsharded model
+size_t gpt_full_count(const gpt_dims_t *d);      // Ψ of the unsharded model
+size_t gpt_local_count(const gpt_t *m);          // this rank's parameters
+
+// GPT-2 initialisation of the full parameter vector (deterministic in seed):
+// weights N(0, 0.02), residual projections N(0, 0.02/sqrt(2L)), biases 0,
+// LayerNorm gain 1.
+void gpt_init_full(const gpt_dims_t *d, unsigned long long seed, float *full);
+// This rank's part of a full parameter vector (layers one after another).
+ncclResult_t gpt_shard_full(const gpt_t *m, const float *full, float *local);
+// Per local parameter: 1 if this rank holds a slice of it, 1/tp if every
+// rank of the tensor-parallel group holds a copy (for the gradient norm).
+void gpt_norm_weights(const gpt_t *m, float *weight);
+
+// Forward of one micro-batch: ids, targets are T = seq * batch tokens in
+// row order. Writes the mean loss over T (targets NULL: no loss, logits
+// only). The activations stay for gpt_backward.
+ncclResult_t gpt_forward(gpt_t *m, const gpt_store_t *st, const int *ids, const int *targets, float *loss);
+// Backward of the last forward: adds every layer's gradient (of the mean
+// loss) through the store.
+ncclResult_t gpt_backward(gpt_t *m, const gpt_store_t *st);
+// After a forward: the most likely next token at each row (greedy decoding).
+ncclResult_t gpt_argmax(gpt_t *m, int *out);
+
+// Forward FLOPs per token of the full model (matmuls, attention included).
+double gpt_flops_per_token(const gpt_dims_t *d);
+
+#endif  // WEFT_TRAINER_MODEL_H

@@ -1,0 +1,33 @@
+/*
+ * model_internal.h — the GPT model's state, shared by model.c (layout,
+ * init, memory) and model_pass.c (forward, backward, decoding).
+ */
+#ifndef WEFT_TRAINER_MODEL_INTERNAL_H
+#define WEFT_TRAINER_MODEL_INTERNAL_H
+
+#include "model.h"
+#include "par_util.h"
+
+struct gpt {
+  gpt_dims_t d;
+  int batch, T;       // sequences and tokens per micro-batch
+  weft_tp_t tp;
+  int vrows;          // vocabulary rows this rank owns (ceil(V/tp))
+  weft_tp_attn_dims_t ad;
+  size_t attn_np, mlp_np, block_np;         // local parameters
+  size_t attn_off, ln2_off, mlp_off;        // inside a block (ln1 at 0)
+  size_t ln_na, attn_na, mlp_na;            // activation floats per layer
+  int *ids, *targets;
+  int has_targets;
+  float *x;           // residual stream entering block l (l = 0..L)
+  float *xmid;        // after block l's attention
+  float *ln_out;      // LN1, LN2 outputs of every block
+  float *ln_acts;     // LN1, LN2 of every block, then the final one
+  float *attn_acts, *mlp_acts;
+  float *lnf_out;
+  float *logits;      // T x vrows, then dlogits T x vrows
+  float *work;        // grad, tmp (T x h each), CE work (3T), argmax (2T x tp)
+  float *dwte;        // the LM head's gradient of wte, added to layer 0
+};
+
+#endif  // WEFT_TRAINER_MODEL_INTERNAL_H

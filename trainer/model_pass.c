@@ -1,0 +1,139 @@
+/*
+ * model_pass.c — forward and backward passes of the GPT model (model.h),
+ * and greedy decoding's argmax over vocabulary-parallel logits.
+ *
+ * The LM head is tied to the token embedding: logits = LNf(x) · E_rᵀ on
+ * this rank's vocabulary rows E_r. Its backward is a column-parallel
+ * linear's: dE_r = dlogitsᵀ · LNf(x) stays local, the input gradient
+ * dlogits · E_r is a partial sum over the group and is all-reduced.
+ */
+#include <cblas.h>
+#include <math.h>
+#include <string.h>
+
+#include "model_internal.h"
+
+static float *at(float *base, size_t per, int i) { return base + per * (size_t)i; }
+
+static ncclResult_t tp_sum(const weft_tp_t *tp, float *buf, size_t n) {
+  if (tp->size > 1) PAR_CHECK(ncclAllReduce(buf, buf, n, ncclFloat32, ncclSum, tp->comm, NULL));
+  return ncclSuccess;
+}
+
+static void add(float *y, const float *x, size_t n) {
+  for (size_t i = 0; i < n; i++) y[i] += x[i];
+}
+
+static ncclResult_t block_forward(gpt_t *m, int l, const float *p) {
+  int h = m->d.hidden, T = m->T;
+  size_t th = (size_t)T * h;
+  const float *x = at(m->x, th, l);
+  float *mid = at(m->xmid, th, l), *out = at(m->x, th, l + 1);
+  float *ln1 = at(m->ln_out, th, 2 * l), *ln2 = at(m->ln_out, th, 2 * l + 1);
+  PAR_CHECK(weft_tp_layernorm_forward(&m->tp, h, p, T, x, ln1, at(m->ln_acts, m->ln_na, 2 * l)));
+  PAR_CHECK(weft_tp_attn_forward(&m->tp, &m->ad, p + m->attn_off, ln1, mid, at(m->attn_acts, m->attn_na, l)));
+  add(mid, x, th);
+  PAR_CHECK(weft_tp_layernorm_forward(&m->tp, h, p + m->ln2_off, T, mid, ln2, at(m->ln_acts, m->ln_na, 2 * l + 1)));
+  PAR_CHECK(weft_tp_mlp_forward(&m->tp, h, m->d.ffn, p + m->mlp_off, T, ln2, out, at(m->mlp_acts, m->mlp_na, l)));
+  add(out, mid, th);
+  return ncclSuccess;
+}
+
+ncclResult_t gpt_forward(gpt_t *m, const gpt_store_t *st, const int *ids, const int *targets, float *loss) {
+  int h = m->d.hidden, T = m->T, L = m->d.layers;
+  size_t th = (size_t)T * h;
+  float *p;
+  memcpy(m->ids, ids, (size_t)T * sizeof(int));
+  m->has_targets = targets != NULL;
+  if (targets != NULL) memcpy(m->targets, targets, (size_t)T * sizeof(int));
+  PAR_CHECK(st->params(st->ctx, 0, 1, &p));
+  PAR_CHECK(weft_tp_embed_forward(&m->tp, m->d.vocab, h, p, T, ids, m->x, NULL));
+  const float *wpe = p + (size_t)m->vrows * h;
+  for (int r = 0; r < T; r++) add(m->x + (size_t)r * h, wpe + (size_t)(r / m->batch) * h, (size_t)h);
+  PAR_CHECK(st->release(st->ctx, 0));
+  for (int l = 0; l < L; l++) {
+    PAR_CHECK(st->params(st->ctx, l + 1, l + 2, &p));
+    PAR_CHECK(block_forward(m, l, p));
+    PAR_CHECK(st->release(st->ctx, l + 1));
+  }
+  PAR_CHECK(st->params(st->ctx, L + 1, 0, &p));
+  PAR_CHECK(weft_tp_layernorm_forward(&m->tp, h, p, T, at(m->x, th, L), m->lnf_out, at(m->ln_acts, m->ln_na, 2 * L)));
+  PAR_CHECK(st->release(st->ctx, L + 1));
+  PAR_CHECK(st->params(st->ctx, 0, -1, &p));
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, m->vrows, h, 1.0f, m->lnf_out, h, p, h, 0.0f, m->logits,
+              m->vrows);
+  PAR_CHECK(st->release(st->ctx, 0));
+  if (targets == NULL) return ncclSuccess;
+  float *dlogits = m->logits + (size_t)T * m->vrows, *ce = m->work + 2 * th;
+  return weft_tp_vocab_cross_entropy(&m->tp, m->d.vocab, T, m->logits, targets, loss, dlogits, ce);
+}
+
+static ncclResult_t block_backward(gpt_t *m, int l, const float *p, float *g, float *grad, float *tmp) {
+  int h = m->d.hidden, T = m->T;
+  size_t th = (size_t)T * h;
+  PAR_CHECK(weft_tp_mlp_backward(&m->tp, h, m->d.ffn, p + m->mlp_off, g + m->mlp_off, T, grad, tmp,
+                                 at(m->mlp_acts, m->mlp_na, l)));
+  PAR_CHECK(weft_tp_layernorm_backward(&m->tp, h, p + m->ln2_off, g + m->ln2_off, T, tmp, tmp,
+                                       at(m->ln_acts, m->ln_na, 2 * l + 1)));
+  add(grad, tmp, th);
+  PAR_CHECK(weft_tp_attn_backward(&m->tp, &m->ad, p + m->attn_off, g + m->attn_off, grad, tmp,
+                                  at(m->attn_acts, m->attn_na, l)));
+  PAR_CHECK(weft_tp_layernorm_backward(&m->tp, h, p, g, T, tmp, tmp, at(m->ln_acts, m->ln_na, 2 * l)));
+  add(grad, tmp, th);
+  return ncclSuccess;
+}
+
+ncclResult_t gpt_backward(gpt_t *m, const gpt_store_t *st) {
+  if (!m->has_targets) PAR_INVALID("gpt_backward: the last forward had no targets");
+  int h = m->d.hidden, T = m->T, L = m->d.layers, V = m->vrows;
+  size_t th = (size_t)T * h;
+  float *grad = m->work, *tmp = m->work + th, *dlogits = m->logits + (size_t)T * V, *p, *g;
+  PAR_CHECK(st->params(st->ctx, 0, L + 1, &p));
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, h, V, 1.0f, dlogits, V, p, h, 0.0f, grad, h);
+  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, V, h, T, 1.0f, dlogits, V, m->lnf_out, h, 0.0f, m->dwte, h);
+  PAR_CHECK(st->release(st->ctx, 0));
+  PAR_CHECK(tp_sum(&m->tp, grad, th));
+  PAR_CHECK(st->params(st->ctx, L + 1, L, &p));
+  PAR_CHECK(st->grads(st->ctx, L + 1, &g));
+  PAR_CHECK(weft_tp_layernorm_backward(&m->tp, h, p, g, T, grad, grad, at(m->ln_acts, m->ln_na, 2 * L)));
+  PAR_CHECK(st->grads_done(st->ctx, L + 1));
+  PAR_CHECK(st->release(st->ctx, L + 1));
+  for (int l = L - 1; l >= 0; l--) {
+    PAR_CHECK(st->params(st->ctx, l + 1, l, &p));
+    PAR_CHECK(st->grads(st->ctx, l + 1, &g));
+    PAR_CHECK(block_backward(m, l, p, g, grad, tmp));
+    PAR_CHECK(st->grads_done(st->ctx, l + 1));
+    PAR_CHECK(st->release(st->ctx, l + 1));
+  }
+  PAR_CHECK(st->grads(st->ctx, 0, &g));
+  add(g, m->dwte, (size_t)V * h);
+  PAR_CHECK(weft_tp_embed_backward(&m->tp, m->d.vocab, h, g, T, m->ids, grad, NULL));
+  float *gpe = g + (size_t)V * h;
+  for (int r = 0; r < T; r++) add(gpe + (size_t)(r / m->batch) * h, grad + (size_t)r * h, (size_t)h);
+  PAR_CHECK(st->grads_done(st->ctx, 0));
+  return ncclSuccess;
+}
+
+ncclResult_t gpt_argmax(gpt_t *m, int *out) {
+  int T = m->T, V = m->vrows, lo = m->tp.rank * V, n = m->d.vocab - lo < V ? m->d.vocab - lo : V;
+  float *mine = m->work + 2 * (size_t)T * m->d.hidden + 3 * (size_t)T, *all = mine + 2 * (size_t)T;
+  for (int t = 0; t < T; t++) {
+    const float *row = m->logits + (size_t)t * V;
+    int best = 0;
+    for (int c = 1; c < n; c++) best = row[c] > row[best] ? c : best;
+    mine[2 * t] = n > 0 ? row[best] : -INFINITY;
+    mine[2 * t + 1] = (float)(lo + best);
+  }
+  if (m->tp.size > 1) {
+    PAR_CHECK(ncclAllGather(mine, all, 2 * (size_t)T, ncclFloat32, m->tp.comm, NULL));
+  } else {
+    memcpy(all, mine, 2 * (size_t)T * sizeof(float));
+  }
+  for (int t = 0; t < T; t++) {
+    int best = 0;  // ranks hold increasing ids, so ties go to the lowest id
+    for (int r = 1; r < m->tp.size; r++)
+      if (all[2 * ((size_t)r * T + t)] > all[2 * (size_t)t + 2 * (size_t)best * T]) best = r;
+    out[t] = (int)all[2 * ((size_t)best * T + t) + 1];
+  }
+  return ncclSuccess;
+}

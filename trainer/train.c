@@ -1,0 +1,238 @@
+/*
+ * train.c — the training step and the evaluation (see train.h): micro-
+ * batches through the model with the data-parallel engine as its
+ * parameter store, the global gradient norm and its clipping, AdamW with
+ * the scheduled learning rate, then validation loss and greedy-decoding
+ * accuracy on held-out problems.
+ */
+#include "train.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "par_util.h"
+
+struct trainer {
+  train_cfg_t cfg;
+  weft_mesh_t *mesh;
+  weft_tp_t tp;
+  gpt_t *model;
+  weft_dp_t *dp;
+  gpt_store_t store;
+  data_t *data;
+  float *norm_weight;  // per local parameter, for the gradient norm
+  int *seq, *ids, *targets;
+};
+
+static double now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+// ---- The data-parallel engine as the model's parameter store.
+static ncclResult_t dp_params(void *ctx, int l, int next, float **p) { return weft_dp_layer_params(ctx, l, next, (void **)p); }
+static ncclResult_t dp_release(void *ctx, int l) { return weft_dp_layer_release(ctx, l); }
+static ncclResult_t dp_grads(void *ctx, int l, float **g) { return weft_dp_layer_grads(ctx, l, (void **)g); }
+static ncclResult_t dp_done(void *ctx, int l) { return weft_dp_layer_grads_done(ctx, l); }
+
+static ncclResult_t check_cfg(const train_cfg_t *c, const data_t *data) {
+  if (c->batch < 1 || c->grad_accum < 1 || c->steps < 1 || c->dims.seq < 2)
+    PAR_INVALID("--batch, --grad-accum, --steps must be at least 1 and --seq at least 2");
+  if (c->zero < 0 || c->zero > 3) PAR_INVALID("--zero %d: must be 0, 1, 2 or 3", c->zero);
+  if (c->pp != 1) PAR_INVALID("--pp %d: pipeline parallelism is not in the trainer yet (use --tp and --dp)", c->pp);
+  if (!(c->lr.lr > 0) || c->lr.warmup < 0 || !(c->weight_decay >= 0) || !(c->beta1 >= 0 && c->beta1 < 1) ||
+      !(c->beta2 >= 0 && c->beta2 < 1))
+    PAR_INVALID("bad optimiser settings: lr=%g warmup=%d weight decay=%g betas %g %g", c->lr.lr, c->lr.warmup,
+                c->weight_decay, c->beta1, c->beta2);
+  long need = c->dims.seq + 1;
+  if (data_split_tokens(data, DATA_VAL) >= 0 && data_split_tokens(data, DATA_VAL) < need)
+    PAR_INVALID("the data's validation split holds %ld tokens, fewer than --seq + 1 = %ld", data_split_tokens(data, DATA_VAL), need);
+  if (data_is_addition(data) && 3 * c->digits + 5 > c->dims.seq)
+    PAR_INVALID("--seq %d is too short for %d-digit problems (needs %d)", c->dims.seq, c->digits, 3 * c->digits + 5);
+  return ncclSuccess;
+}
+
+static ncclResult_t load_initial(trainer_t *t) {
+  size_t full_n = gpt_full_count(&t->cfg.dims), local_n = gpt_local_count(t->model);
+  float *full = malloc(full_n * sizeof(float)), *local = malloc(local_n * sizeof(float));
+  ncclResult_t res = ncclSystemError;
+  if (full != NULL && local != NULL) {
+    gpt_init_full(&t->cfg.dims, t->cfg.seed, full);
+    res = gpt_shard_full(t->model, full, local);
+    if (res == ncclSuccess) res = weft_dp_load_params(t->dp, local);
+  } else {
+    weft_par_error(res, "out of memory for %zu parameters", full_n);
+  }
+  free(full), free(local);
+  return res;
+}
+
+ncclResult_t trainer_create(const train_cfg_t *cfg, ncclComm_t world, trainer_t **out) {
+  *out = NULL;
+  char err[512];
+  trainer_t *t = calloc(1, sizeof(*t));
+  if (t == NULL) return weft_par_error(ncclSystemError, "out of memory");
+  t->cfg = *cfg;
+  ncclResult_t res = ncclSuccess;
+  size_t *sizes = NULL;
+  t->data = data_open(cfg->data_path, cfg->digits, cfg->seed, err, sizeof(err));
+  if (t->data == NULL) {
+    res = weft_par_error(ncclInvalidArgument, "%s", err);
+    goto fail;
+  }
+  t->cfg.dims.vocab = data_vocab(t->data);
+  if ((res = check_cfg(&t->cfg, t->data)) != ncclSuccess) goto fail;
+  weft_mesh_shape_t shape = {cfg->tp, cfg->pp, cfg->dp, 1};
+  PAR_CHECK_GOTO(weft_mesh_create(world, shape, &t->mesh), res, fail);
+  PAR_CHECK_GOTO(weft_tp_init(&t->tp, cfg->tp > 1 ? t->mesh->tp_comm : NULL, 0), res, fail);
+  PAR_CHECK_GOTO(gpt_create(&t->cfg.dims, cfg->batch, &t->tp, &t->model), res, fail);
+  int nl = gpt_nlayers(t->model);
+  sizes = malloc((size_t)nl * sizeof(size_t));
+  t->norm_weight = malloc(gpt_local_count(t->model) * sizeof(float));
+  size_t T = (size_t)cfg->dims.seq * cfg->batch;
+  t->seq = malloc(((size_t)cfg->dims.seq + 1) * sizeof(int));
+  t->ids = malloc(2 * T * sizeof(int));
+  if (sizes == NULL || t->norm_weight == NULL || t->seq == NULL || t->ids == NULL) {
+    res = weft_par_error(ncclSystemError, "out of memory");
+    goto fail;
+  }
+  t->targets = t->ids + T;
+  for (int l = 0; l < nl; l++) sizes[l] = gpt_layer_size(t->model, l);
+  gpt_norm_weights(t->model, t->norm_weight);
+  weft_dp_config_t dc = {(weft_dp_stage_t)cfg->zero, WEFT_DP_FP32, WEFT_DP_AVG_NCCL, cfg->grad_accum, nl, sizes};
+  PAR_CHECK_GOTO(weft_dp_create(t->mesh->dp_comm, &dc, &t->dp), res, fail);
+  t->store = (gpt_store_t){dp_params, dp_release, dp_grads, dp_done, t->dp};
+  if ((res = load_initial(t)) != ncclSuccess) goto fail;
+  free(sizes);
+  *out = t;
+  return ncclSuccess;
+fail:
+  free(sizes);
+  trainer_destroy(t);
+  return res;
+}
+
+void trainer_destroy(trainer_t *t) {
+  if (t == NULL) return;
+  weft_dp_destroy(t->dp);
+  gpt_destroy(t->model);
+  weft_mesh_destroy(t->mesh);
+  data_close(t->data);
+  free(t->norm_weight), free(t->seq), free(t->ids);
+  free(t);
+}
+
+const weft_mesh_t *trainer_mesh(const trainer_t *t) { return t->mesh; }
+const data_t *trainer_data(const trainer_t *t) { return t->data; }
+size_t trainer_param_count(const trainer_t *t) { return gpt_full_count(&t->cfg.dims); }
+
+double trainer_flops_per_step(const trainer_t *t) {
+  const train_cfg_t *c = &t->cfg;
+  double tokens = (double)c->dp * c->grad_accum * c->batch * c->dims.seq;
+  return 3.0 * gpt_flops_per_token(&c->dims) * tokens;  // forward + backward (2x)
+}
+
+// Micro-batch of sequences first .. first+B-1 of a split, in row order.
+static void fill_batch(trainer_t *t, int split, long first) {
+  int S = t->cfg.dims.seq, B = t->cfg.batch;
+  for (int n = 0; n < B; n++) {
+    data_sequence(t->data, split, first + n, S, t->seq);
+    for (int p = 0; p < S; p++) {
+      t->ids[p * B + n] = t->seq[p];
+      t->targets[p * B + n] = t->seq[p + 1];
+    }
+  }
+}
+
+ncclResult_t trainer_step(trainer_t *t, int step, step_result_t *out) {
+  const train_cfg_t *c = &t->cfg;
+  double start = now(), loss_sum = 0;
+  int K = c->grad_accum, B = c->batch;
+  long global = (long)c->dp * K * B;
+  for (int k = 0; k < K; k++) {
+    float loss;
+    fill_batch(t, DATA_TRAIN, step * global + ((long)t->mesh->dp_rank * K + k) * B);
+    PAR_CHECK(gpt_forward(t->model, &t->store, t->ids, t->targets, &loss));
+    PAR_CHECK(weft_dp_begin_micro(t->dp, k));
+    PAR_CHECK(gpt_backward(t->model, &t->store));
+    loss_sum += loss;
+  }
+  double sumsq = 0;
+  PAR_CHECK(weft_dp_grad_sumsq(t->dp, t->norm_weight, &sumsq));
+  PAR_CHECK(ncclAllReduce(&sumsq, &sumsq, 1, ncclFloat64, ncclSum, t->mesh->world, NULL));
+  float norm = (float)sqrt(sumsq), lr = lr_at(&c->lr, step);
+  float clip = clip_factor(norm, c->clip);
+  if (clip != 1.0f) PAR_CHECK(weft_dp_scale_grads(t->dp, clip));
+  weft_adamw_t opt = {lr, c->beta1, c->beta2, c->eps, c->weight_decay};
+  PAR_CHECK(weft_dp_step(t->dp, &opt));
+  float loss = (float)(loss_sum / K);
+  PAR_CHECK(ncclAllReduce(&loss, &loss, 1, ncclFloat32, ncclAvg, t->mesh->dp_comm, NULL));
+  *out = (step_result_t){loss, lr, norm, now() - start};
+  return ncclSuccess;
+}
+
+// Greedy answers to B held-out problems per micro-batch; counts exact matches.
+static ncclResult_t eval_accuracy(trainer_t *t, int *correct, int *total) {
+  const train_cfg_t *c = &t->cfg;
+  int S = c->dims.seq, B = c->batch, T = S * B, dp = c->dp;
+  int batches = (c->eval_problems + dp * B - 1) / (dp * B), answer_max = c->digits + 2;
+  int *len = malloc((size_t)B * sizeof(int)), *want = malloc((size_t)B * 16 * sizeof(int));
+  int *got = malloc((size_t)B * 16 * sizeof(int)), *next = malloc((size_t)T * sizeof(int));
+  ncclResult_t res = ncclSuccess;
+  if (!len || !want || !got || !next) res = weft_par_error(ncclSystemError, "out of memory");
+  *correct = *total = 0;
+  for (int j = 0; j < batches && res == ncclSuccess; j++) {
+    for (int n = 0; n < B; n++) {
+      long a, b, index = ((long)j * dp + t->mesh->dp_rank) * B + n;
+      data_add_problem(t->data, DATA_VAL, index, &a, &b);
+      int prompt[32];
+      len[n] = data_add_prompt(a, b, prompt);
+      data_add_answer(a, b, want + n * 16);
+      for (int p = 0; p < S; p++) t->ids[p * B + n] = p < len[n] ? prompt[p] : ADD_NEWLINE;
+    }
+    for (int k = 0; k < answer_max && res == ncclSuccess; k++) {  // the same count on every rank (ZeRO-3 gathers)
+      res = gpt_forward(t->model, &t->store, t->ids, NULL, NULL);
+      if (res == ncclSuccess) res = gpt_argmax(t->model, next);
+      for (int n = 0; n < B && res == ncclSuccess; n++) {
+        int tok = next[(len[n] - 1) * B + n];
+        got[n * 16 + k] = tok;
+        if (len[n] < S) t->ids[len[n]++ * B + n] = tok;
+      }
+    }
+    for (int n = 0; n < B; n++) {
+      int ok = 1;
+      for (int k = 0; ok && k < answer_max; k++) {
+        ok = got[n * 16 + k] == want[n * 16 + k];
+        if (want[n * 16 + k] == ADD_NEWLINE) break;
+      }
+      *correct += ok;
+      *total += 1;
+    }
+  }
+  free(len), free(want), free(got), free(next);
+  return res;
+}
+
+ncclResult_t trainer_eval(trainer_t *t, eval_result_t *out) {
+  const train_cfg_t *c = &t->cfg;
+  double loss_sum = 0;
+  for (int j = 0; j < c->eval_batches; j++) {
+    float loss;
+    fill_batch(t, DATA_VAL, ((long)j * c->dp + t->mesh->dp_rank) * c->batch);
+    PAR_CHECK(gpt_forward(t->model, &t->store, t->ids, t->targets, &loss));
+    loss_sum += loss;
+  }
+  float val = c->eval_batches > 0 ? (float)(loss_sum / c->eval_batches) : NAN;
+  PAR_CHECK(ncclAllReduce(&val, &val, 1, ncclFloat32, ncclAvg, t->mesh->dp_comm, NULL));
+  *out = (eval_result_t){val, -1.0f, 0};
+  if (!data_is_addition(t->data) || c->eval_problems < 1) return ncclSuccess;
+  int counts[2];
+  PAR_CHECK(eval_accuracy(t, &counts[0], &counts[1]));
+  PAR_CHECK(ncclAllReduce(counts, counts, 2, ncclInt32, ncclSum, t->mesh->dp_comm, NULL));
+  out->accuracy = (float)counts[0] / (float)counts[1];
+  out->problems = counts[1];
+  return ncclSuccess;
+}

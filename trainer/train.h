@@ -1,0 +1,55 @@
+/*
+ * train.h — one training run: the configuration weft-train parses, the
+ * trainer that owns the mesh, model, data-parallel engine and data, and
+ * the step / evaluation calls main.c drives.
+ *
+ * The global batch of a step is dp · grad_accum · batch sequences; data-
+ * parallel rank r runs sequences (r·K + k)·B .. +B-1 of it in micro-batch
+ * k, so every layout with the same global batch trains the same model.
+ */
+#ifndef WEFT_TRAINER_TRAIN_H
+#define WEFT_TRAINER_TRAIN_H
+
+#include "data.h"
+#include "dp.h"
+#include "mesh.h"
+#include "model.h"
+#include "optim.h"
+
+typedef struct {
+  gpt_dims_t dims;            // vocab comes from the data
+  int batch, grad_accum;      // sequences per micro-batch, micro-batches per step
+  int tp, pp, dp, zero;
+  int steps, eval_every, eval_batches, eval_problems, print_every;
+  lr_schedule_t lr;
+  float beta1, beta2, eps, weight_decay, clip;
+  const char *data_path, *log_path;
+  int digits;
+  unsigned long long seed;
+} train_cfg_t;
+
+typedef struct {
+  float loss, lr, grad_norm;
+  double seconds;  // wall time of the step
+} step_result_t;
+
+typedef struct {
+  float val_loss;
+  float accuracy;  // exact-match accuracy of greedy answers; -1 when the data has no task
+  int problems;
+} eval_result_t;
+
+typedef struct trainer trainer_t;
+
+// Collective over `world`. On failure prints why and returns non-success.
+ncclResult_t trainer_create(const train_cfg_t *cfg, ncclComm_t world, trainer_t **out);
+void trainer_destroy(trainer_t *t);
+const weft_mesh_t *trainer_mesh(const trainer_t *t);
+const data_t *trainer_data(const trainer_t *t);
+size_t trainer_param_count(const trainer_t *t);  // Ψ of the full model
+double trainer_flops_per_step(const trainer_t *t);
+
+ncclResult_t trainer_step(trainer_t *t, int step, step_result_t *out);
+ncclResult_t trainer_eval(trainer_t *t, eval_result_t *out);
+
+#endif  // WEFT_TRAINER_TRAIN_H
