@@ -25,8 +25,8 @@ for ((i = 1; i <= trials; i++)); do
   "$bin" --filter "faults/kill9_mid_allreduce_${ranks}_ranks" --verbose 2>&1 |
     grep -o 'survivors failed within [0-9.]* s' | awk -v i="$i" '{print "trial", i, $4}'
 done | tee /tmp/weft-fault-latency.$$ 
-awk '{v[NR] = $3} END {
-  n = asort(v); if (n == 0) { print "no trials completed"; exit 1 }
-  med = n % 2 ? v[(n + 1) / 2] : (v[n / 2] + v[n / 2 + 1]) / 2
-  printf "%d trials at '"$ranks"' ranks: median %.3f s, max %.3f s\n", n, med, v[n] }' /tmp/weft-fault-latency.$$
+sort -n -k3 /tmp/weft-fault-latency.$$ | awk -v ranks="$ranks" '{v[NR] = $3} END {
+  if (NR == 0) { print "no trials completed"; exit 1 }
+  med = NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
+  printf "%d trials at %d ranks: median %.3f s, max %.3f s\n", NR, ranks, med, v[NR] }'
 rm -f /tmp/weft-fault-latency.$$
