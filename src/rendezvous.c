@@ -112,14 +112,15 @@ static int msg_authentic(const rdv_msg_t *m, const weft_id_t *id) {
   return m->magic == WEFT_ID_MAGIC && weft_consttime_eq(m->secret, id->secret, WEFT_SECRET_BYTES);
 }
 
-static void root_reply_error(root_t *rt, const char *text) {
+static void send_error(const root_t *rt, int fd, const char *text) {
   rdv_msg_t m;
   msg_init(&m, &rt->id, RDV_ERROR);
   m.count = (int32_t)strlen(text);
-  for (int i = 0; i < rt->nclients; i++) {
-    if (weft_socket_send(rt->clients[i].fd, &m, sizeof(m), 1000) == ncclSuccess)
-      weft_socket_send(rt->clients[i].fd, text, (size_t)m.count, 1000);
-  }
+  if (weft_socket_send(fd, &m, sizeof(m), 1000) == ncclSuccess) weft_socket_send(fd, text, (size_t)m.count, 1000);
+}
+
+static void root_reply_error(root_t *rt, const char *text) {
+  for (int i = 0; i < rt->nclients; i++) send_error(rt, rt->clients[i].fd, text);
 }
 
 static void root_reply_table(root_t *rt, const weft_peer_info_t *table) {
@@ -134,11 +135,13 @@ static void root_reply_table(root_t *rt, const weft_peer_info_t *table) {
   }
 }
 
-// Accept the entries carried by an authenticated message; returns 0 if it was refused.
-static int root_take(root_t *rt, int fd, const rdv_msg_t *m, const char *who) {
+// Accept the entries carried by an authenticated message; returns 0 if it
+// was refused, with the reason (for the client too) in why.
+static int root_take(root_t *rt, int fd, const rdv_msg_t *m, const char *who, char *why, size_t len) {
+  snprintf(why, len, "%s sent a malformed registration", who);
   if (rt->nranks < 0) {
     if (m->nranks <= 0 || m->nid <= 0 || m->nid > m->nranks || m->root_index < 0 || m->root_index >= m->nid) {
-      WARN("bootstrap root: %s sent nranks=%d nid=%d root=%d; refused", who, m->nranks, m->nid, m->root_index);
+      snprintf(why, len, "%s sent nranks=%d nid=%d root=%d", who, m->nranks, m->nid, m->root_index);
       return 0;
     }
     rt->nranks = m->nranks;
@@ -151,7 +154,8 @@ static int root_take(root_t *rt, int fd, const rdv_msg_t *m, const char *who) {
     rt->have = calloc((size_t)rt->nranks, 1);
     if (rt->entries == NULL || rt->have == NULL) return 0;
   } else if (m->nranks != rt->nranks || m->nid != rt->nid) {
-    WARN("bootstrap root: %s says nranks=%d but the job has nranks=%d; refused", who, m->nranks, rt->nranks);
+    snprintf(why, len, "%s says nranks=%d but the job has nranks=%d (the ranks disagree on the job's size)", who,
+             m->nranks, rt->nranks);
     return 0;
   }
   if (m->count <= 0 || m->count > rt->nranks || (m->type == RDV_HELLO && m->count != 1)) return 0;
@@ -162,8 +166,10 @@ static int root_take(root_t *rt, int fd, const rdv_msg_t *m, const char *who) {
     int r = in[i].rank, repeated = 0;
     for (int j = 0; j < i && !repeated; j++) repeated = in[j].rank == r;  // twice in this batch
     if (r < 0 || r >= rt->nranks || rt->have[r] || repeated) {
-      WARN("bootstrap root: %s registered rank %d, which is %s; refused", who, r,
-           (r < 0 || r >= rt->nranks) ? "out of range" : repeated ? "named twice in one batch" : "already taken");
+      snprintf(why, len, "%s registered rank %d of %d, which is %s", who, r, rt->nranks,
+               (r < 0 || r >= rt->nranks) ? "out of range"
+               : repeated                 ? "named twice in one batch"
+                                          : "already taken by another process (two ranks with one number?)");
       ok = 0;
     }
   }
@@ -274,7 +280,14 @@ static void *root_main(void *arg) {
         close(fd);
         continue;
       }
-      if (!root_take(rt, fd, &m, who) || rt->nclients == cap) {
+      char why[300];
+      if (!root_take(rt, fd, &m, who, why, sizeof(why))) {
+        WARN("bootstrap root: %s; refused", why);
+        send_error(rt, fd, why);  // the refused rank says why, too
+        close(fd);
+        continue;
+      }
+      if (rt->nclients == cap) {
         close(fd);
         continue;
       }

@@ -491,3 +491,59 @@ Test(api_errors, nccl_debug_set_before_first_call_is_honoured, .timeout = 20) {
                "call did not fail)",
                status[0]);
 }
+
+/* ---------- ranks that join wrongly ---------- */
+
+enum { JOIN_WRONG_COUNT, JOIN_DUPLICATE_RANK };
+
+typedef struct {
+  int res[3];
+  double secs[3];
+  char why[3][400];
+} join_out_t;
+
+static join_out_t *join_out;
+
+// Three processes for a 2-rank job: process 2 claims nranks=3, or rank 0
+// again. Rank 1 comes late, so the intruder meets the root while it waits.
+static int join_body(int proc, int nranks, ncclUniqueId id, void *arg) {
+  (void)nranks;
+  int how = *(const int *)arg, n = 2, rank = proc;
+  if (proc == 2) {
+    if (how == JOIN_WRONG_COUNT) n = 3;
+    else rank = 0;
+  }
+  if (proc == 1) weft_test_sleep_ms(300);
+  ncclComm_t comm = NULL;
+  double t0 = weft_test_now();
+  ncclResult_t r = ncclCommInitRank(&comm, n, id, rank);
+  join_out->secs[proc] = weft_test_now() - t0;
+  join_out->res[proc] = (int)r;
+  snprintf(join_out->why[proc], sizeof(join_out->why[proc]), "%s", ncclGetLastError(comm));
+  if (comm != NULL) ncclCommDestroy(comm);
+  return 0;
+}
+
+static void run_join(int how, const char *needle) {
+  weft_test_env_timeout(3);
+  join_out = weft_test_shared_alloc(sizeof(*join_out));
+  cr_assert_not_null(join_out);
+  WEFT_TEST_EXPECT_FORK_OK(3, 1, weft_test_one_id_main, (&(weft_test_one_id_t){join_body, &how}), 30);
+  int failed = 0;
+  for (int p = 0; p < 3; p++) {
+    cr_log_info("process %d: %s after %.2f s: %s", p, ncclGetErrorString((ncclResult_t)join_out->res[p]),
+                join_out->secs[p], join_out->why[p]);
+    cr_expect_lt(join_out->secs[p], 8.0, "process %d took %.1f s", p, join_out->secs[p]);
+    if (join_out->res[p] == ncclSuccess) continue;
+    failed++;
+    cr_expect(strstr(join_out->why[p], needle) != NULL || strstr(join_out->why[p], "never arrived") != NULL,
+              "process %d's error does not say why: %s", p, join_out->why[p]);
+  }
+  cr_expect_geq(failed, 1, "every process initialised although the job was inconsistent");
+  weft_test_shared_free(join_out, sizeof(*join_out));
+}
+
+Test(api_errors, a_rank_with_the_wrong_count_is_refused_clearly, .timeout = 40) {
+  run_join(JOIN_WRONG_COUNT, "nranks=");
+}
+Test(api_errors, a_duplicate_rank_is_refused_clearly, .timeout = 40) { run_join(JOIN_DUPLICATE_RANK, "already taken"); }
