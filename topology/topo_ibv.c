@@ -58,33 +58,14 @@ double weft_topo_ibv_gbps(int active_speed, int active_width) {
 }
 
 static int load(ibv_ops_t *ops, void **handle, char *why, size_t len) {
-  const char *name = lib_name ? lib_name : "libibverbs.so.1";
-  *handle = dlopen(name, RTLD_NOW | RTLD_LOCAL);
-  if (!*handle) {
-    const char *e = dlerror();
-    snprintf(why, len, "%s", e ? e : name);
-    return -1;
-  }
-  static const struct {
-    const char *sym;
-    size_t off;
-  } syms[] = {
-      {"ibv_get_device_list", offsetof(ibv_ops_t, get_list)},  {"ibv_free_device_list", offsetof(ibv_ops_t, free_list)},
-      {"ibv_get_device_name", offsetof(ibv_ops_t, name)},      {"ibv_get_device_guid", offsetof(ibv_ops_t, guid)},
-      {"ibv_open_device", offsetof(ibv_ops_t, open)},          {"ibv_close_device", offsetof(ibv_ops_t, close)},
-      {"ibv_query_device", offsetof(ibv_ops_t, query_device)}, {"ibv_query_port", offsetof(ibv_ops_t, query_port)},
+  static const weft_topo_sym_t syms[] = {
+      {"ibv_get_device_list", offsetof(ibv_ops_t, get_list), 0},  {"ibv_free_device_list", offsetof(ibv_ops_t, free_list), 0},
+      {"ibv_get_device_name", offsetof(ibv_ops_t, name), 0},      {"ibv_get_device_guid", offsetof(ibv_ops_t, guid), 0},
+      {"ibv_open_device", offsetof(ibv_ops_t, open), 0},          {"ibv_close_device", offsetof(ibv_ops_t, close), 0},
+      {"ibv_query_device", offsetof(ibv_ops_t, query_device), 0}, {"ibv_query_port", offsetof(ibv_ops_t, query_port), 0},
   };
-  for (size_t i = 0; i < sizeof(syms) / sizeof(syms[0]); i++) {
-    void *f = dlsym(*handle, syms[i].sym);
-    if (!f) {
-      snprintf(why, len, "%s lacks %s", name, syms[i].sym);
-      dlclose(*handle);
-      *handle = NULL;
-      return -1;
-    }
-    memcpy((char *)ops + syms[i].off, &f, sizeof(f));
-  }
-  return 0;
+  return weft_topo_dlopen(lib_name ? lib_name : "libibverbs.so.1", syms, sizeof(syms) / sizeof(syms[0]), ops, handle,
+                          why, len);
 }
 
 // The graph node of an RDMA device: the PCI function sysfs names, found in

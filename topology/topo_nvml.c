@@ -49,18 +49,7 @@ static int node_by_busid(const weft_topo_t *t, const char *busid) {
 
 // Opens the library and fills ops; 0, or -1 with the reason in why.
 static int load(weft_nvml_ops_t *ops, void **handle, char *why, size_t len) {
-  const char *name = lib_name ? lib_name : "libnvidia-ml.so.1";
-  *handle = dlopen(name, RTLD_NOW | RTLD_LOCAL);
-  if (!*handle) {
-    const char *e = dlerror();
-    snprintf(why, len, "%s", e ? e : name);
-    return -1;
-  }
-  static const struct {
-    const char *sym;
-    size_t off;
-    int optional;
-  } syms[] = {
+  static const weft_topo_sym_t syms[] = {
       {"nvmlInit_v2", offsetof(weft_nvml_ops_t, init), 0},
       {"nvmlShutdown", offsetof(weft_nvml_ops_t, shutdown), 0},
       {"nvmlErrorString", offsetof(weft_nvml_ops_t, error_string), 0},
@@ -72,17 +61,8 @@ static int load(weft_nvml_ops_t *ops, void **handle, char *why, size_t len) {
       {"nvmlDeviceGetCudaComputeCapability", offsetof(weft_nvml_ops_t, cuda_cc), 1},
   };
   memset(ops, 0, sizeof(*ops));
-  for (size_t i = 0; i < sizeof(syms) / sizeof(syms[0]); i++) {
-    void *f = dlsym(*handle, syms[i].sym);
-    if (!f && !syms[i].optional) {
-      snprintf(why, len, "%s lacks %s", name, syms[i].sym);
-      dlclose(*handle);
-      *handle = NULL;
-      return -1;
-    }
-    memcpy((char *)ops + syms[i].off, &f, sizeof(f)); // object pointer to function pointer, as dlsym intends
-  }
-  return 0;
+  return weft_topo_dlopen(lib_name ? lib_name : "libnvidia-ml.so.1", syms, sizeof(syms) / sizeof(syms[0]), ops,
+                          handle, why, len);
 }
 
 static void drop_nvlinks_from(weft_topo_t *t, int node) {

@@ -47,6 +47,18 @@ typedef struct {
 // NVLinks as NVML reports them, replacing those hwloc's distances gave.
 // Returns 0 (also when NVML is absent or sees nothing) or -1 on ENOMEM;
 // status says what happened in one line.
+// A function of an optional library: its name, where its pointer goes in
+// the caller's table, and whether the library may lack it.
+typedef struct {
+  const char *name;
+  size_t offset;
+  int optional;
+} weft_topo_sym_t;
+
+// dlopen `name` and fill *ops from syms (topo_dl.c); 0, or -1 with the reason in why.
+int weft_topo_dlopen(const char *name, const weft_topo_sym_t *syms, size_t nsyms, void *ops, void **handle,
+                     char *why, size_t len);
+
 int weft_topo_nvml_probe(weft_topo_t *topo, char *status, size_t len);
 // Tests: library name to open (NULL: libnvidia-ml.so.1), or a stand-in table.
 void weft_topo_nvml_override(const char *libname, const weft_nvml_ops_t *ops);
