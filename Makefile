@@ -231,7 +231,7 @@ test-fuzz: $(FUZZ_BINS)
 demo: all
 	NCCL_SOCKET_IFNAME=$${NCCL_SOCKET_IFNAME:-lo} $(BUILD)/bin/weftrun -n 4 $(BUILD)/bin/weft-demo
 	NCCL_SOCKET_IFNAME=$${NCCL_SOCKET_IFNAME:-lo} $(BUILD)/bin/weftrun -n 4 $(BUILD)/bin/weft-train --tp 2 --dp 2 --zero 1 \
-	  --log $(BUILD)/demo-train.csv
+	  --log $(BUILD)/demo-train.csv --plot $(BUILD)/demo-train.png
 
 docs: $(BUILD)/bin/weft-env
 	$(BUILD)/bin/weft-env --markdown > docs/env.md

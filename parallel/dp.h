@@ -92,6 +92,15 @@ ncclResult_t weft_dp_load_params(weft_dp_t *dp, const float *full);
 // gathers them: collective, every rank calls it.
 ncclResult_t weft_dp_read_params(weft_dp_t *dp, float *full);
 
+// ---- Checkpoints (dp_state.c): Adam's moments as full fp32 vectors (Ψ
+// values each, laid out as in weft_dp_load_params) and the AdamW step count.
+// Call between steps. Reading gathers the ZeRO shards (collective, every
+// rank calls it); loading keeps this rank's part, whatever layout wrote it.
+// With 16-bit parameters the fp32 master is not read out (weft_dp_read_params
+// gives the rounded parameters); weft_dp_load_params sets it on loading.
+ncclResult_t weft_dp_read_optim(weft_dp_t *dp, float *m, float *v, long *steps);
+ncclResult_t weft_dp_load_optim(weft_dp_t *dp, const float *m, const float *v, long steps);
+
 // Starts micro-batch `micro` (0 .. accum_steps-1); micro 0 starts a step
 // and clears the accumulated gradients.
 ncclResult_t weft_dp_begin_micro(weft_dp_t *dp, int micro);

@@ -83,7 +83,7 @@ typedef struct {
   int status;
   double seconds;
   double scale;  // > 1: the model priced count / scale and multiplied by it
-  char note[120];
+  char note[128];  // "cannot run this layout: " and a reason of up to 99 characters
 } price_t;
 
 typedef struct {

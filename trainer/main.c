@@ -14,7 +14,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "ckpt.h"
+#include "plot.h"
 #include "report.h"
 #include "train.h"
 #include "weft.h"
@@ -27,7 +30,10 @@ static void usage(FILE *out) {
           "  data:        --data FILE (text bytes, or an llm.c token file)  --digits N (addition task)\n"
           "  training:    --steps N --batch B (sequences per micro-batch) --lr X --min-lr X --warmup N\n"
           "               --weight-decay X --clip X (0: off) --beta1 X --beta2 X --seed N\n"
-          "  output:      --eval-every N --eval-batches N --eval-problems N --print-every N --log out.csv\n");
+          "  output:      --eval-every N --eval-batches N --eval-problems N --print-every N --log out.csv\n"
+          "               --plot loss.png (gnuplot)\n"
+          "  checkpoints: --save FILE (at the end)  --save-every N  --resume FILE\n"
+          "               --stop-after N (stop after step N of the --steps schedule)\n");
 }
 
 // Strict number parsing: the whole text must be a number in range.
@@ -72,7 +78,7 @@ static void defaults(train_cfg_t *c) {
   c->seed = 1337;
 }
 
-static int parse_args(int argc, char **argv, train_cfg_t *c) {
+static int parse_args(int argc, char **argv, train_cfg_t *c, int *seed_given) {
   int seed = (int)c->seed;
   struct { const char *flag; int *ival; long lo, hi; float *fval; } opts[] = {
       {"--tp", &c->tp, 1, 1024, NULL}, {"--pp", &c->pp, 1, 1024, NULL}, {"--dp", &c->dp, 1, 1 << 20, NULL},
@@ -88,6 +94,7 @@ static int parse_args(int argc, char **argv, train_cfg_t *c) {
       {"--lr", NULL, 0, 0, &c->lr.lr}, {"--min-lr", NULL, 0, 0, &c->lr.min_lr},
       {"--weight-decay", NULL, 0, 0, &c->weight_decay}, {"--clip", NULL, 0, 0, &c->clip},
       {"--beta1", NULL, 0, 0, &c->beta1}, {"--beta2", NULL, 0, 0, &c->beta2},
+      {"--save-every", &c->save_every, 0, 1 << 30, NULL}, {"--stop-after", &c->stop_after, 0, 1 << 30, NULL},
   };
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
@@ -102,6 +109,10 @@ static int parse_args(int argc, char **argv, train_cfg_t *c) {
     const char *v = argv[++i];
     if (!strcmp(a, "--data")) { c->data_path = v; continue; }
     if (!strcmp(a, "--log")) { c->log_path = v; continue; }
+    if (!strcmp(a, "--save")) { c->save_path = v; continue; }
+    if (!strcmp(a, "--resume")) { c->resume_path = v; continue; }
+    if (!strcmp(a, "--plot")) { c->plot_path = v; continue; }
+    if (!strcmp(a, "--seed")) *seed_given = 1;
     size_t k = 0, n = sizeof(opts) / sizeof(opts[0]);
     while (k < n && strcmp(a, opts[k].flag) != 0) k++;
     if (k == n) {
@@ -114,6 +125,27 @@ static int parse_args(int argc, char **argv, train_cfg_t *c) {
   }
   c->seed = (unsigned long long)seed;
   c->lr.steps = c->steps;
+  if (c->save_every > 0 && c->save_path == NULL) {
+    fprintf(stderr, "weft-train: --save-every needs --save FILE\n");
+    return -1;
+  }
+  return 0;
+}
+
+// Before any rank starts: a checkpoint to resume must be readable, and
+// its data seed is the run's unless --seed says otherwise.
+static int check_resume(train_cfg_t *c, int seed_given) {
+  if (c->resume_path == NULL) return 0;
+  ckpt_header_t h;
+  char err[512];
+  if (ckpt_read_header(c->resume_path, &h, err, sizeof(err)) != 0) {
+    fprintf(stderr, "weft-train: --resume %s\n", err);
+    return -1;
+  }
+  if (seed_given && h.seed != c->seed)
+    fprintf(stderr, "weft-train: note: --seed %llu, but the checkpoint was trained with seed %llu\n", c->seed,
+            (unsigned long long)h.seed);
+  if (!seed_given) c->seed = h.seed;
   return 0;
 }
 
@@ -125,8 +157,15 @@ static ncclResult_t init_world(ncclComm_t *world) {
   return ncclCommInitAll(world, 1, NULL);
 }
 
+// The loss curve from the run's CSV (rank 0, at the end).
+static void plot(const train_cfg_t *cfg, const char *csv, int evals, const eval_result_t *ev) {
+  if (cfg->plot_path == NULL || csv == NULL) return;
+  plot_loss(csv, cfg->plot_path, evals > 0 && cfg->eval_batches > 0, evals > 0 && ev->accuracy >= 0);
+}
+
 static ncclResult_t run(const train_cfg_t *cfg, trainer_t *t, int rank) {
   const weft_mesh_t *mesh = trainer_mesh(t);
+  int first = 0, end = cfg->stop_after > 0 && cfg->stop_after < cfg->steps ? cfg->stop_after : cfg->steps;
   double peak = report_measure_peak();
   ncclResult_t res = ncclAllReduce(&peak, &peak, 1, ncclFloat64, ncclSum, mesh->world, NULL);
   if (res != ncclSuccess) return res;
@@ -141,32 +180,58 @@ static ncclResult_t run(const train_cfg_t *cfg, trainer_t *t, int rank) {
            tokens, cfg->dp, cfg->grad_accum, cfg->batch, cfg->dims.seq, cfg->steps, peak * 1e-9);
     fflush(stdout);
   }
-  if (report_open(&rep, rank == 0 ? cfg->log_path : NULL, cfg->steps, cfg->print_every, tokens,
-                  trainer_flops_per_step(t), peak) != 0)
+  if (cfg->resume_path != NULL) {
+    ncclResult_t r = trainer_resume(t, cfg->resume_path, &first);
+    if (r != ncclSuccess) return r;
+    if (first >= end) {
+      if (rank == 0) fprintf(stderr, "weft-train: the checkpoint is at step %d; --stop-after %d leaves nothing to do\n", first, end);
+      return ncclInvalidArgument;
+    }
+    if (rank == 0) printf("resumed from %s after step %d\n", cfg->resume_path, first);
+  }
+  // --plot without --log: the curve comes from a temporary CSV.
+  char tmp_csv[] = "/tmp/weft-train-XXXXXX.csv";
+  const char *csv = cfg->log_path;
+  if (rank == 0 && csv == NULL && cfg->plot_path != NULL) {
+    int fd = mkstemps(tmp_csv, 4);
+    if (fd >= 0) close(fd), csv = tmp_csv;
+  }
+  if (report_open(&rep, rank == 0 ? csv : NULL, cfg->steps, cfg->print_every, tokens, trainer_flops_per_step(t),
+                  peak) != 0)
     return ncclInvalidArgument;  // the other ranks fail at the next collective
+  rep.first = first;
   eval_result_t ev = {0};
-  for (int s = 0; s < cfg->steps && res == ncclSuccess; s++) {
+  int evals = 0;
+  for (int s = first; s < end && res == ncclSuccess; s++) {
     step_result_t sr;
     if ((res = trainer_step(t, s, &sr)) != ncclSuccess) break;
     if (rank == 0) report_step(&rep, s, &sr);
-    int last = s + 1 == cfg->steps;
+    int last = s + 1 == end;
     if (last || (cfg->eval_every > 0 && (s + 1) % cfg->eval_every == 0)) {
       if ((res = trainer_eval(t, &ev)) == ncclSuccess && rank == 0) report_eval(&rep, s + 1, &ev);
+      evals++;
+    }
+    if (res == ncclSuccess && cfg->save_path != NULL && (last || (cfg->save_every > 0 && (s + 1) % cfg->save_every == 0))) {
+      if ((res = trainer_save(t, cfg->save_path, s + 1)) == ncclSuccess && rank == 0)
+        printf("saved %s after step %d\n", cfg->save_path, s + 1);
     }
   }
   if (res == ncclSuccess && rank == 0) {
     printf("final: val loss %.4f", ev.val_loss);
     if (ev.accuracy >= 0) printf(", accuracy %.1f%%", 100 * ev.accuracy);
-    printf(", %.1f s training, %.0f tokens/s\n", rep.train_seconds, tokens * cfg->steps / rep.train_seconds);
+    printf(", %.1f s training, %.0f tokens/s\n", rep.train_seconds, tokens * (end - first) / rep.train_seconds);
   }
   report_close(&rep);
+  if (res == ncclSuccess && rank == 0) plot(cfg, csv, evals, &ev);
+  if (csv == tmp_csv) unlink(tmp_csv);
   return res;
 }
 
 int main(int argc, char **argv) {
   train_cfg_t cfg;
   defaults(&cfg);
-  if (parse_args(argc, argv, &cfg) != 0) return 2;
+  int seed_given = 0;
+  if (parse_args(argc, argv, &cfg, &seed_given) != 0 || check_resume(&cfg, seed_given) != 0) return 2;
   if (getenv("OPENBLAS_NUM_THREADS") == NULL) openblas_set_num_threads(1);  // one core per rank
   ncclComm_t world = NULL;
   trainer_t *t = NULL;

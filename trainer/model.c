@@ -175,3 +175,26 @@ void gpt_destroy(gpt_t *m) {
   free(m->attn_acts), free(m->mlp_acts), free(m->lnf_out), free(m->logits), free(m->work), free(m->dwte);
   free(m);
 }
+
+// gpt_unshard: shards two vectors that encode each full index (plus one,
+// so zero padding maps to nothing) as hi * 2^20 + lo, both exact in fp32,
+// so the layout code in gpt_shard_full is the only place it is written.
+ncclResult_t gpt_unshard(const gpt_t *m, int tp_rank, const float *local, float *full) {
+  if (tp_rank < 0 || tp_rank >= m->tp.size) PAR_INVALID("gpt_unshard: tp_rank=%d of %d", tp_rank, m->tp.size);
+  size_t nf = gpt_full_count(&m->d), nl = gpt_local_count(m);
+  if (nf + 1 >= (size_t)1 << 44) PAR_INVALID("gpt_unshard: %zu parameters are too many", nf);
+  float *enc = malloc(2 * (nf + nl) * sizeof(float));
+  if (enc == NULL) return weft_par_error(ncclSystemError, "gpt_unshard: out of memory");
+  float *hi = enc, *lo = enc + nf, *lhi = enc + 2 * nf, *llo = lhi + nl;
+  for (size_t i = 0; i < nf; i++) hi[i] = (float)((i + 1) >> 20), lo[i] = (float)((i + 1) & 0xfffff);
+  gpt_t other = *m;  // the same shapes, seen from tp_rank
+  other.tp.rank = tp_rank;
+  ncclResult_t res = gpt_shard_full(&other, hi, lhi);
+  if (res == ncclSuccess) res = gpt_shard_full(&other, lo, llo);
+  for (size_t i = 0; i < nl && res == ncclSuccess; i++) {
+    size_t idx = ((size_t)lhi[i] << 20) + (size_t)llo[i];
+    if (idx > 0) full[idx - 1] = local[i];
+  }
+  free(enc);
+  return res;
+}

@@ -56,6 +56,10 @@ size_t gpt_local_count(const gpt_t *m);          // this rank's parameters
 void gpt_init_full(const gpt_dims_t *d, unsigned long long seed, float *full);
 // This rank's part of a full parameter vector (layers one after another).
 ncclResult_t gpt_shard_full(const gpt_t *m, const float *full, float *local);
+// The inverse for checkpoints: writes what tensor-parallel rank `tp_rank`
+// holds (`local`, laid out as gpt_shard_full writes it on that rank) into
+// its places in `full`. Parameters every rank holds are written each time.
+ncclResult_t gpt_unshard(const gpt_t *m, int tp_rank, const float *local, float *full);
 // Per local parameter: 1 if this rank holds a slice of it, 1/tp if every
 // rank of the tensor-parallel group holds a copy (for the gradient norm).
 void gpt_norm_weights(const gpt_t *m, float *weight);

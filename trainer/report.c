@@ -63,11 +63,11 @@ static void format_eta(double s, char *out, size_t len) {
 void report_step(report_t *r, int step, const step_result_t *s) {
   r->train_seconds += s->seconds;
   double tps = r->tokens_per_step / s->seconds, mfu = r->peak_flops > 0 ? r->flops_per_step / s->seconds / r->peak_flops : 0;
-  double avg = r->train_seconds / (step + 1);
+  double avg = r->train_seconds / (step + 1 - r->first);
   char eta[32];
   format_eta(avg * (r->steps - step - 1), eta, sizeof(eta));
   if (r->csv != NULL)
-    fprintf(r->csv, "%d,%.6f,%.6g,%.6g,%.1f,%.4f,,,%.3f\n", step + 1, s->loss, s->lr, s->grad_norm, tps, mfu,
+    fprintf(r->csv, "%d,%.9g,%.9g,%.9g,%.1f,%.4f,,,%.3f\n", step + 1, s->loss, s->lr, s->grad_norm, tps, mfu,
             now() - r->started);
   int last = step + 1 == r->steps;
   if (r->tty) {

@@ -12,6 +12,7 @@
 
 typedef struct {
   int steps, print_every, tty;
+  int first;  // the first step this process runs (> 0 after --resume)
   double tokens_per_step, flops_per_step, peak_flops;  // peak: of all ranks together
   double started, train_seconds;
   FILE *csv;

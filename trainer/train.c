@@ -13,18 +13,7 @@
 #include <time.h>
 
 #include "par_util.h"
-
-struct trainer {
-  train_cfg_t cfg;
-  weft_mesh_t *mesh;
-  weft_tp_t tp;
-  gpt_t *model;
-  weft_dp_t *dp;
-  gpt_store_t store;
-  data_t *data;
-  float *norm_weight;  // per local parameter, for the gradient norm
-  int *seq, *ids, *targets;
-};
+#include "train_internal.h"
 
 static double now(void) {
   struct timespec ts;

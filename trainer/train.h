@@ -24,6 +24,9 @@ typedef struct {
   lr_schedule_t lr;
   float beta1, beta2, eps, weight_decay, clip;
   const char *data_path, *log_path;
+  // main.c's: checkpoints and the loss curve
+  const char *save_path, *resume_path, *plot_path;
+  int save_every, stop_after;  // 0: off
   int digits;
   unsigned long long seed;
 } train_cfg_t;
@@ -51,5 +54,14 @@ double trainer_flops_per_step(const trainer_t *t);
 
 ncclResult_t trainer_step(trainer_t *t, int step, step_result_t *out);
 ncclResult_t trainer_eval(trainer_t *t, eval_result_t *out);
+
+// Checkpoints (train_ckpt.c, file format in ckpt.h). Collective over the
+// world: the parameters and Adam's moments are gathered from the ZeRO and
+// tensor-parallel shards into the unsharded model, and world rank 0 writes
+// them atomically. Resuming reads the file on every rank and keeps each
+// rank's part, so a checkpoint of any layout resumes in any other; it fails
+// (ncclInvalidArgument, with a message) on a file of another model shape.
+ncclResult_t trainer_save(trainer_t *t, const char *path, int steps_done);
+ncclResult_t trainer_resume(trainer_t *t, const char *path, int *steps_done);
 
 #endif  // WEFT_TRAINER_TRAIN_H
