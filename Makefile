@@ -63,7 +63,7 @@ TRAIN_MULTI := $(filter $(BUILD)/tests/multirank/test_trainer%,$(MULTI_BINS))
 
 DEPS_STAMP := $(BUILD)/.deps-ok
 
-.PHONY: all test test-asan demo install clean deps docs check-docs fuzz test-fuzz
+.PHONY: all test test-asan test-tsan demo install clean deps docs check-docs fuzz test-fuzz
 all: $(LIB_WEFT) $(LIB_NCCL) $(BUILD)/lib/libnccl.so $(PROGS) $(PAR_LIB) $(BUILD)/bin/weft-parallel-example $(TRAIN_BIN)
 
 # Install the Debian packages weft needs, once, if a header is missing.
@@ -195,6 +195,17 @@ test-asan:
 	LSAN_OPTIONS=suppressions=$(abspath tests/lsan.supp) \
 	$(MAKE) BUILD=build-asan OPT=-O1 SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" test
 
+# ThreadSanitizer: the library built again with clang -fsanitize=thread in
+# $(TSAN_BUILD)/, and tests/tsan/threads.c (the threaded uses) run against it.
+TSAN_BUILD ?= build-tsan
+TSAN_SAN   := -fsanitize=thread -fno-omit-frame-pointer
+
+test-tsan:
+	$(MAKE) BUILD=$(TSAN_BUILD) CC=clang OPT=-O1 SAN="$(TSAN_SAN)" $(TSAN_BUILD)/lib/libweft.so
+	clang -std=c11 -Wall -Wextra -Werror -O1 -g -D_GNU_SOURCE $(TSAN_SAN) -Iinclude -o $(TSAN_BUILD)/tsan-threads \
+	  tests/tsan/threads.c -L$(TSAN_BUILD)/lib -lweft -Wl,-rpath,$(abspath $(TSAN_BUILD)/lib) -pthread
+	NCCL_SOCKET_IFNAME=lo TSAN_OPTIONS="halt_on_error=1 exitcode=66" timeout 300 $(TSAN_BUILD)/tsan-threads
+
 # Fuzz targets (tests/fuzz/README.md): libFuzzer via clang, linked against
 # the library's objects built again with ASan+UBSan and coverage in
 # $(FUZZ_BUILD)/ (an archive, so a target may include a .c file to reach its
@@ -248,7 +259,7 @@ install: all
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' weft.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/weft.pc
 
 clean:
-	rm -rf build build-asan $(FUZZ_BUILD)
+	rm -rf build build-asan $(FUZZ_BUILD) $(TSAN_BUILD)
 
 -include $(LIB_OBJS:.o=.d) $(PLAN_OBJS:.o=.d) $(PAR_OBJS:.o=.d) $(TRAIN_OBJS:.o=.d) $(BUILD)/obj/trainer/main.d \
          $(FUZZ_OBJS:.o=.d) $(FUZZ_BINS:=.d)

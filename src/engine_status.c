@@ -8,6 +8,7 @@
  * from outside the process, so a hung job shows which rank waits on whom.
  * The same accounting names the ranks a timed-out operation waits on.
  */
+#include <sched.h>
 #include <stdio.h>
 
 #include "engine.h"
@@ -44,9 +45,15 @@ void weft_engine_stuck_state(const weft_op_t *op, char *peers, size_t len, uint6
 // What this rank is doing, in its segment's status (weft-status reads it).
 void weft_engine_publish(const weft_op_t *op, int state, int waiting_on, uint64_t moved, uint64_t total) {
   weft_status_t *s = &op->comm->shm->hdr[op->comm->rank]->status;
+  // Several threads may publish (the caller's, a stream's worker): an odd
+  // version is also the writers' lock, taken by compare-and-swap.
   uint64_t v = atomic_load_explicit(&s->version, memory_order_relaxed);
-  atomic_store_explicit(&s->version, v + 1, memory_order_relaxed);  // odd: being written
-  atomic_thread_fence(memory_order_release);
+  while ((v & 1) || !atomic_compare_exchange_weak_explicit(&s->version, &v, v + 1, memory_order_acquire,
+                                                           memory_order_relaxed)) {
+    if (v & 1) sched_yield();  // another writer, for a few stores
+    v = atomic_load_explicit(&s->version, memory_order_relaxed);
+  }
+  atomic_thread_fence(memory_order_release);  // readers that see these stores see the odd version first
   if (state != s->state || waiting_on != s->waiting_on || op->seq != s->seq) s->since_ns = weft_now_ns();
   s->seq = op->seq;
   s->coll = (uint8_t)op->args.coll;
