@@ -237,12 +237,15 @@ fuzz: $(FUZZ_BINS)
 test-fuzz: $(FUZZ_BINS)
 	@FUZZ_SECONDS=$(FUZZ_SECONDS) ./tests/fuzz/run.sh $(FUZZ_BUILD)
 
-# The demo: every collective checked on 4 ranks, then a GPT trained for about
-# a minute on 4 ranks as tensor parallel 2 x data parallel 2 (ZeRO-1).
+# The demo: every collective checked on 4 ranks, then a GPT trained on 4
+# ranks as tensor parallel 2 x data parallel 2 (ZeRO-1), then as pipeline
+# parallel 2 x data parallel 2 (1F1B over 2 micro-batches).
 demo: all
 	NCCL_SOCKET_IFNAME=$${NCCL_SOCKET_IFNAME:-lo} $(BUILD)/bin/weftrun -n 4 $(BUILD)/bin/weft-demo
 	NCCL_SOCKET_IFNAME=$${NCCL_SOCKET_IFNAME:-lo} $(BUILD)/bin/weftrun -n 4 $(BUILD)/bin/weft-train --tp 2 --dp 2 --zero 1 \
 	  --log $(BUILD)/demo-train.csv --plot $(BUILD)/demo-train.png
+	NCCL_SOCKET_IFNAME=$${NCCL_SOCKET_IFNAME:-lo} $(BUILD)/bin/weftrun -n 4 $(BUILD)/bin/weft-train --pp 2 --dp 2 --zero 1 \
+	  --micro-batches 2 --steps 1000 --log $(BUILD)/demo-train-pp.csv --plot $(BUILD)/demo-train-pp.png
 
 docs: $(BUILD)/bin/weft-env
 	$(BUILD)/bin/weft-env --markdown > docs/env.md

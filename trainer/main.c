@@ -4,6 +4,7 @@
  *
  *   build/bin/weft-train                                 one process, the addition task
  *   build/bin/weftrun -n 4 build/bin/weft-train --tp 2 --dp 2 --zero 1
+ *   build/bin/weftrun -n 4 build/bin/weft-train --pp 2 --dp 2 --micro-batches 4
  *   build/bin/weft-train --data file.txt | --data tokens.bin (llm.c format)
  *
  * Ranks come from a launcher's environment (weftInitFromEnv: weftrun,
@@ -26,6 +27,8 @@ static void usage(FILE *out) {
   fprintf(out,
           "usage: weft-train [options]   (under weftrun -n N for several ranks)\n"
           "  parallelism: --tp T --pp P --dp D (T*P*D = ranks)  --zero 0..3  --grad-accum K\n"
+          "               --micro-batches M (the same as --grad-accum; the pipeline's micro-batches)\n"
+          "               --schedule 1f1b|gpipe (pipeline schedule, default 1f1b)\n"
           "  model:       --layers L --hidden H --heads A --ffn F --seq S\n"
           "  data:        --data FILE (text bytes, or an llm.c token file)  --digits N (addition task)\n"
           "  training:    --steps N --batch B (sequences per micro-batch) --lr X --min-lr X --warmup N\n"
@@ -67,6 +70,7 @@ static void defaults(train_cfg_t *c) {
   c->batch = 16;
   c->grad_accum = 1;
   c->tp = c->pp = c->dp = 1;
+  c->schedule = WEFT_PP_1F1B;
   c->steps = 1500;
   c->eval_every = 500;
   c->eval_batches = 4;
@@ -112,6 +116,14 @@ static int parse_args(int argc, char **argv, train_cfg_t *c, int *seed_given) {
     if (!strcmp(a, "--save")) { c->save_path = v; continue; }
     if (!strcmp(a, "--resume")) { c->resume_path = v; continue; }
     if (!strcmp(a, "--plot")) { c->plot_path = v; continue; }
+    if (!strcmp(a, "--schedule")) {
+      if (strcmp(v, "1f1b") != 0 && strcmp(v, "gpipe") != 0) {
+        fprintf(stderr, "weft-train: --schedule %s: expected 1f1b or gpipe\n", v);
+        return -1;
+      }
+      c->schedule = !strcmp(v, "gpipe") ? WEFT_PP_GPIPE : WEFT_PP_1F1B;
+      continue;
+    }
     if (!strcmp(a, "--seed")) *seed_given = 1;
     size_t k = 0, n = sizeof(opts) / sizeof(opts[0]);
     while (k < n && strcmp(a, opts[k].flag) != 0) k++;

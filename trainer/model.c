@@ -121,6 +121,12 @@ void gpt_norm_weights(const gpt_t *m, float *w) {
 }
 
 ncclResult_t gpt_create(const gpt_dims_t *d, int batch, const weft_tp_t *tp, gpt_t **out) {
+  gpt_stage_t whole = {0, d->layers, 1, 1};
+  return gpt_create_stage(d, batch, tp, &whole, out);
+}
+
+ncclResult_t gpt_create_stage(const gpt_dims_t *d, int batch, const weft_tp_t *tp, const gpt_stage_t *stage,
+                              gpt_t **out) {
   *out = NULL;
   if (d->vocab < 2 || d->seq < 1 || d->layers < 1 || d->hidden < 1 || d->heads < 1 || d->ffn < 1 || batch < 1)
     PAR_INVALID("gpt: bad shape vocab=%d seq=%d layers=%d hidden=%d heads=%d ffn=%d batch=%d", d->vocab, d->seq,
@@ -129,15 +135,18 @@ ncclResult_t gpt_create(const gpt_dims_t *d, int batch, const weft_tp_t *tp, gpt
   if (d->heads % tp->size != 0 || d->ffn % tp->size != 0)
     PAR_INVALID("gpt: heads=%d and ffn=%d must be multiples of the tensor-parallel size %d", d->heads, d->ffn, tp->size);
   if (tp->sequence_parallel) PAR_INVALID("gpt: sequence parallelism is not supported yet");
+  if (stage->first < 0 || stage->last > d->layers || stage->first >= stage->last)
+    PAR_INVALID("gpt: stage blocks %d..%d are not a non-empty part of 0..%d", stage->first, stage->last - 1, d->layers - 1);
   gpt_t *m = calloc(1, sizeof(*m));
   if (m == NULL) return weft_par_error(ncclSystemError, "gpt: out of memory");
   m->d = *d;
+  m->stage = *stage;
   m->batch = batch;
   m->T = d->seq * batch;
   m->tp = *tp;
   m->vrows = weft_tp_vocab_rows(tp, d->vocab);
   m->ad = (weft_tp_attn_dims_t){d->hidden, d->heads, d->seq, batch};
-  size_t h = (size_t)d->hidden, T = (size_t)m->T, L = (size_t)d->layers;
+  size_t h = (size_t)d->hidden, T = (size_t)m->T, L = (size_t)(stage->last - stage->first);
   m->attn_np = weft_tp_attn_nparams(tp, &m->ad);
   m->mlp_np = weft_tp_mlp_nparams(tp, d->hidden, d->ffn);
   m->attn_off = 2 * h;

@@ -39,9 +39,19 @@ typedef struct {
 
 typedef struct gpt gpt_t;
 
+// A pipeline stage of the model: blocks first .. last-1; `embed` on the
+// first stage (token and position embeddings), `head` on the last (final
+// LayerNorm, tied LM head, loss). The whole model is {0, L, 1, 1}.
+typedef struct {
+  int first, last, embed, head;
+} gpt_stage_t;
+
 // Checks the dims against the group (heads and ffn divisible by its size)
 // and allocates activations for micro-batches of `batch` sequences.
 ncclResult_t gpt_create(const gpt_dims_t *dims, int batch, const weft_tp_t *tp, gpt_t **out);
+// The same for one stage (activations of its blocks only).
+ncclResult_t gpt_create_stage(const gpt_dims_t *dims, int batch, const weft_tp_t *tp, const gpt_stage_t *stage,
+                              gpt_t **out);
 void gpt_destroy(gpt_t *m);
 
 int gpt_nlayers(const gpt_t *m);                 // L + 2
@@ -71,7 +81,15 @@ ncclResult_t gpt_forward(gpt_t *m, const gpt_store_t *st, const int *ids, const 
 // Backward of the last forward: adds every layer's gradient (of the mean
 // loss) through the store.
 ncclResult_t gpt_backward(gpt_t *m, const gpt_store_t *st);
-// After a forward: the most likely next token at each row (greedy decoding).
+// One stage's passes. Without `embed` the stage starts from `in` (T x
+// hidden, the previous stage's output); without `head` it writes its
+// output to `out` (may alias `in`), and its backward starts from `dout`
+// and writes the input gradient to `din`. A head-only stage adds the LM
+// head's wte gradient into layer 0 through the store (grads, grads_done).
+ncclResult_t gpt_forward_stage(gpt_t *m, const gpt_store_t *st, const int *ids, const int *targets, const float *in,
+                               float *out, float *loss);
+ncclResult_t gpt_backward_stage(gpt_t *m, const gpt_store_t *st, const float *dout, float *din);
+// After a forward on a head stage: the most likely next token at each row (greedy decoding).
 ncclResult_t gpt_argmax(gpt_t *m, int *out);
 
 // Forward FLOPs per token of the full model (matmuls, attention included).

@@ -10,6 +10,7 @@
 
 struct gpt {
   gpt_dims_t d;
+  gpt_stage_t stage;  // blocks first..last-1; activations are indexed from first
   int batch, T;       // sequences and tokens per micro-batch
   weft_tp_t tp;
   int vrows;          // vocabulary rows this rank owns (ceil(V/tp))
@@ -19,7 +20,7 @@ struct gpt {
   size_t ln_na, attn_na, mlp_na;            // activation floats per layer
   int *ids, *targets;
   int has_targets;
-  float *x;           // residual stream entering block l (l = 0..L)
+  float *x;           // residual stream entering this stage's block l (l = 0..nb)
   float *xmid;        // after block l's attention
   float *ln_out;      // LN1, LN2 outputs of every block
   float *ln_acts;     // LN1, LN2 of every block, then the final one

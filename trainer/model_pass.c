@@ -6,6 +6,9 @@
  * this rank's vocabulary rows E_r. Its backward is a column-parallel
  * linear's: dE_r = dlogitsᵀ · LNf(x) stays local, the input gradient
  * dlogits · E_r is a partial sum over the group and is all-reduced.
+ *
+ * A pipeline stage runs its blocks only; the first embeds, the last has
+ * the final LayerNorm, the LM head and the loss.
  */
 #include <cblas.h>
 #include <math.h>
@@ -40,24 +43,41 @@ static ncclResult_t block_forward(gpt_t *m, int l, const float *p) {
 }
 
 ncclResult_t gpt_forward(gpt_t *m, const gpt_store_t *st, const int *ids, const int *targets, float *loss) {
-  int h = m->d.hidden, T = m->T, L = m->d.layers;
+  return gpt_forward_stage(m, st, ids, targets, NULL, NULL, loss);
+}
+
+// Block l (global) of this stage: its activations sit at l - first.
+ncclResult_t gpt_forward_stage(gpt_t *m, const gpt_store_t *st, const int *ids, const int *targets, const float *in,
+                               float *out, float *loss) {
+  int h = m->d.hidden, T = m->T, L = m->d.layers, b0 = m->stage.first, nb = m->stage.last - b0;
   size_t th = (size_t)T * h;
   float *p;
-  memcpy(m->ids, ids, (size_t)T * sizeof(int));
-  m->has_targets = targets != NULL;
-  if (targets != NULL) memcpy(m->targets, targets, (size_t)T * sizeof(int));
-  PAR_CHECK(st->params(st->ctx, 0, 1, &p));
-  PAR_CHECK(weft_tp_embed_forward(&m->tp, m->d.vocab, h, p, T, ids, m->x, NULL));
-  const float *wpe = p + (size_t)m->vrows * h;
-  for (int r = 0; r < T; r++) add(m->x + (size_t)r * h, wpe + (size_t)(r / m->batch) * h, (size_t)h);
-  PAR_CHECK(st->release(st->ctx, 0));
-  for (int l = 0; l < L; l++) {
-    PAR_CHECK(st->params(st->ctx, l + 1, l + 2, &p));
-    PAR_CHECK(block_forward(m, l, p));
-    PAR_CHECK(st->release(st->ctx, l + 1));
+  if ((!m->stage.embed && in == NULL) || (!m->stage.head && out == NULL))
+    PAR_INVALID("gpt_forward_stage: a stage without %s needs `%s`", m->stage.embed ? "the head" : "embeddings",
+                m->stage.embed ? "out" : "in");
+  if (m->stage.embed) {
+    memcpy(m->ids, ids, (size_t)T * sizeof(int));
+    PAR_CHECK(st->params(st->ctx, 0, 1, &p));
+    PAR_CHECK(weft_tp_embed_forward(&m->tp, m->d.vocab, h, p, T, ids, m->x, NULL));
+    const float *wpe = p + (size_t)m->vrows * h;
+    for (int r = 0; r < T; r++) add(m->x + (size_t)r * h, wpe + (size_t)(r / m->batch) * h, (size_t)h);
+    PAR_CHECK(st->release(st->ctx, 0));
+  } else {
+    memcpy(m->x, in, th * sizeof(float));
   }
+  for (int l = 0; l < nb; l++) {
+    PAR_CHECK(st->params(st->ctx, b0 + l + 1, b0 + l + 2, &p));
+    PAR_CHECK(block_forward(m, l, p));
+    PAR_CHECK(st->release(st->ctx, b0 + l + 1));
+  }
+  m->has_targets = m->stage.head && targets != NULL;
+  if (!m->stage.head) {
+    memcpy(out, at(m->x, th, nb), th * sizeof(float));
+    return ncclSuccess;
+  }
+  if (targets != NULL) memcpy(m->targets, targets, (size_t)T * sizeof(int));
   PAR_CHECK(st->params(st->ctx, L + 1, 0, &p));
-  PAR_CHECK(weft_tp_layernorm_forward(&m->tp, h, p, T, at(m->x, th, L), m->lnf_out, at(m->ln_acts, m->ln_na, 2 * L)));
+  PAR_CHECK(weft_tp_layernorm_forward(&m->tp, h, p, T, at(m->x, th, nb), m->lnf_out, at(m->ln_acts, m->ln_na, 2 * nb)));
   PAR_CHECK(st->release(st->ctx, L + 1));
   PAR_CHECK(st->params(st->ctx, 0, -1, &p));
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, m->vrows, h, 1.0f, m->lnf_out, h, p, h, 0.0f, m->logits,
@@ -83,30 +103,47 @@ static ncclResult_t block_backward(gpt_t *m, int l, const float *p, float *g, fl
   return ncclSuccess;
 }
 
-ncclResult_t gpt_backward(gpt_t *m, const gpt_store_t *st) {
-  if (!m->has_targets) PAR_INVALID("gpt_backward: the last forward had no targets");
-  int h = m->d.hidden, T = m->T, L = m->d.layers, V = m->vrows;
+ncclResult_t gpt_backward(gpt_t *m, const gpt_store_t *st) { return gpt_backward_stage(m, st, NULL, NULL); }
+
+ncclResult_t gpt_backward_stage(gpt_t *m, const gpt_store_t *st, const float *dout, float *din) {
+  int h = m->d.hidden, T = m->T, L = m->d.layers, V = m->vrows, b0 = m->stage.first, nb = m->stage.last - b0;
   size_t th = (size_t)T * h;
   float *grad = m->work, *tmp = m->work + th, *dlogits = m->logits + (size_t)T * V, *p, *g;
-  PAR_CHECK(st->params(st->ctx, 0, L + 1, &p));
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, h, V, 1.0f, dlogits, V, p, h, 0.0f, grad, h);
-  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, V, h, T, 1.0f, dlogits, V, m->lnf_out, h, 0.0f, m->dwte, h);
-  PAR_CHECK(st->release(st->ctx, 0));
-  PAR_CHECK(tp_sum(&m->tp, grad, th));
-  PAR_CHECK(st->params(st->ctx, L + 1, L, &p));
-  PAR_CHECK(st->grads(st->ctx, L + 1, &g));
-  PAR_CHECK(weft_tp_layernorm_backward(&m->tp, h, p, g, T, grad, grad, at(m->ln_acts, m->ln_na, 2 * L)));
-  PAR_CHECK(st->grads_done(st->ctx, L + 1));
-  PAR_CHECK(st->release(st->ctx, L + 1));
-  for (int l = L - 1; l >= 0; l--) {
-    PAR_CHECK(st->params(st->ctx, l + 1, l, &p));
-    PAR_CHECK(st->grads(st->ctx, l + 1, &g));
+  if ((!m->stage.head && dout == NULL) || (!m->stage.embed && din == NULL))
+    PAR_INVALID("gpt_backward_stage: a middle stage needs dout and din");
+  if (m->stage.head) {
+    if (!m->has_targets) PAR_INVALID("gpt_backward: the last forward had no targets");
+    PAR_CHECK(st->params(st->ctx, 0, L + 1, &p));
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, h, V, 1.0f, dlogits, V, p, h, 0.0f, grad, h);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, V, h, T, 1.0f, dlogits, V, m->lnf_out, h, 0.0f, m->dwte, h);
+    PAR_CHECK(st->release(st->ctx, 0));
+    PAR_CHECK(tp_sum(&m->tp, grad, th));
+    if (!m->stage.embed) {  // the tied weight's LM-head part, on the last stage
+      PAR_CHECK(st->grads(st->ctx, 0, &g));
+      add(g, m->dwte, (size_t)V * h);
+      PAR_CHECK(st->grads_done(st->ctx, 0));
+    }
+    PAR_CHECK(st->params(st->ctx, L + 1, b0 + nb, &p));
+    PAR_CHECK(st->grads(st->ctx, L + 1, &g));
+    PAR_CHECK(weft_tp_layernorm_backward(&m->tp, h, p, g, T, grad, grad, at(m->ln_acts, m->ln_na, 2 * nb)));
+    PAR_CHECK(st->grads_done(st->ctx, L + 1));
+    PAR_CHECK(st->release(st->ctx, L + 1));
+  } else {
+    memcpy(grad, dout, th * sizeof(float));
+  }
+  for (int l = nb - 1; l >= 0; l--) {
+    PAR_CHECK(st->params(st->ctx, b0 + l + 1, b0 + l, &p));
+    PAR_CHECK(st->grads(st->ctx, b0 + l + 1, &g));
     PAR_CHECK(block_backward(m, l, p, g, grad, tmp));
-    PAR_CHECK(st->grads_done(st->ctx, l + 1));
-    PAR_CHECK(st->release(st->ctx, l + 1));
+    PAR_CHECK(st->grads_done(st->ctx, b0 + l + 1));
+    PAR_CHECK(st->release(st->ctx, b0 + l + 1));
+  }
+  if (!m->stage.embed) {
+    memcpy(din, grad, th * sizeof(float));
+    return ncclSuccess;
   }
   PAR_CHECK(st->grads(st->ctx, 0, &g));
-  add(g, m->dwte, (size_t)V * h);
+  if (m->stage.head) add(g, m->dwte, (size_t)V * h);
   PAR_CHECK(weft_tp_embed_backward(&m->tp, m->d.vocab, h, g, T, m->ids, grad, NULL));
   float *gpe = g + (size_t)V * h;
   for (int r = 0; r < T; r++) add(gpe + (size_t)(r / m->batch) * h, grad + (size_t)r * h, (size_t)h);

@@ -3,7 +3,7 @@
  * batches through the model with the data-parallel engine as its
  * parameter store, the global gradient norm and its clipping, AdamW with
  * the scheduled learning rate, then validation loss and greedy-decoding
- * accuracy on held-out problems.
+ * accuracy on held-out problems. Pipeline stages (pp > 1) are train_pp.c's.
  */
 #include "train.h"
 
@@ -21,17 +21,14 @@ static double now(void) {
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-// ---- The data-parallel engine as the model's parameter store.
-static ncclResult_t dp_params(void *ctx, int l, int next, float **p) { return weft_dp_layer_params(ctx, l, next, (void **)p); }
-static ncclResult_t dp_release(void *ctx, int l) { return weft_dp_layer_release(ctx, l); }
-static ncclResult_t dp_grads(void *ctx, int l, float **g) { return weft_dp_layer_grads(ctx, l, (void **)g); }
-static ncclResult_t dp_done(void *ctx, int l) { return weft_dp_layer_grads_done(ctx, l); }
-
 static ncclResult_t check_cfg(const train_cfg_t *c, const data_t *data) {
   if (c->batch < 1 || c->grad_accum < 1 || c->steps < 1 || c->dims.seq < 2)
     PAR_INVALID("--batch, --grad-accum, --steps must be at least 1 and --seq at least 2");
   if (c->zero < 0 || c->zero > 3) PAR_INVALID("--zero %d: must be 0, 1, 2 or 3", c->zero);
-  if (c->pp != 1) PAR_INVALID("--pp %d: pipeline parallelism is not in the trainer yet (use --tp and --dp)", c->pp);
+  if (c->pp > c->dims.layers)
+    PAR_INVALID("--pp %d: every stage needs a block, but the model has %d (--layers)", c->pp, c->dims.layers);
+  if (c->pp > 1 && (c->save_path != NULL || c->resume_path != NULL))
+    PAR_INVALID("--save/--resume with --pp %d: checkpoints of pipeline-parallel runs are not supported yet", c->pp);
   if (!(c->lr.lr > 0) || c->lr.warmup < 0 || !(c->weight_decay >= 0) || !(c->beta1 >= 0 && c->beta1 < 1) ||
       !(c->beta2 >= 0 && c->beta2 < 1))
     PAR_INVALID("bad optimiser settings: lr=%g warmup=%d weight decay=%g betas %g %g", c->lr.lr, c->lr.warmup,
@@ -46,12 +43,13 @@ static ncclResult_t check_cfg(const train_cfg_t *c, const data_t *data) {
 
 static ncclResult_t load_initial(trainer_t *t) {
   size_t full_n = gpt_full_count(&t->cfg.dims), local_n = gpt_local_count(t->model);
-  float *full = malloc(full_n * sizeof(float)), *local = malloc(local_n * sizeof(float));
+  float *full = malloc(full_n * sizeof(float)), *local = malloc(2 * local_n * sizeof(float));
   ncclResult_t res = ncclSystemError;
   if (full != NULL && local != NULL) {
     gpt_init_full(&t->cfg.dims, t->cfg.seed, full);
     res = gpt_shard_full(t->model, full, local);
-    if (res == ncclSuccess) res = weft_dp_load_params(t->dp, local);
+    train_pp_select(t, local, local + local_n);  // this stage's layers
+    if (res == ncclSuccess) res = weft_dp_load_params(t->dp, local + local_n);
   } else {
     weft_par_error(res, "out of memory for %zu parameters", full_n);
   }
@@ -77,23 +75,44 @@ ncclResult_t trainer_create(const train_cfg_t *cfg, ncclComm_t world, trainer_t 
   weft_mesh_shape_t shape = {cfg->tp, cfg->pp, cfg->dp, 1};
   PAR_CHECK_GOTO(weft_mesh_create(world, shape, &t->mesh), res, fail);
   PAR_CHECK_GOTO(weft_tp_init(&t->tp, cfg->tp > 1 ? t->mesh->tp_comm : NULL, 0), res, fail);
-  PAR_CHECK_GOTO(gpt_create(&t->cfg.dims, cfg->batch, &t->tp, &t->model), res, fail);
-  int nl = gpt_nlayers(t->model);
-  sizes = malloc((size_t)nl * sizeof(size_t));
-  t->norm_weight = malloc(gpt_local_count(t->model) * sizeof(float));
-  size_t T = (size_t)cfg->dims.seq * cfg->batch;
+  int nl = 0, P = cfg->pp, s = t->mesh->pp_rank;
+  PAR_CHECK_GOTO(train_pp_plan(t, &sizes, &nl), res, fail);
+  // Activations of the micro-batches in flight: 1F1B P - s at most, GPipe all.
+  t->slots = P == 1 ? 1 : cfg->schedule == WEFT_PP_1F1B && P - s < cfg->grad_accum ? P - s : cfg->grad_accum;
+  t->models = calloc((size_t)t->slots, sizeof(gpt_t *));
+  if (t->models == NULL) {
+    res = weft_par_error(ncclSystemError, "out of memory");
+    goto fail;
+  }
+  for (int i = 0; i < t->slots; i++)
+    PAR_CHECK_GOTO(gpt_create_stage(&t->cfg.dims, cfg->batch, &t->tp, &t->stage, &t->models[i]), res, fail);
+  t->model = t->models[0];
+  size_t all_n = gpt_local_count(t->model), T = (size_t)cfg->dims.seq * cfg->batch;
+  float *all_w = malloc(all_n * sizeof(float));
+  t->norm_weight = malloc(all_n * sizeof(float));
   t->seq = malloc(((size_t)cfg->dims.seq + 1) * sizeof(int));
   t->ids = malloc(2 * T * sizeof(int));
-  if (sizes == NULL || t->norm_weight == NULL || t->seq == NULL || t->ids == NULL) {
+  if (P > 1) {
+    t->act = malloc(T * (size_t)cfg->dims.hidden * sizeof(float));
+    if (t->stage.embed || t->stage.head) t->emb_acc = malloc(gpt_layer_size(t->model, 0) * sizeof(float));
+  }
+  if (all_w == NULL || t->norm_weight == NULL || t->seq == NULL || t->ids == NULL ||
+      (P > 1 && (t->act == NULL || ((t->stage.embed || t->stage.head) && t->emb_acc == NULL)))) {
+    free(all_w);
     res = weft_par_error(ncclSystemError, "out of memory");
     goto fail;
   }
   t->targets = t->ids + T;
-  for (int l = 0; l < nl; l++) sizes[l] = gpt_layer_size(t->model, l);
-  gpt_norm_weights(t->model, t->norm_weight);
+  for (int l = 0, i = 0; l < cfg->dims.layers + 2; l++)
+    if (t->local[l] >= 0) sizes[i++] = gpt_layer_size(t->model, l);
+  gpt_norm_weights(t->model, all_w);
+  train_pp_select(t, all_w, t->norm_weight);
+  free(all_w);
+  if (P > 1 && t->stage.head)  // the last stage's copy of the tied embedding counts once, on the first
+    memset(t->norm_weight, 0, gpt_layer_size(t->model, 0) * sizeof(float));
   weft_dp_config_t dc = {(weft_dp_stage_t)cfg->zero, WEFT_DP_FP32, WEFT_DP_AVG_NCCL, cfg->grad_accum, nl, sizes};
   PAR_CHECK_GOTO(weft_dp_create(t->mesh->dp_comm, &dc, &t->dp), res, fail);
-  t->store = (gpt_store_t){dp_params, dp_release, dp_grads, dp_done, t->dp};
+  t->store = train_pp_store(t);
   if ((res = load_initial(t)) != ncclSuccess) goto fail;
   free(sizes);
   *out = t;
@@ -107,10 +126,11 @@ fail:
 void trainer_destroy(trainer_t *t) {
   if (t == NULL) return;
   weft_dp_destroy(t->dp);
-  gpt_destroy(t->model);
+  for (int i = 0; t->models != NULL && i < t->slots; i++) gpt_destroy(t->models[i]);
+  if (t->emb_comm != NULL) ncclCommDestroy(t->emb_comm);
   weft_mesh_destroy(t->mesh);
   data_close(t->data);
-  free(t->norm_weight), free(t->seq), free(t->ids);
+  free(t->norm_weight), free(t->seq), free(t->ids), free(t->models), free(t->local), free(t->emb_acc), free(t->act);
   free(t);
 }
 
@@ -125,7 +145,7 @@ double trainer_flops_per_step(const trainer_t *t) {
 }
 
 // Micro-batch of sequences first .. first+B-1 of a split, in row order.
-static void fill_batch(trainer_t *t, int split, long first) {
+void trainer_fill_batch(trainer_t *t, int split, long first) {
   int S = t->cfg.dims.seq, B = t->cfg.batch;
   for (int n = 0; n < B; n++) {
     data_sequence(t->data, split, first + n, S, t->seq);
@@ -141,14 +161,15 @@ ncclResult_t trainer_step(trainer_t *t, int step, step_result_t *out) {
   double start = now(), loss_sum = 0;
   int K = c->grad_accum, B = c->batch;
   long global = (long)c->dp * K * B;
-  for (int k = 0; k < K; k++) {
+  for (int k = 0; k < K && c->pp == 1; k++) {
     float loss;
-    fill_batch(t, DATA_TRAIN, step * global + ((long)t->mesh->dp_rank * K + k) * B);
+    trainer_fill_batch(t, DATA_TRAIN, step * global + ((long)t->mesh->dp_rank * K + k) * B);
     PAR_CHECK(gpt_forward(t->model, &t->store, t->ids, t->targets, &loss));
     PAR_CHECK(weft_dp_begin_micro(t->dp, k));
     PAR_CHECK(gpt_backward(t->model, &t->store));
     loss_sum += loss;
   }
+  if (c->pp > 1) PAR_CHECK(train_pp_step(t, step * global + (long)t->mesh->dp_rank * K * B, &loss_sum));
   double sumsq = 0;
   PAR_CHECK(weft_dp_grad_sumsq(t->dp, t->norm_weight, &sumsq));
   PAR_CHECK(ncclAllReduce(&sumsq, &sumsq, 1, ncclFloat64, ncclSum, t->mesh->world, NULL));
@@ -183,8 +204,8 @@ static ncclResult_t eval_accuracy(trainer_t *t, int *correct, int *total) {
       for (int p = 0; p < S; p++) t->ids[p * B + n] = p < len[n] ? prompt[p] : ADD_NEWLINE;
     }
     for (int k = 0; k < answer_max && res == ncclSuccess; k++) {  // the same count on every rank (ZeRO-3 gathers)
-      res = gpt_forward(t->model, &t->store, t->ids, NULL, NULL);
-      if (res == ncclSuccess) res = gpt_argmax(t->model, next);
+      res = train_forward(t, NULL, NULL);
+      if (res == ncclSuccess) res = train_argmax(t, next);
       for (int n = 0; n < B && res == ncclSuccess; n++) {
         int tok = next[(len[n] - 1) * B + n];
         got[n * 16 + k] = tok;
@@ -210,8 +231,8 @@ ncclResult_t trainer_eval(trainer_t *t, eval_result_t *out) {
   double loss_sum = 0;
   for (int j = 0; j < c->eval_batches; j++) {
     float loss;
-    fill_batch(t, DATA_VAL, ((long)j * c->dp + t->mesh->dp_rank) * c->batch);
-    PAR_CHECK(gpt_forward(t->model, &t->store, t->ids, t->targets, &loss));
+    trainer_fill_batch(t, DATA_VAL, ((long)j * c->dp + t->mesh->dp_rank) * c->batch);
+    PAR_CHECK(train_forward(t, t->targets, &loss));
     loss_sum += loss;
   }
   float val = c->eval_batches > 0 ? (float)(loss_sum / c->eval_batches) : NAN;

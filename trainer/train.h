@@ -6,6 +6,7 @@
  * The global batch of a step is dp · grad_accum · batch sequences; data-
  * parallel rank r runs sequences (r·K + k)·B .. +B-1 of it in micro-batch
  * k, so every layout with the same global batch trains the same model.
+ * With pp > 1 those K micro-batches go through the pipeline's schedule.
  */
 #ifndef WEFT_TRAINER_TRAIN_H
 #define WEFT_TRAINER_TRAIN_H
@@ -15,11 +16,13 @@
 #include "mesh.h"
 #include "model.h"
 #include "optim.h"
+#include "pp.h"
 
 typedef struct {
   gpt_dims_t dims;            // vocab comes from the data
   int batch, grad_accum;      // sequences per micro-batch, micro-batches per step
   int tp, pp, dp, zero;
+  weft_pp_kind_t schedule;    // pipeline schedule (pp > 1); its micro-batches are grad_accum
   int steps, eval_every, eval_batches, eval_problems, print_every;
   lr_schedule_t lr;
   float beta1, beta2, eps, weight_decay, clip;

@@ -2,7 +2,8 @@
  * test_trainer_layouts.c — weft-train learns exactly like one rank in
  * every parallel layout: at the same global batch (one rank accumulates
  * what the data-parallel ranks split), the first steps' losses of DP
- * (ZeRO 0-3), TP and TP x DP runs under weftrun equal the one-rank run to
+ * (ZeRO 0-3), TP, PP (1F1B and GPipe over the accumulation's micro-
+ * batches) and their products under weftrun equal the one-rank run to
  * 1e-5 relative (fp32; in practice they agree to the printed digit).
  * Gradient clipping is on, so the global norm is checked across layouts.
  */
@@ -72,12 +73,17 @@ Test(trainer_layouts, tp4, .timeout = 120) { expect_same("tp4", 4, "--tp 4", 1);
 Test(trainer_layouts, dp4_zero1, .timeout = 120) { expect_same("dp4 zero1", 4, "--dp 4 --zero 1", 4); }
 Test(trainer_layouts, tp2_dp2_zero1, .timeout = 120) { expect_same("tp2 dp2 zero1", 4, "--tp 2 --dp 2 --zero 1", 2); }
 Test(trainer_layouts, tp2_dp2_zero3, .timeout = 120) { expect_same("tp2 dp2 zero3", 4, "--tp 2 --dp 2 --zero 3", 2); }
+Test(trainer_layouts, pp2, .timeout = 120) { expect_same("pp2", 2, "--pp 2", 1); }
+Test(trainer_layouts, pp2_gpipe, .timeout = 120) { expect_same("pp2 gpipe", 2, "--pp 2 --schedule gpipe", 1); }
+Test(trainer_layouts, pp2_dp2_zero1, .timeout = 120) { expect_same("pp2 dp2 zero1", 4, "--pp 2 --dp 2 --zero 1", 2); }
+Test(trainer_layouts, pp2_dp2_zero3, .timeout = 120) { expect_same("pp2 dp2 zero3", 4, "--pp 2 --dp 2 --zero 3", 2); }
+Test(trainer_layouts, tp2_pp2, .timeout = 120) { expect_same("tp2 pp2", 4, "--tp 2 --pp 2", 1); }
 
 // Bad input is refused with a message and exit code 2, never a crash.
 Test(trainer_layouts, bad_input, .timeout = 60) {
   char cmd[512];
   const char *cases[] = {"--zero 7", "--steps x", "--bogus 1", "--data /nonexistent/file.txt", "--pp 2",
-                         "--heads 3", "--lr"};
+                         "--heads 3", "--lr", "--pp 3", "--schedule zigzag", "--pp 2 --save /tmp/never.ck"};
   for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
     snprintf(cmd, sizeof(cmd), "%s/bin/weft-train --steps 1 %s >/dev/null 2>&1", build_dir(), cases[i]);
     int status = system(cmd);
