@@ -315,7 +315,9 @@ still_running() {
 stop_check() {  # signal
   "$here/netns.sh" -k 2 -- sh -c 'exec ip netns exec "${WEFT_MH_HOSTS%% *}" sleep 60' 2>>"$log" &
   net=$!
-  for ((w = 0; w < 100; w++)); do
+  # Up to 60 s: the kernel tears earlier namespaces down in the background,
+  # and making new ones waits for it on a loaded machine.
+  for ((w = 0; w < 600; w++)); do
     [ -n "$(ip netns pids "weft-$net-h0" 2>/dev/null)" ] && break
     sleep 0.1
   done
