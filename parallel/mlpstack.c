@@ -110,8 +110,9 @@ static ncclResult_t stage_backward(void *user, int micro, const float *dout, flo
   weft_mlpstack_t *st = user;
   int h = st->cfg.hidden, n = st->last - st->first;
   size_t rh = (size_t)st->rows * h;
-  float *grad = malloc(2 * rh * sizeof(float)), *tmp = grad + rh;
+  float *grad = malloc(2 * rh * sizeof(float));
   if (grad == NULL) return weft_par_error(ncclSystemError, "mlpstack: out of memory");
+  float *tmp = grad + rh;
   ncclResult_t res = weft_dp_begin_micro(st->dp, micro);
   if (dout != NULL) {
     memcpy(grad, dout, rh * sizeof(float));

@@ -332,7 +332,9 @@ static int step_progress(weft_op_t *op, const weft_lane_t *lane, const weft_step
     ls->done = st->count;
     return 1;
   }
-  size_t slot_elems = (sc != NULL ? sc : rc)->slot_bytes / es;
+  const weft_conn_t *via = sc != NULL ? sc : rc;  // every step left here has one
+  if (via == NULL) return 0;
+  size_t slot_elems = via->slot_bytes / es;
   int direct = rc != NULL && rc->tp->recv_expect != NULL && copies_in(st);
   if (rc != NULL && rc->tp->recv_expect != NULL) describe_ahead(op, lane, rc);
   int moved = 0;
@@ -390,7 +392,7 @@ static void op_release(weft_op_t *op) {
   struct ncclComm *comm = op->comm;
   if (op->released) return;
   op->released = 1;
-  weft_engine_publish(op, op->state == WEFT_OP_FAILED ? WEFT_STATUS_FAILED : WEFT_STATUS_IDLE, -1, 0, 0);
+  weft_engine_publish(op, op->state == WEFT_OP_FAILED ? WEFT_STATUS_FAILED : WEFT_STATUS_IDLE, -1, 0, 0, 0);
   for (int p = 0; p < comm->nranks; p++) {
     if (op->send_ticket[p] >= 0) atomic_fetch_add(&weft_comm_conn(comm, op->cls, 1, p)->served, 1);
     if (op->recv_ticket[p] < 0) continue;
@@ -513,7 +515,7 @@ ncclResult_t weft_op_launch(weft_op_t *op) {
     fill_desc(op, d);
     atomic_store_explicit(&d->seq, op->seq + 1, memory_order_release);
   }
-  if (op->state == WEFT_OP_PENDING) weft_engine_publish(op, WEFT_STATUS_RUNNING, -1, 0, 0);
+  if (op->state == WEFT_OP_PENDING) weft_engine_publish(op, WEFT_STATUS_RUNNING, -1, 0, 0, 0);
   op->last_progress_ns = 0;  // stamped when the engine first finds it idle
   // Counted until weft_op_free: the engine may touch the communicator until then.
   atomic_fetch_add(&comm->inflight, 1);
@@ -607,7 +609,7 @@ ncclResult_t weft_engine_run(weft_op_t **ops, int nops) {
       }
     if (remaining == 0) break;
     for (int i = 0; i < nops; i++)
-      if (ops[i]->state == WEFT_OP_PENDING) weft_engine_publish_waiting(ops[i]);
+      if (ops[i]->state == WEFT_OP_PENDING) weft_engine_publish_waiting(ops[i], now);
     // Sleep until a peer rings (or a short while passes, to notice aborts).
     if (single != NULL) {
       weft_doorbell_t *bell = weft_shm_doorbell(single->shm, single->rank);

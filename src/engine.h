@@ -72,8 +72,9 @@ typedef struct weft_op {
 // status published in the rank's segment (state: WEFT_STATUS_*).
 void weft_engine_stuck_state(const weft_op_t *op, char *peers, size_t len, uint64_t *moved, uint64_t *total,
                              int *first_peer);
-void weft_engine_publish(const weft_op_t *op, int state, int waiting_on, uint64_t moved, uint64_t total);
-void weft_engine_publish_waiting(const weft_op_t *op);
+void weft_engine_publish(const weft_op_t *op, int state, int waiting_on, uint64_t moved, uint64_t total,
+                         int64_t now_ns);
+void weft_engine_publish_waiting(const weft_op_t *op, int64_t now_ns);
 
 // Assign sequence number and connection tickets; publish the descriptor.
 // Operations must be launched in the same order on every rank.

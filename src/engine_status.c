@@ -43,7 +43,8 @@ void weft_engine_stuck_state(const weft_op_t *op, char *peers, size_t len, uint6
 }
 
 // What this rank is doing, in its segment's status (weft-status reads it).
-void weft_engine_publish(const weft_op_t *op, int state, int waiting_on, uint64_t moved, uint64_t total) {
+void weft_engine_publish(const weft_op_t *op, int state, int waiting_on, uint64_t moved, uint64_t total,
+                         int64_t now_ns) {
   weft_status_t *s = &op->comm->shm->hdr[op->comm->rank]->status;
   // Several threads may publish (the caller's, a stream's worker): an odd
   // version is also the writers' lock, taken by compare-and-swap.
@@ -54,7 +55,8 @@ void weft_engine_publish(const weft_op_t *op, int state, int waiting_on, uint64_
     v = atomic_load_explicit(&s->version, memory_order_relaxed);
   }
   atomic_thread_fence(memory_order_release);  // readers that see these stores see the odd version first
-  if (state != s->state || waiting_on != s->waiting_on || op->seq != s->seq) s->since_ns = weft_now_ns();
+  // The clock is the caller's: launch and release (the hot path) pass 0, "since when unknown".
+  if (state != s->state || waiting_on != s->waiting_on || op->seq != s->seq) s->since_ns = now_ns;
   s->seq = op->seq;
   s->coll = (uint8_t)op->args.coll;
   s->dtype = (uint8_t)op->dtype;
@@ -69,11 +71,11 @@ void weft_engine_publish(const weft_op_t *op, int state, int waiting_on, uint64_
 }
 
 // Before the engine sleeps on an operation: how far it got, whom it waits on.
-void weft_engine_publish_waiting(const weft_op_t *op) {
+void weft_engine_publish_waiting(const weft_op_t *op, int64_t now_ns) {
   char peers[160];
   uint64_t moved, total;
   int first;
   weft_engine_stuck_state(op, peers, sizeof(peers), &moved, &total, &first);
-  weft_engine_publish(op, WEFT_STATUS_WAITING, first, moved, total);
+  weft_engine_publish(op, WEFT_STATUS_WAITING, first, moved, total, now_ns);
 }
 

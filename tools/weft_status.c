@@ -68,7 +68,7 @@ static int show(pid_t pid, uint64_t addr, int64_t now) {
   if (s.state == WEFT_STATUS_WAITING)
     printf(", waiting on rank %d for %.1f s, %" PRIu64 " of %" PRIu64 " bytes moved", s.waiting_on,
            (double)(now - s.since_ns) / 1e9, s.bytes_moved, s.bytes_total);
-  else if (s.state == WEFT_STATUS_RUNNING)
+  else if (s.state == WEFT_STATUS_RUNNING && s.since_ns != 0)  // launch does not read the clock
     printf(" for %.1f s", (double)(now - s.since_ns) / 1e9);
   printf("; %" PRIu64 " operations done\n", s.ops_done);
   return 1;
