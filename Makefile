@@ -10,6 +10,9 @@ PREFIX  ?= /usr/local
 CC      ?= gcc
 SAN     ?=
 OPT     ?= -O2
+# The parallel layer's and the trainer's element-wise loops need -O3 to be
+# vectorised (GCC 12's -O2 vectorises only loops of known trip count).
+KERNEL_OPT ?= $(if $(SAN),,-O3)
 VERSION := 0.1.0
 
 XML_CFLAGS := $(shell pkg-config --cflags libxml-2.0 2>/dev/null || echo -I/usr/include/libxml2)
@@ -134,7 +137,7 @@ $(PLAN_TESTS): $(BUILD)/tests/unit/%: tests/unit/%.c $(PLAN_OBJS)
 # program and its tests link the archive, libweft.so and OpenBLAS.
 $(PAR_OBJS): $(BUILD)/obj/%.o: %.c | $(DEPS_STAMP)
 	@mkdir -p $(@D)
-	$(CC) $(PROG_CFLAGS) -Iparallel -MMD -MP -c $< -o $@
+	$(CC) $(PROG_CFLAGS) $(KERNEL_OPT) -Iparallel -MMD -MP -c $< -o $@
 
 $(PAR_LIB): $(PAR_OBJS)
 	@mkdir -p $(@D)
@@ -154,7 +157,7 @@ $(PAR_MULTI): $(BUILD)/tests/multirank/%: tests/multirank/%.c tests/multirank/ha
 
 $(TRAIN_OBJS) $(BUILD)/obj/trainer/main.o: $(BUILD)/obj/%.o: %.c | $(DEPS_STAMP)
 	@mkdir -p $(@D)
-	$(CC) $(PROG_CFLAGS) -Iparallel -Itrainer -MMD -MP -c $< -o $@
+	$(CC) $(PROG_CFLAGS) $(KERNEL_OPT) -Iparallel -Itrainer -MMD -MP -c $< -o $@
 
 $(TRAIN_BIN): $(BUILD)/obj/trainer/main.o $(TRAIN_OBJS) $(PAR_LIB) $(LIB_WEFT)
 	@mkdir -p $(@D)

@@ -14,6 +14,7 @@
  */
 #include <math.h>
 
+#include "par_math.h"
 #include "tp_internal.h"
 
 typedef struct {
@@ -68,8 +69,10 @@ static void causal_softmax(float *p, int s) {
   for (int i = 0; i < s; i++) {
     float *row = p + (size_t)i * s, mx = row[0], sum = 0;
     for (int j = 1; j <= i; j++) mx = row[j] > mx ? row[j] : mx;
-    for (int j = 0; j <= i; j++) sum += (row[j] = expf(row[j] - mx));
-    for (int j = 0; j <= i; j++) row[j] /= sum;
+    for (int j = 0; j <= i; j++) row[j] = weft_par_expf(row[j] - mx);
+    for (int j = 0; j <= i; j++) sum += row[j];
+    float inv = 1.0f / sum;
+    for (int j = 0; j <= i; j++) row[j] *= inv;
     for (int j = i + 1; j < s; j++) row[j] = 0;
   }
 }

@@ -8,20 +8,8 @@
  * Activation memory per micro-batch, in floats:
  *   xs (T x h)  hpre, act (T x f/size)  work (T x h)  dact (T x f/size)  dxw (T x h)
  */
-#include <math.h>
-
+#include "par_math.h"
 #include "tp_internal.h"
-
-static float gelu(float x) {
-  const float k = 0.7978845608f;  // sqrt(2/pi)
-  return 0.5f * x * (1.0f + tanhf(k * (x + 0.044715f * x * x * x)));
-}
-
-static float gelu_grad(float x) {
-  const float k = 0.7978845608f;
-  float u = k * (x + 0.044715f * x * x * x), t = tanhf(u);
-  return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * k * (1.0f + 3.0f * 0.044715f * x * x);
-}
 
 size_t weft_tp_mlp_nparams(const weft_tp_t *tp, int hidden, int ffn) {
   return weft_tp_column_nparams(tp, hidden, ffn) + weft_tp_row_nparams(tp, ffn, hidden);
@@ -58,7 +46,7 @@ ncclResult_t weft_tp_mlp_forward(const weft_tp_t *tp, int hidden, int ffn, const
   mlp_acts_t a = split_acts(tp, hidden, ffn, tokens, acts);
   PAR_CHECK(weft_tp_column_forward(tp, hidden, ffn, p, tokens, x, a.xs, a.hpre));
   size_t n = (size_t)tokens * (ffn / tp->size);
-  for (size_t i = 0; i < n; i++) a.act[i] = gelu(a.hpre[i]);
+  for (size_t i = 0; i < n; i++) a.act[i] = weft_par_gelu(a.hpre[i]);
   return weft_tp_row_forward(tp, ffn, hidden, p + weft_tp_column_nparams(tp, hidden, ffn), tokens, a.act, y, a.work);
 }
 
@@ -71,6 +59,6 @@ ncclResult_t weft_tp_mlp_backward(const weft_tp_t *tp, int hidden, int ffn, cons
   size_t off = weft_tp_column_nparams(tp, hidden, ffn);
   PAR_CHECK(weft_tp_row_backward(tp, ffn, hidden, p + off, g + off, tokens, a.act, dy, a.dact, a.work));
   size_t n = (size_t)tokens * (ffn / tp->size);
-  for (size_t i = 0; i < n; i++) a.dact[i] *= gelu_grad(a.hpre[i]);
+  for (size_t i = 0; i < n; i++) a.dact[i] *= weft_par_gelu_grad(a.hpre[i]);
   return weft_tp_column_backward(tp, hidden, ffn, p, g, tokens, a.xs, a.dact, dx, a.dxw);
 }

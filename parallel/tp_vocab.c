@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "par_math.h"
 #include "tp_internal.h"
 
 int weft_tp_vocab_rows(const weft_tp_t *tp, int vocab) { return (int)weft_par_shard_size((size_t)vocab, tp->size); }
@@ -111,7 +112,7 @@ ncclResult_t weft_tp_vocab_cross_entropy(const weft_tp_t *tp, int vocab, int tok
   for (int t = 0; t < tokens; t++) {
     const float *row = logits + (size_t)t * cols;
     sum[t] = 0;
-    for (int c = 0; c < hi - lo; c++) sum[t] += expf(row[c] - mx[t]);
+    for (int c = 0; c < hi - lo; c++) sum[t] += weft_par_expf(row[c] - mx[t]);
     target[t] = targets[t] >= lo && targets[t] < hi ? row[targets[t] - lo] : 0.0f;
   }
   PAR_CHECK(weft_tp_allreduce(tp, sum, 2 * (size_t)tokens));
@@ -128,7 +129,7 @@ ncclResult_t weft_tp_vocab_cross_entropy(const weft_tp_t *tp, int vocab, int tok
         drow[c] = 0;  // padding columns of the last range
         continue;
       }
-      float prob = expf(row[c] - mx[t]) / sum[t];
+      float prob = weft_par_expf(row[c] - mx[t]) / sum[t];
       drow[c] = (prob - (targets[t] == lo + c ? 1.0f : 0.0f)) * inv_t;
     }
   }

@@ -48,7 +48,7 @@ static int write_file(trainer_t *t, const char *path, const float *parts,
 ncclResult_t trainer_save(trainer_t *t, const char *path, int steps_done) {
   const train_cfg_t *c = &t->cfg;
   size_t local_n = gpt_local_count(t->model);
-  int tp = c->tp, ok;
+  int tp = c->tp, ok = 0;
   float *mine = calloc(3 * local_n, sizeof(float));
   float *all = tp > 1 ? malloc((size_t)tp * 3 * local_n * sizeof(float)) : mine;
   ncclResult_t res = agree(t, mine != NULL && all != NULL, &ok);
