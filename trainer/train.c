@@ -27,8 +27,6 @@ static ncclResult_t check_cfg(const train_cfg_t *c, const data_t *data) {
   if (c->zero < 0 || c->zero > 3) PAR_INVALID("--zero %d: must be 0, 1, 2 or 3", c->zero);
   if (c->pp > c->dims.layers)
     PAR_INVALID("--pp %d: every stage needs a block, but the model has %d (--layers)", c->pp, c->dims.layers);
-  if (c->pp > 1 && (c->save_path != NULL || c->resume_path != NULL))
-    PAR_INVALID("--save/--resume with --pp %d: checkpoints of pipeline-parallel runs are not supported yet", c->pp);
   if (!(c->lr.lr > 0) || c->lr.warmup < 0 || !(c->weight_decay >= 0) || !(c->beta1 >= 0 && c->beta1 < 1) ||
       !(c->beta2 >= 0 && c->beta2 < 1))
     PAR_INVALID("bad optimiser settings: lr=%g warmup=%d weight decay=%g betas %g %g", c->lr.lr, c->lr.warmup,

@@ -4,8 +4,12 @@
  * full vectors of this rank's tensor-parallel part (weft_dp_read_params,
  * weft_dp_read_optim), the TP group all-gathers those, and world rank 0
  * puts every part in its place in the unsharded model (gpt_unshard).
- * Resuming runs the other way on every rank without communication:
- * gpt_shard_full, then weft_dp_load_params / weft_dp_load_optim.
+ * With pipeline stages, each stage reads only its layers and the pipeline
+ * group completes them (train_pp_gather) before the TP gather. Resuming
+ * runs the other way on every rank without communication: gpt_shard_full,
+ * train_pp_select (this stage's layers), then weft_dp_load_params /
+ * weft_dp_load_optim. A checkpoint holds the unsharded model, so it resumes
+ * in any (tp, pp, dp, zero) layout.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,19 +51,24 @@ static int write_file(trainer_t *t, const char *path, const float *parts,
 
 ncclResult_t trainer_save(trainer_t *t, const char *path, int steps_done) {
   const train_cfg_t *c = &t->cfg;
-  size_t local_n = gpt_local_count(t->model);
+  size_t local_n = gpt_local_count(t->model), stage_n = train_pp_stage_count(t);
   int tp = c->tp, ok = 0;
   float *mine = calloc(3 * local_n, sizeof(float));
+  float *stage = c->pp > 1 ? calloc(3 * stage_n, sizeof(float)) : mine;
   float *all = tp > 1 ? malloc((size_t)tp * 3 * local_n * sizeof(float)) : mine;
-  ncclResult_t res = agree(t, mine != NULL && all != NULL, &ok);
+  ncclResult_t res = agree(t, mine != NULL && stage != NULL && all != NULL, &ok);
   if (res == ncclSuccess && !ok)
     res = weft_par_error(ncclSystemError, "out of memory for a checkpoint");
   long adam_steps = 0;
+  // This stage's parameters, m and v; with pp > 1 the pipeline group
+  // completes them into all layers, then the TP group gathers its parts.
   if (res == ncclSuccess)
-    res = weft_dp_read_params(t->dp, mine);
+    res = weft_dp_read_params(t->dp, stage);
   if (res == ncclSuccess)
-    res = weft_dp_read_optim(t->dp, mine + local_n, mine + 2 * local_n,
+    res = weft_dp_read_optim(t->dp, stage + stage_n, stage + 2 * stage_n,
                              &adam_steps);
+  if (res == ncclSuccess && c->pp > 1)
+    res = train_pp_gather(t, stage, stage_n, 3, mine, local_n);
   if (res == ncclSuccess && tp > 1)
     res = ncclAllGather(mine, all, 3 * local_n, ncclFloat32, t->mesh->tp_comm,
                         NULL);
@@ -76,6 +85,8 @@ ncclResult_t trainer_save(trainer_t *t, const char *path, int steps_done) {
   }
   if (all != mine)
     free(all);
+  if (stage != mine)
+    free(stage);
   free(mine);
   return res;
 }
@@ -132,21 +143,23 @@ ncclResult_t trainer_resume(trainer_t *t, const char *path, int *steps_done) {
       fprintf(stderr, "weft-train: --resume %s\n", err);
     res = ncclInvalidArgument;
   }
-  float *lm = NULL, *lv = NULL;
-  if (res == ncclSuccess && (lm = malloc(2 * local_n * sizeof(float))) == NULL)
+  // Each of parameters, m and v: this rank's TP part of all layers, then
+  // this stage's layers of it.
+  size_t stage_n = train_pp_stage_count(t);
+  float *stage = NULL;
+  if (res == ncclSuccess &&
+      (stage = malloc(3 * stage_n * sizeof(float))) == NULL)
     res = weft_par_error(ncclSystemError, "out of memory reading %s", path);
-  lv = lm != NULL ? lm + local_n : NULL;
+  for (int k = 0; k < 3 && res == ncclSuccess; k++) {
+    res = gpt_shard_full(t->model, full + k * full_n, local);
+    train_pp_select(t, local, stage + k * stage_n);
+  }
   if (res == ncclSuccess)
-    res = gpt_shard_full(t->model, full, local);
+    res = weft_dp_load_params(t->dp, stage);
   if (res == ncclSuccess)
-    res = gpt_shard_full(t->model, full + full_n, lm);
-  if (res == ncclSuccess)
-    res = gpt_shard_full(t->model, full + 2 * full_n, lv);
-  if (res == ncclSuccess)
-    res = weft_dp_load_params(t->dp, local);
-  if (res == ncclSuccess)
-    res = weft_dp_load_optim(t->dp, lm, lv, (long)h.adam_steps);
-  free(full), free(local), free(lm);
+    res = weft_dp_load_optim(t->dp, stage + stage_n, stage + 2 * stage_n,
+                             (long)h.adam_steps);
+  free(full), free(local), free(stage);
   if (res == ncclSuccess)
     *steps_done = (int)h.step;
   return res;

@@ -39,6 +39,12 @@ void trainer_fill_batch(trainer_t *t, int split, long first);
 ncclResult_t train_pp_plan(trainer_t *t, size_t **sizes, int *nlocal);
 // The parameters this stage holds, from a vector of all layers (TP-local).
 void train_pp_select(const trainer_t *t, const float *all, float *mine);
+// The reverse, collective over the pipeline group: `count` vectors of this
+// stage's layers (stage_n apart) -> `count` vectors of all layers (all_n
+// apart), each layer from a stage that holds it.
+ncclResult_t train_pp_gather(trainer_t *t, const float *mine, size_t stage_n, int count, float *all, size_t all_n);
+// The number of parameters this stage holds (TP-local).
+size_t train_pp_stage_count(const trainer_t *t);
 // The model's parameter store: the engine, through the layer map.
 gpt_store_t train_pp_store(trainer_t *t);
 // One step's micro-batches through the pipeline schedule (pp > 1); the

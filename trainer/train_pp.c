@@ -87,6 +87,56 @@ void train_pp_select(const trainer_t *t, const float *all, float *mine) {
   }
 }
 
+size_t train_pp_stage_count(const trainer_t *t) {
+  size_t n = 0;
+  for (int l = 0; l < nlayers(t); l++)
+    if (t->local[l] >= 0) n += gpt_layer_size(t->model, l);
+  return n;
+}
+
+// The inverse of train_pp_select over the pipeline group: every stage's
+// `count` vectors (each the stage's layers, `stage_n` floats apart) become
+// `count` vectors of all layers (`all_n` apart) on every stage. A layer held
+// by two stages (the tied embedding) is taken from the first.
+ncclResult_t train_pp_gather(trainer_t *t, const float *mine, size_t stage_n, int count, float *all, size_t all_n) {
+  int pp = t->cfg.pp, nl = nlayers(t);
+  ncclResult_t res = ncclSystemError;
+  int *owns = malloc((size_t)pp * nl * sizeof(int));
+  float *wide = malloc((size_t)count * all_n * sizeof(float));
+  float *every = malloc((size_t)pp * count * all_n * sizeof(float));
+  if (owns == NULL || wide == NULL || every == NULL) {
+    weft_par_error(res, "out of memory gathering %d pipeline stages", pp);
+    goto out;
+  }
+  int *mine_owns = owns + (size_t)t->mesh->pp_rank * nl;  // in place: the pipeline rank is the stage
+  for (int l = 0; l < nl; l++) mine_owns[l] = t->local[l] >= 0;
+  memset(wide, 0, (size_t)count * all_n * sizeof(float));
+  for (int k = 0; k < count; k++) {  // this stage's layers in their places
+    const float *src = mine + (size_t)k * stage_n;
+    float *dst = wide + (size_t)k * all_n;
+    for (int l = 0; l < nl; l++) {
+      size_t n = gpt_layer_size(t->model, l);
+      if (mine_owns[l]) memcpy(dst, src, n * sizeof(float)), src += n;
+      dst += n;
+    }
+  }
+  PAR_CHECK_GOTO(ncclAllGather(mine_owns, owns, (size_t)nl, ncclInt32, t->mesh->pp_comm, NULL), res, out);
+  PAR_CHECK_GOTO(ncclAllGather(wide, every, (size_t)count * all_n, ncclFloat32, t->mesh->pp_comm, NULL), res, out);
+  size_t off = 0;
+  for (int l = 0; l < nl; l++) {
+    size_t n = gpt_layer_size(t->model, l);
+    int s = 0;
+    while (s < pp - 1 && !owns[(size_t)s * nl + l]) s++;
+    for (int k = 0; k < count; k++)
+      memcpy(all + (size_t)k * all_n + off, every + ((size_t)s * count + k) * all_n + off, n * sizeof(float));
+    off += n;
+  }
+  res = ncclSuccess;
+out:
+  free(owns), free(wide), free(every);
+  return res;
+}
+
 static ncclResult_t stage_forward(void *user, int micro, const float *in, float *out) {
   trainer_t *t = user;
   float loss = 0;

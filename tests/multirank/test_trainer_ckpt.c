@@ -1,9 +1,10 @@
 /*
  * test_trainer_ckpt.c — weft-train's checkpoints and loss curve: a run
  * split by --stop-after / --save / --resume prints exactly the losses of
- * the run it was cut from (same layout: bitwise, compared as the CSV's
- * text); a checkpoint written by DP2 ZeRO-1 resumes under TP2 with the
- * one-rank losses to 1e-5 relative; bad files exit 2 with a message;
+ * the run it was cut from (same layout, pipeline stages included:
+ * bitwise, compared as the CSV's text); a checkpoint written in one layout
+ * (DP2 ZeRO-1, PP2 x DP2 ZeRO-3, TP2) resumes in another (TP2, one rank,
+ * TP2 x PP2) with the one-rank losses to 1e-5 relative; bad files exit 2 with a message;
  * --plot writes a PNG, or says gnuplot is missing and still succeeds.
  */
 #include <criterion/criterion.h>
@@ -111,19 +112,37 @@ Test(trainer_ckpt, save_every) {
   cr_expect_eq(train(1, 4, "--resume ck.bin --stop-after 6"), 0);
 }
 
-// Saved by DP2 ZeRO-1, resumed by TP2: the one-rank losses to 1e-5 relative.
-Test(trainer_ckpt, dp2_to_tp2) {
-  char a[STEPS][MAXL], b[STEPS][MAXL];
+// Saved in one layout after HALF steps, resumed in another: the one-rank
+// losses to 1e-5 relative.
+static void resumes_like_one_rank(int save_ranks, int save_accum, const char *save,
+                                  int ranks, int accum, const char *layout) {
+  char a[STEPS][MAXL], b[STEPS][MAXL], flags[256];
   double la[STEPS], lb[STEPS];
   cr_assert_eq(train(1, 4, "--log straight.csv"), 0);
-  cr_assert_eq(train(2, 2, "--dp 2 --zero 1 --stop-after 6 --save ck.bin"), 0);
-  cr_assert_eq(train(2, 4, "--tp 2 --resume ck.bin --log tp2.csv"), 0);
+  snprintf(flags, sizeof(flags), "%s --stop-after %d --save ck.bin", save, HALF);
+  cr_assert_eq(train(save_ranks, save_accum, flags), 0);
+  snprintf(flags, sizeof(flags), "%s --resume ck.bin --log resumed.csv", layout);
+  cr_assert_eq(train(ranks, accum, flags), 0);
   cr_assert_eq(read_steps("straight.csv", a, la), STEPS);
-  cr_assert_eq(read_steps("tp2.csv", b, lb), STEPS - HALF);
+  cr_assert_eq(read_steps("resumed.csv", b, lb), STEPS - HALF);
   for (int s = 0; s < STEPS - HALF; s++)
     cr_expect(fabs(lb[s] - la[HALF + s]) <= 1e-5 * fabs(la[HALF + s]),
-              "step %d: tp2 %.6f, one rank %.6f", HALF + s + 1, lb[s],
-              la[HALF + s]);
+              "'%s' -> '%s' step %d: %.6f, one rank %.6f", save, layout,
+              HALF + s + 1, lb[s], la[HALF + s]);
+}
+
+Test(trainer_ckpt, dp2_to_tp2) {
+  resumes_like_one_rank(2, 2, "--dp 2 --zero 1", 2, 4, "--tp 2");
+}
+// Pipeline stages save their own layers; the file holds the whole model.
+Test(trainer_ckpt, pp2_dp2_bitwise) {
+  split_equals_straight(4, 2, "--pp 2 --dp 2 --zero 1");
+}
+Test(trainer_ckpt, pp2_dp2_to_one_rank) {
+  resumes_like_one_rank(4, 2, "--pp 2 --dp 2 --zero 3", 1, 4, "");
+}
+Test(trainer_ckpt, tp2_to_tp2_pp2) {
+  resumes_like_one_rank(2, 4, "--tp 2", 4, 4, "--tp 2 --pp 2");
 }
 
 static void write_file(const char *name, const void *data, size_t n) {
