@@ -11,8 +11,9 @@ CC      ?= gcc
 SAN     ?=
 OPT     ?= -O2
 # The parallel layer's and the trainer's element-wise loops need -O3 to be
-# vectorised (GCC 12's -O2 vectorises only loops of known trip count).
-KERNEL_OPT ?= $(if $(SAN),,-O3)
+# vectorised (GCC 12's -O2 vectorises only loops of known trip count;
+# -fno-trapping-math lets it if-convert the clamps of float compares).
+KERNEL_OPT ?= $(if $(SAN),,-O3) -fno-trapping-math
 VERSION := 0.1.0
 
 XML_CFLAGS := $(shell pkg-config --cflags libxml-2.0 2>/dev/null || echo -I/usr/include/libxml2)

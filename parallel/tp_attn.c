@@ -69,7 +69,7 @@ static void causal_softmax(float *p, int s) {
   for (int i = 0; i < s; i++) {
     float *row = p + (size_t)i * s, mx = row[0], sum = 0;
     for (int j = 1; j <= i; j++) mx = row[j] > mx ? row[j] : mx;
-    for (int j = 0; j <= i; j++) row[j] = weft_par_expf(row[j] - mx);
+    weft_par_exp_shift(row, (size_t)i + 1, mx);
     for (int j = 0; j <= i; j++) sum += row[j];
     float inv = 1.0f / sum;
     for (int j = 0; j <= i; j++) row[j] *= inv;

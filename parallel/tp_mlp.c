@@ -45,8 +45,7 @@ ncclResult_t weft_tp_mlp_forward(const weft_tp_t *tp, int hidden, int ffn, const
   if (p == NULL || acts == NULL) PAR_INVALID("weft_tp_mlp_forward: %s is NULL", p ? "acts" : "p");
   mlp_acts_t a = split_acts(tp, hidden, ffn, tokens, acts);
   PAR_CHECK(weft_tp_column_forward(tp, hidden, ffn, p, tokens, x, a.xs, a.hpre));
-  size_t n = (size_t)tokens * (ffn / tp->size);
-  for (size_t i = 0; i < n; i++) a.act[i] = weft_par_gelu(a.hpre[i]);
+  weft_par_gelu_rows(a.hpre, a.act, (size_t)tokens * (ffn / tp->size));
   return weft_tp_row_forward(tp, ffn, hidden, p + weft_tp_column_nparams(tp, hidden, ffn), tokens, a.act, y, a.work);
 }
 
@@ -58,7 +57,6 @@ ncclResult_t weft_tp_mlp_backward(const weft_tp_t *tp, int hidden, int ffn, cons
   mlp_acts_t a = split_acts(tp, hidden, ffn, tokens, acts);
   size_t off = weft_tp_column_nparams(tp, hidden, ffn);
   PAR_CHECK(weft_tp_row_backward(tp, ffn, hidden, p + off, g + off, tokens, a.act, dy, a.dact, a.work));
-  size_t n = (size_t)tokens * (ffn / tp->size);
-  for (size_t i = 0; i < n; i++) a.dact[i] *= weft_par_gelu_grad(a.hpre[i]);
+  weft_par_gelu_grad_mul(a.hpre, a.dact, (size_t)tokens * (ffn / tp->size));
   return weft_tp_column_backward(tp, hidden, ffn, p, g, tokens, a.xs, a.dact, dx, a.dxw);
 }

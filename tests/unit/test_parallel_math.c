@@ -4,13 +4,15 @@
  * Ψ = 1e6, N = 1, 2, 4, 8), padding of uneven shards, pipeline schedules
  * (every micro-batch once forward then backward, 1F1B's in-flight bound),
  * stage balancing and the simulated bubble against (P-1)/M, 16-bit
- * conversion, and rejection of bad arguments.
+ * conversion, the vectorisable exp and GELU against libm, and rejection
+ * of bad arguments.
  */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
 
 #include "dp.h"
+#include "par_math.h"
 #include "par_util.h"
 #include "pp.h"
 
@@ -153,4 +155,38 @@ Test(parallel_math, sixteen_bit_conversion_rounds_to_nearest_even, .timeout = 10
   // 1 + 2^-8 is halfway between two bf16 values: ties to the even one (1.0).
   cr_expect_eq(weft_par_to_bf16(1.00390625f), 0x3f80);
   cr_expect_eq(weft_par_to_bf16(1.01171875f), 0x3f82);  // 1 + 3*2^-8: ties up to even
+}
+
+// weft_par_expf: within 4 ulp of exp over its whole range, and never
+// subnormal or zero at the clamps; GELU and its derivative within 1e-6
+// (relative to max(1, |x|)) of the tanh formula in double; the array
+// versions (one clone per CPU level) give the inline function's bits.
+Test(parallel_math, exp_and_gelu_match_libm, .timeout = 10) {
+  double worst = 0;
+  for (float x = -86.0f; x <= 80.0f; x += 0.00731f) {
+    double want = exp((double)x), got = weft_par_expf(x);
+    worst = fmax(worst, fabs(got - want) / want);
+  }
+  cr_expect_lt(worst, 4 * 5.97e-8, "exp: worst relative error %.3g", worst);
+  cr_expect(isnormal(weft_par_expf(-1000.0f)) && isnormal(weft_par_expf(1000.0f)));
+  cr_expect(isnormal(1.0f / (1.0f + weft_par_expf(1000.0f))));
+  enum { N = 4001 };
+  static float x[N], y[N], dy[N];
+  for (int i = 0; i < N; i++) x[i] = -12.0f + 24.0f * (float)i / (N - 1), dy[i] = 1.0f + (float)i / N;
+  weft_par_gelu_rows(x, y, N);
+  for (int i = 0; i < N; i++) {
+    double v = x[i], u = 0.7978845608028654 * (v + 0.044715 * v * v * v), t = tanh(u);
+    double gelu = 0.5 * v * (1 + t), grad = 0.5 * (1 + t) + 0.5 * v * (1 - t * t) * 0.7978845608028654 * (1 + 3 * 0.044715 * v * v);
+    double scale = fmax(1.0, fabs(v));
+    cr_expect_leq(fabs(weft_par_gelu(x[i]) - gelu), 1e-6 * scale, "gelu(%g)", v);
+    cr_expect_leq(fabs(weft_par_gelu_grad(x[i]) - grad), 1e-6 * scale, "gelu'(%g)", v);
+    cr_expect_eq(y[i], weft_par_gelu(x[i]), "gelu_rows(%g) differs from gelu", v);
+  }
+  float want[N];
+  for (int i = 0; i < N; i++) want[i] = dy[i] * weft_par_gelu_grad(x[i]);
+  weft_par_gelu_grad_mul(x, dy, N);
+  cr_expect_arr_eq(dy, want, sizeof(want));
+  for (int i = 0; i < N; i++) y[i] = x[i], want[i] = weft_par_expf(x[i] - 3.0f);
+  weft_par_exp_shift(y, N, 3.0f);
+  cr_expect_arr_eq(y, want, sizeof(want));
 }
