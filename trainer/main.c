@@ -30,6 +30,7 @@ static void usage(FILE *out) {
           "               --micro-batches M (the same as --grad-accum; the pipeline's micro-batches)\n"
           "               --schedule 1f1b|gpipe (pipeline schedule, default 1f1b)\n"
           "  model:       --layers L --hidden H --heads A --ffn F --seq S\n"
+          "               --recompute 1 (keep block inputs only; recompute activations in backward)\n"
           "  data:        --data FILE (text bytes, or an llm.c token file)  --digits N (addition task)\n"
           "  training:    --steps N --batch B (sequences per micro-batch) --lr X --min-lr X --warmup N\n"
           "               --weight-decay X --clip X (0: off) --beta1 X --beta2 X --seed N\n"
@@ -99,6 +100,7 @@ static int parse_args(int argc, char **argv, train_cfg_t *c, int *seed_given) {
       {"--weight-decay", NULL, 0, 0, &c->weight_decay}, {"--clip", NULL, 0, 0, &c->clip},
       {"--beta1", NULL, 0, 0, &c->beta1}, {"--beta2", NULL, 0, 0, &c->beta2},
       {"--save-every", &c->save_every, 0, 1 << 30, NULL}, {"--stop-after", &c->stop_after, 0, 1 << 30, NULL},
+      {"--recompute", &c->recompute, 0, 1, NULL},
   };
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
@@ -190,6 +192,8 @@ static ncclResult_t run(const train_cfg_t *cfg, trainer_t *t, int rank) {
     printf("data: %s\n", data_describe(trainer_data(t)));
     printf("batch: %.0f tokens per step (%d x %d micro-batches x %d sequences x %d), %d steps, sgemm peak %.1f GFLOP/s\n",
            tokens, cfg->dp, cfg->grad_accum, cfg->batch, cfg->dims.seq, cfg->steps, peak * 1e-9);
+    printf("activations: %.2f MiB on rank 0%s\n", (double)trainer_activation_bytes(t) / (1 << 20),
+           cfg->recompute ? " (recomputed in backward: block inputs kept)" : "");
     fflush(stdout);
   }
   if (cfg->resume_path != NULL) {

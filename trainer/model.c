@@ -120,8 +120,10 @@ void gpt_norm_weights(const gpt_t *m, float *w) {
   fill(w, 2 * h, rep);
 }
 
+size_t gpt_activation_bytes(const gpt_t *m) { return m->act_bytes; }
+
 ncclResult_t gpt_create(const gpt_dims_t *d, int batch, const weft_tp_t *tp, gpt_t **out) {
-  gpt_stage_t whole = {0, d->layers, 1, 1};
+  gpt_stage_t whole = {0, d->layers, 1, 1, 0};
   return gpt_create_stage(d, batch, tp, &whole, out);
 }
 
@@ -159,12 +161,16 @@ ncclResult_t gpt_create_stage(const gpt_dims_t *d, int batch, const weft_tp_t *t
   size_t th = T * h, tv = T * (size_t)m->vrows;
   m->ids = malloc(T * sizeof(int));
   m->targets = malloc(T * sizeof(int));
+  size_t S = stage->recompute ? 1 : L;  // blocks with activations
+  m->slots = (int)S;
   m->x = malloc((L + 1) * th * sizeof(float));
-  m->xmid = malloc(L * th * sizeof(float));
-  m->ln_out = malloc(2 * L * th * sizeof(float));
-  m->ln_acts = malloc((2 * L + 1) * m->ln_na * sizeof(float));
-  m->attn_acts = malloc(L * m->attn_na * sizeof(float));
-  m->mlp_acts = malloc(L * m->mlp_na * sizeof(float));
+  m->xmid = malloc(S * th * sizeof(float));
+  m->ln_out = malloc(2 * S * th * sizeof(float));
+  m->ln_acts = malloc((2 * S + 1) * m->ln_na * sizeof(float));
+  m->attn_acts = malloc(S * m->attn_na * sizeof(float));
+  m->mlp_acts = malloc(S * m->mlp_na * sizeof(float));
+  m->act_bytes = sizeof(float) * ((L + 1) * th + 3 * S * th + (2 * S + 1) * m->ln_na + S * (m->attn_na + m->mlp_na) +
+                                  th + 2 * tv);
   m->lnf_out = malloc(th * sizeof(float));
   m->logits = malloc(2 * tv * sizeof(float));  // logits | dlogits
   m->work = malloc((2 * th + 3 * T + 2 * T * (1 + (size_t)tp->size)) * sizeof(float));

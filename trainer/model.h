@@ -44,6 +44,10 @@ typedef struct gpt gpt_t;
 // LayerNorm, tied LM head, loss). The whole model is {0, L, 1, 1}.
 typedef struct {
   int first, last, embed, head;
+  // Activation recomputation: keep each block's input only, and one
+  // block's activations, which backward recomputes block by block (one
+  // more forward of the blocks per step, their TP all-reduces included).
+  int recompute;
 } gpt_stage_t;
 
 // Checks the dims against the group (heads and ffn divisible by its size)
@@ -59,6 +63,7 @@ size_t gpt_layer_size(const gpt_t *m, int l);    // this rank's parameters of la
 size_t gpt_full_layer_size(const gpt_dims_t *d, int l);  // of the unsharded model
 size_t gpt_full_count(const gpt_dims_t *d);      // Ψ of the unsharded model
 size_t gpt_local_count(const gpt_t *m);          // this rank's parameters
+size_t gpt_activation_bytes(const gpt_t *m);     // activations held per micro-batch
 
 // GPT-2 initialisation of the full parameter vector (deterministic in seed):
 // weights N(0, 0.02), residual projections N(0, 0.02/sqrt(2L)), biases 0,

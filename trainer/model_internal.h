@@ -18,12 +18,14 @@ struct gpt {
   size_t attn_np, mlp_np, block_np;         // local parameters
   size_t attn_off, ln2_off, mlp_off;        // inside a block (ln1 at 0)
   size_t ln_na, attn_na, mlp_na;            // activation floats per layer
+  int slots;          // blocks whose activations are kept: 1 with recompute, else the stage's
+  size_t act_bytes;   // every activation buffer below, in bytes
   int *ids, *targets;
   int has_targets;
   float *x;           // residual stream entering this stage's block l (l = 0..nb)
-  float *xmid;        // after block l's attention
+  float *xmid;        // after block l's attention (per slot, as the next three)
   float *ln_out;      // LN1, LN2 outputs of every block
-  float *ln_acts;     // LN1, LN2 of every block, then the final one
+  float *ln_acts;     // LN1, LN2 of every block, then the final one (at 2 slots)
   float *attn_acts, *mlp_acts;
   float *lnf_out;
   float *logits;      // T x vrows, then dlogits T x vrows

@@ -27,17 +27,23 @@ static void add(float *y, const float *x, size_t n) {
   for (size_t i = 0; i < n; i++) y[i] += x[i];
 }
 
+// Where block l's activations live: its own slot, or the one slot that
+// recomputation reuses.
+static int slot(const gpt_t *m, int l) { return m->slots == 1 ? 0 : l; }
+
+// Block l from its input x[l] to x[l+1]. Run again in backward when
+// recomputing: the same arithmetic, so the same bits.
 static ncclResult_t block_forward(gpt_t *m, int l, const float *p) {
-  int h = m->d.hidden, T = m->T;
+  int h = m->d.hidden, T = m->T, s = slot(m, l);
   size_t th = (size_t)T * h;
   const float *x = at(m->x, th, l);
-  float *mid = at(m->xmid, th, l), *out = at(m->x, th, l + 1);
-  float *ln1 = at(m->ln_out, th, 2 * l), *ln2 = at(m->ln_out, th, 2 * l + 1);
-  PAR_CHECK(weft_tp_layernorm_forward(&m->tp, h, p, T, x, ln1, at(m->ln_acts, m->ln_na, 2 * l)));
-  PAR_CHECK(weft_tp_attn_forward(&m->tp, &m->ad, p + m->attn_off, ln1, mid, at(m->attn_acts, m->attn_na, l)));
+  float *mid = at(m->xmid, th, s), *out = at(m->x, th, l + 1);
+  float *ln1 = at(m->ln_out, th, 2 * s), *ln2 = at(m->ln_out, th, 2 * s + 1);
+  PAR_CHECK(weft_tp_layernorm_forward(&m->tp, h, p, T, x, ln1, at(m->ln_acts, m->ln_na, 2 * s)));
+  PAR_CHECK(weft_tp_attn_forward(&m->tp, &m->ad, p + m->attn_off, ln1, mid, at(m->attn_acts, m->attn_na, s)));
   add(mid, x, th);
-  PAR_CHECK(weft_tp_layernorm_forward(&m->tp, h, p + m->ln2_off, T, mid, ln2, at(m->ln_acts, m->ln_na, 2 * l + 1)));
-  PAR_CHECK(weft_tp_mlp_forward(&m->tp, h, m->d.ffn, p + m->mlp_off, T, ln2, out, at(m->mlp_acts, m->mlp_na, l)));
+  PAR_CHECK(weft_tp_layernorm_forward(&m->tp, h, p + m->ln2_off, T, mid, ln2, at(m->ln_acts, m->ln_na, 2 * s + 1)));
+  PAR_CHECK(weft_tp_mlp_forward(&m->tp, h, m->d.ffn, p + m->mlp_off, T, ln2, out, at(m->mlp_acts, m->mlp_na, s)));
   add(out, mid, th);
   return ncclSuccess;
 }
@@ -77,7 +83,7 @@ ncclResult_t gpt_forward_stage(gpt_t *m, const gpt_store_t *st, const int *ids, 
   }
   if (targets != NULL) memcpy(m->targets, targets, (size_t)T * sizeof(int));
   PAR_CHECK(st->params(st->ctx, L + 1, 0, &p));
-  PAR_CHECK(weft_tp_layernorm_forward(&m->tp, h, p, T, at(m->x, th, nb), m->lnf_out, at(m->ln_acts, m->ln_na, 2 * nb)));
+  PAR_CHECK(weft_tp_layernorm_forward(&m->tp, h, p, T, at(m->x, th, nb), m->lnf_out, at(m->ln_acts, m->ln_na, 2 * m->slots)));
   PAR_CHECK(st->release(st->ctx, L + 1));
   PAR_CHECK(st->params(st->ctx, 0, -1, &p));
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, m->vrows, h, 1.0f, m->lnf_out, h, p, h, 0.0f, m->logits,
@@ -91,6 +97,9 @@ ncclResult_t gpt_forward_stage(gpt_t *m, const gpt_store_t *st, const int *ids, 
 static ncclResult_t block_backward(gpt_t *m, int l, const float *p, float *g, float *grad, float *tmp) {
   int h = m->d.hidden, T = m->T;
   size_t th = (size_t)T * h;
+  // The last block's activations are still in the slot from the forward.
+  if (m->stage.recompute && l < m->stage.last - m->stage.first - 1) PAR_CHECK(block_forward(m, l, p));
+  l = slot(m, l);
   PAR_CHECK(weft_tp_mlp_backward(&m->tp, h, m->d.ffn, p + m->mlp_off, g + m->mlp_off, T, grad, tmp,
                                  at(m->mlp_acts, m->mlp_na, l)));
   PAR_CHECK(weft_tp_layernorm_backward(&m->tp, h, p + m->ln2_off, g + m->ln2_off, T, tmp, tmp,
@@ -125,7 +134,7 @@ ncclResult_t gpt_backward_stage(gpt_t *m, const gpt_store_t *st, const float *do
     }
     PAR_CHECK(st->params(st->ctx, L + 1, b0 + nb, &p));
     PAR_CHECK(st->grads(st->ctx, L + 1, &g));
-    PAR_CHECK(weft_tp_layernorm_backward(&m->tp, h, p, g, T, grad, grad, at(m->ln_acts, m->ln_na, 2 * nb)));
+    PAR_CHECK(weft_tp_layernorm_backward(&m->tp, h, p, g, T, grad, grad, at(m->ln_acts, m->ln_na, 2 * m->slots)));
     PAR_CHECK(st->grads_done(st->ctx, L + 1));
     PAR_CHECK(st->release(st->ctx, L + 1));
   } else {

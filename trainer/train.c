@@ -136,6 +136,8 @@ const weft_mesh_t *trainer_mesh(const trainer_t *t) { return t->mesh; }
 const data_t *trainer_data(const trainer_t *t) { return t->data; }
 size_t trainer_param_count(const trainer_t *t) { return gpt_full_count(&t->cfg.dims); }
 
+size_t trainer_activation_bytes(const trainer_t *t) { return gpt_activation_bytes(t->model) * (size_t)t->slots; }
+
 double trainer_flops_per_step(const trainer_t *t) {
   const train_cfg_t *c = &t->cfg;
   double tokens = (double)c->dp * c->grad_accum * c->batch * c->dims.seq;

@@ -23,6 +23,7 @@ typedef struct {
   int batch, grad_accum;      // sequences per micro-batch, micro-batches per step
   int tp, pp, dp, zero;
   weft_pp_kind_t schedule;    // pipeline schedule (pp > 1); its micro-batches are grad_accum
+  int recompute;              // 1: keep block inputs only, recompute activations in backward
   int steps, eval_every, eval_batches, eval_problems, print_every;
   lr_schedule_t lr;
   float beta1, beta2, eps, weight_decay, clip;
@@ -53,6 +54,7 @@ void trainer_destroy(trainer_t *t);
 const weft_mesh_t *trainer_mesh(const trainer_t *t);
 const data_t *trainer_data(const trainer_t *t);
 size_t trainer_param_count(const trainer_t *t);  // Ψ of the full model
+size_t trainer_activation_bytes(const trainer_t *t);  // this rank's, every micro-batch in flight
 double trainer_flops_per_step(const trainer_t *t);
 
 ncclResult_t trainer_step(trainer_t *t, int step, step_result_t *out);

@@ -64,7 +64,7 @@ ncclResult_t train_pp_plan(trainer_t *t, size_t **sizes, int *nlocal) {
   }
   for (int l = 0; l < L; l++) cost[l] = 1.0;  // identical blocks
   PAR_CHECK_GOTO(weft_pp_balance(cost, L, P, first), res, out);
-  t->stage = (gpt_stage_t){first[s], first[s + 1], s == 0, s == P - 1};
+  t->stage = (gpt_stage_t){first[s], first[s + 1], s == 0, s == P - 1, t->cfg.recompute};
   *nlocal = 0;
   for (int l = 0; l < nl; l++) {
     int mine = l == 0 ? t->stage.embed || t->stage.head

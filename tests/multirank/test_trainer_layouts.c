@@ -5,7 +5,8 @@
  * 0-3), TP, PP (1F1B and GPipe over the accumulation's micro-batches) and
  * their products under weftrun equal the one-rank run to 1e-5 relative
  * (fp32; in practice they agree to the printed digit). Every (tp, pp, dp)
- * factorisation of 4 ranks runs, and a representative set of 8.
+ * factorisation of 4 ranks runs, and a representative set of 8; with
+ * activation recomputation the one-rank losses are bitwise the same.
  * Gradient clipping is on, so the global norm is checked across layouts.
  */
 #include <criterion/criterion.h>
@@ -50,19 +51,37 @@ static void run(int ranks, const char *flags, int grad_accum, double *loss) {
   cr_assert_eq(n, STEPS, "%d losses in the log of: %s", n, cmd);
 }
 
-static void expect_same(const char *name, int ranks, const char *flags, int dp) {
-  static double reference[STEPS];
-  static int have_reference;
-  if (!have_reference) {
-    run(1, "", GLOBAL_MICRO, reference);
-    have_reference = 1;
+// The one-rank run every layout is compared with.
+static const double *reference(void) {
+  static double loss[STEPS];
+  static int have;
+  if (!have) {
+    run(1, "", GLOBAL_MICRO, loss);
+    have = 1;
   }
+  return loss;
+}
+
+static void expect_same(const char *name, int ranks, const char *flags, int dp) {
+  const double *ref = reference();
   double loss[STEPS];
   run(ranks, flags, GLOBAL_MICRO / dp, loss);
   for (int s = 0; s < STEPS; s++)
-    cr_expect(fabs(loss[s] - reference[s]) <= 1e-5 * fabs(reference[s]), "%s step %d: loss %.7f, one rank %.7f",
-              name, s + 1, loss[s], reference[s]);
-  cr_expect(reference[STEPS - 1] < reference[0], "the loss falls: %.4f -> %.4f", reference[0], reference[STEPS - 1]);
+    cr_expect(fabs(loss[s] - ref[s]) <= 1e-5 * fabs(ref[s]), "%s step %d: loss %.7f, one rank %.7f", name, s + 1,
+              loss[s], ref[s]);
+  cr_expect(ref[STEPS - 1] < ref[0], "the loss falls: %.4f -> %.4f", ref[0], ref[STEPS - 1]);
+}
+
+// Activation recomputation redoes the same arithmetic: the same bits on one
+// rank, and like every layout on several.
+Test(trainer_layouts, recompute_bitwise, .timeout = 240) {
+  const double *ref = reference();
+  double loss[STEPS];
+  run(1, "--recompute 1", GLOBAL_MICRO, loss);
+  for (int s = 0; s < STEPS; s++) cr_expect(loss[s] == ref[s], "step %d: %.9g, without recompute %.9g", s + 1, loss[s], ref[s]);
+}
+Test(trainer_layouts, tp2_pp2_dp2_recompute, .timeout = 240) {
+  expect_same("tp2 pp2 dp2 zero3 recompute", 8, "--tp 2 --pp 2 --dp 2 --zero 3 --recompute 1", 2);
 }
 
 // Two ranks.
@@ -107,7 +126,7 @@ Test(trainer_layouts, pp2_dp4_zero3, .timeout = 240) { expect_same("pp2 dp4 zero
 Test(trainer_layouts, bad_input, .timeout = 60) {
   char cmd[512];
   const char *cases[] = {"--zero 7", "--steps x", "--bogus 1", "--data /nonexistent/file.txt", "--pp 2",
-                         "--heads 3", "--lr", "--pp 3", "--schedule zigzag"};
+                         "--heads 3", "--lr", "--pp 3", "--schedule zigzag", "--recompute 2"};
   for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
     snprintf(cmd, sizeof(cmd), "%s/bin/weft-train --steps 1 %s >/dev/null 2>&1", build_dir(), cases[i]);
     int status = system(cmd);
