@@ -6,7 +6,9 @@
  * their products under weftrun equal the one-rank run to 1e-5 relative
  * (fp32; in practice they agree to the printed digit). Every (tp, pp, dp)
  * factorisation of 4 ranks runs, and a representative set of 8; with
- * activation recomputation the one-rank losses are bitwise the same.
+ * activation recomputation the one-rank losses are bitwise the same; and
+ * ranks launched by torchrun- or Slurm-style environment variables learn
+ * like ranks launched by weftrun.
  * Gradient clipping is on, so the global norm is checked across layouts.
  */
 #include <criterion/criterion.h>
@@ -121,6 +123,47 @@ Test(trainer_layouts, pp4_dp2_gpipe, .timeout = 240) {
 }
 Test(trainer_layouts, tp2_pp4, .timeout = 240) { expect_same("tp2 pp4", 8, "--tp 2 --pp 4", 1); }
 Test(trainer_layouts, pp2_dp4_zero3, .timeout = 240) { expect_same("pp2 dp4 zero3", 8, "--pp 2 --dp 4 --zero 3", 4); }
+
+// Launched the way torchrun and Slurm launch ranks (environment variables
+// and a rendezvous at MASTER_ADDR:MASTER_PORT) instead of weftrun: DP2
+// learns like one rank.
+static void env_launched(const char *rank_var, const char *size_var, int port) {
+  char csv[] = "/tmp/weft-train-env-XXXXXX";
+  int fd = mkstemp(csv);
+  cr_assert(fd >= 0);
+  close(fd);
+  char cmd[2048];
+  snprintf(cmd, sizeof(cmd),
+           "export NCCL_SOCKET_IFNAME=lo MASTER_ADDR=127.0.0.1 MASTER_PORT=%d %s=2; "
+           "flags='--dp 2 --steps %d --batch %d --grad-accum %d --warmup 0 --lr 3e-3 --clip 0.5 --eval-every 0 "
+           "--eval-batches 1 --eval-problems 8 --seq 16 --layers 4 --hidden 32 --heads 8 --ffn 64'; "
+           "%s=1 timeout 120 %s/bin/weft-train $flags >/dev/null 2>&1 & "
+           "%s=0 timeout 120 %s/bin/weft-train $flags --log %s >/dev/null 2>&1; a=$?; wait $!; b=$?; "
+           "[ $a -eq 0 ] && [ $b -eq 0 ]",
+           port, size_var, STEPS, BATCH, GLOBAL_MICRO / 2, rank_var, build_dir(), rank_var, build_dir(), csv);
+  cr_assert_eq(system(cmd), 0, "failed: %s", cmd);
+  FILE *f = fopen(csv, "r");
+  cr_assert_not_null(f);
+  const double *ref = reference();
+  char line[256];
+  int n = 0;
+  while (fgets(line, sizeof(line), f) != NULL && n < STEPS) {
+    double l;
+    if (sscanf(line, "%*d,%lf,", &l) == 1 && strstr(line, ",,,,,,") == NULL) {
+      cr_expect(fabs(l - ref[n]) <= 1e-5 * fabs(ref[n]), "%s step %d: %.7f, one rank %.7f", rank_var, n + 1, l, ref[n]);
+      n++;
+    }
+  }
+  fclose(f);
+  unlink(csv);
+  cr_expect_eq(n, STEPS);
+}
+Test(trainer_layouts, torchrun_environment, .timeout = 240) {
+  env_launched("RANK", "WORLD_SIZE", 20000 + getpid() % 20000);
+}
+Test(trainer_layouts, slurm_environment, .timeout = 240) {
+  env_launched("SLURM_PROCID", "SLURM_NTASKS", 20000 + (getpid() + 7919) % 20000);
+}
 
 // Bad input is refused with a message and exit code 2, never a crash.
 Test(trainer_layouts, bad_input, .timeout = 60) {
