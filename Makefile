@@ -12,8 +12,9 @@ SAN     ?=
 OPT     ?= -O2
 # The parallel layer's and the trainer's element-wise loops need -O3 to be
 # vectorised (GCC 12's -O2 vectorises only loops of known trip count;
-# -fno-trapping-math lets it if-convert the clamps of float compares).
-KERNEL_OPT ?= $(if $(SAN),,-O3) -fno-trapping-math
+# -fno-trapping-math lets it if-convert the clamps of float compares, and
+# -fno-math-errno inline sqrtf; neither changes a result).
+KERNEL_OPT ?= $(if $(SAN),,-O3) -fno-trapping-math -fno-math-errno
 VERSION := 0.1.0
 
 XML_CFLAGS := $(shell pkg-config --cflags libxml-2.0 2>/dev/null || echo -I/usr/include/libxml2)
