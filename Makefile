@@ -178,6 +178,13 @@ $(BUILD)/tests/unit/%: tests/unit/%.c $(LIB_OBJS)
 	@mkdir -p $(@D)
 	$(CC) $(LIB_CFLAGS) -o $@ $^ -lcriterion $(LDLIBS)
 
+# The verbs backend's data-path test dlopens a stand-in libibverbs (tests/unit/fake_ibverbs.c).
+FAKE_IBV := $(BUILD)/tests/lib/libweft-fake-ibverbs.so
+$(FAKE_IBV): tests/unit/fake_ibverbs.c | $(DEPS_STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_BASE) -shared -o $@ $<
+$(BUILD)/tests/unit/test_net_ib_data: | $(FAKE_IBV)
+
 $(BUILD)/tests/multirank/%: tests/multirank/%.c tests/multirank/harness.h $(LIB_WEFT)
 	@mkdir -p $(@D)
 	$(CC) $(PROG_CFLAGS) -Itests/multirank -o $@ $< -L$(BUILD)/lib -lweft -Wl,-rpath,$(abspath $(BUILD)/lib) -lcriterion $(LDLIBS)

@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
-"""make_seeds.py — writes the binary seeds of corpus/wire, corpus/unique_id
-and corpus/env (the topology seeds are XML files kept as they are).
+"""make_seeds.py — writes the binary seeds of corpus/wire, corpus/unique_id,
+corpus/env and corpus/net_ib (the topology seeds are XML files kept as they are).
 
 The layouts mirror src/rendezvous.h (rdv_msg_t in rendezvous.c: 116 bytes;
 weft_peer_info_t: 48 bytes, 8-aligned) and src/bootstrap.c (ring hello: 40
 bytes, ring header: 8). Secrets are zero here: the harness splices the job's
-secret in when the input's option bits ask for it. Rerun after a layout change.
+secret in when the input's option bits ask for it. The verbs connection info
+mirrors transports/net_ib_conn.c (WEFT_IB_CONN_BYTES = 120, FNV-1a 64 checksum).
+Rerun after a layout change.
 """
 import os
 import socket
@@ -34,6 +36,20 @@ def rdv(typ, nranks, nid, k, count):
 
 def peer(rank):
     return struct.pack("<iiQ", rank, 1234, 0x1234) + sockaddr_in("127.0.0.1", 40000 + rank) + bytes(4)
+
+
+def fnv1a64(b):
+    h = 0xCBF29CE484222325
+    for x in b:
+        h = ((h ^ x) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
+    return h
+
+
+def ib_conn(qpns, link_layer, gid, fifo_addr=0, fifo_rkey=0):
+    qp = list(qpns) + [0] * (16 - len(qpns))
+    b = struct.pack("<IHH", 0x42494657, 1, len(qpns)) + struct.pack("<16I", *qp)
+    b += struct.pack("<IHBB", 0x123456, 7, link_layer, 5) + gid + struct.pack("<QII", fifo_addr, fifo_rkey, 0)
+    return b + struct.pack("<Q", fnv1a64(b))
 
 
 def uid(flags, root):
@@ -82,6 +98,10 @@ seeds = {
     "env/tune-file": b"\x04# measured by weft-calibrate\nintra 0.42 6.10\ninter 28.5 1.15\n",
     "env/comm-id-v4": b"\x05127.0.0.1:29500",
     "env/comm-id-v6": b"\x05[::1]:29500",
+    "net_ib/hca-list": b"\x00mlx5_0:1,mlx5_2",
+    "net_ib/hca-exclude-exact": b"\x00^=mlx5_1:2",
+    "net_ib/conn-ib-sender": b"\x01" + ib_conn([0x11, 0x12], 1, bytes(16), 0x7F1234567000, 0xDEADBEEF),
+    "net_ib/conn-roce-receiver": b"\x01" + ib_conn([0x200], 2, bytes(10) + b"\xff\xff\x0a\x00\x00\x01"),
 }
 
 for name, data in seeds.items():
