@@ -25,6 +25,12 @@ PROG_CFLAGS := $(CFLAGS_BASE) -Iinclude
 LDLIBS      := -pthread -lm -ldl -lhwloc -lxml2 -lnuma
 
 LIB_SRCS := $(wildcard src/*.c) $(wildcard transports/*.c) $(wildcard algorithms/*.c) $(wildcard topology/*.c)
+# --- Tuner and profiler plugin ABIs: their loaders are part of the library.
+TP_PLUGIN_SRCS := plugins/plugin_dl.c $(wildcard plugins/tuner/*.c) $(wildcard plugins/profiler/*.c)
+LIB_SRCS    += $(TP_PLUGIN_SRCS)
+INCLUDES    += -Iplugins -Iplugins/tuner -Iplugins/profiler
+LIB_CFLAGS  += -Iplugins -Iplugins/tuner -Iplugins/profiler
+# ---
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
 
 LIB_WEFT := $(BUILD)/lib/libweft.so
@@ -272,6 +278,26 @@ install: all
 	install -m 644 include/nccl.h include/weft.h $(DESTDIR)$(PREFIX)/include/
 	install -m 755 $(BUILD)/bin/weftrun $(DESTDIR)$(PREFIX)/bin/
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' weft.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/weft.pc
+
+# --- Example tuner and profiler plugins: built from their ABI header alone
+# (no libweft), as a third party would; `make` puts them in build/lib.
+TP_PLUGIN_EXAMPLES := $(BUILD)/lib/libnccl-tuner-example.so $(BUILD)/lib/libnccl-profiler-example.so
+all: $(TP_PLUGIN_EXAMPLES)
+$(BUILD)/lib/libnccl-tuner-example.so: plugins/tuner/example/tuner_example.c plugins/tuner/tuner_abi.h
+$(BUILD)/lib/libnccl-profiler-example.so: plugins/profiler/example/profiler_example.c plugins/profiler/profiler_abi.h
+$(TP_PLUGIN_EXAMPLES):
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_BASE) -shared -fvisibility=hidden -Iinclude -I$(dir $(filter %.h,$^)) -o $@ $(filter %.c,$^)
+# The same examples exporting only their v4 symbol, for the v4 loaders' test.
+TP_PLUGIN_V4 := $(BUILD)/tests/plugins/libnccl-tuner-v4only.so $(BUILD)/tests/plugins/libnccl-profiler-v4only.so
+$(BUILD)/tests/plugins/libnccl-tuner-v4only.so: plugins/tuner/example/tuner_example.c plugins/tuner/tuner_abi.h
+$(BUILD)/tests/plugins/libnccl-profiler-v4only.so: plugins/profiler/example/profiler_example.c plugins/profiler/profiler_abi.h
+$(TP_PLUGIN_V4):
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_BASE) -DWEFT_EXAMPLE_V4_ONLY -shared -fvisibility=hidden -Iinclude -I$(dir $(filter %.h,$^)) \
+	  -o $@ $(filter %.c,$^)
+$(BUILD)/tests/multirank/test_plugins_tp: $(TP_PLUGIN_EXAMPLES) $(TP_PLUGIN_V4)
+# ---
 
 clean:
 	rm -rf build build-asan $(FUZZ_BUILD) $(TSAN_BUILD)

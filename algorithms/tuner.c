@@ -122,6 +122,14 @@ static int runnable(const weft_tuner_params_t *p, const weft_coll_args_t *args, 
   return weft_algo_fits(algo, args, why, whylen);
 }
 
+unsigned weft_tuner_candidates(const weft_tuner_params_t *p, const weft_coll_args_t *args) {
+  unsigned masks[WEFT_NUM_COLLS], out = 0;
+  allowed_masks(p->algo_spec, masks);
+  for (int a = 0; a < WEFT_NUM_ALGOS; a++)
+    if ((masks[args->coll] & (1u << a)) && runnable(p, args, (weft_algo_t)a, NULL, 0)) out |= 1u << a;
+  return out;
+}
+
 // Multi-host calls: the cheapest allowed algorithm under the cost model.
 static int cheapest(const weft_tuner_params_t *p, const weft_coll_args_t *args, size_t esize, unsigned allowed,
                     const weft_links_t *links, char *why, size_t whylen) {

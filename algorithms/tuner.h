@@ -48,6 +48,10 @@ typedef struct {
 ncclResult_t weft_tuner_choose(const weft_tuner_params_t *p, weft_coll_args_t *args, size_t esize,
                                weft_algo_t *algo);
 
+// The algorithms NCCL_ALGO allows that can run this call (bit a = algorithm
+// a): what the tuner plugin's cost table offers (plugins/tuner/).
+unsigned weft_tuner_candidates(const weft_tuner_params_t *p, const weft_coll_args_t *args);
+
 // Parse an NCCL_ALGO value into, per collective, a mask of allowed algorithms
 // (bit a = algorithm a). Unknown names are reported and ignored. Returns 0,
 // or -1 for text that does not parse (the masks are then all-allowed).

@@ -6,6 +6,8 @@
 #include "comm.h"
 
 #include "net_transport.h"
+#include "profiler_plugin.h"
+#include "tuner_plugin.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -183,8 +185,15 @@ ncclResult_t weft_comm_connect(struct ncclComm *comm) {
   return ncclSuccess;
 }
 
+void weft_comm_plugins_init(struct ncclComm *comm) {
+  weft_tuner_plugin_comm_init(comm);
+  weft_profiler_comm_init(comm);
+}
+
 void weft_comm_free(struct ncclComm *comm) {
   if (comm == NULL) return;
+  weft_profiler_comm_free(comm);
+  weft_tuner_plugin_comm_free(comm);
   weft_net_teardown(comm);
   weft_shm_transport.teardown(comm);
   free(comm->conns);

@@ -17,6 +17,8 @@
 #define WEFT_MAX_PREMUL_OPS 64
 
 struct weft_shm;
+struct weft_tuner_plugin;
+struct weft_profiler;
 
 typedef struct {
   int in_use;
@@ -61,6 +63,9 @@ struct ncclComm {
   pthread_t init_thread;   // non-blocking initialisation
   int init_thread_live;
 
+  struct weft_tuner_plugin *tuner;  // NCCL_TUNER_PLUGIN's per-communicator state, or NULL (plugins/tuner)
+  struct weft_profiler *prof;        // NCCL_PROFILER_PLUGIN's, or NULL (plugins/profiler)
+
   weft_premul_t premul[WEFT_MAX_PREMUL_OPS];
   weft_registration_t *registrations;
 };
@@ -102,6 +107,11 @@ int weft_comm_drain(ncclComm_t comm, int64_t limit_ms);
 ncclResult_t weft_comm_create_child(const struct ncclComm *parent, const struct ncclComm *settings, int rank,
                                     int nranks, const weft_peer_info_t *members, int *listen_fd, uint64_t id_hash,
                                     struct ncclComm **out);
+
+// Tuner and profiler plugins: set up once the communicator is connected and
+// has its id_hash (never fails: a plugin that does not load is not used);
+// torn down by weft_comm_free.
+void weft_comm_plugins_init(struct ncclComm *comm);
 
 // Build a communicator's connections once its bootstrap is up (collective).
 ncclResult_t weft_comm_connect(struct ncclComm *comm);

@@ -22,6 +22,7 @@
 #include "copy.h"
 #include "dtype.h"
 #include "env.h"
+#include "profiler_plugin.h"
 #include "shm.h"
 #include "util.h"
 
@@ -392,6 +393,7 @@ static void op_release(weft_op_t *op) {
   struct ncclComm *comm = op->comm;
   if (op->released) return;
   op->released = 1;
+  if (__builtin_expect(op->profiled, 0)) weft_profiler_op_stop(op);
   weft_engine_publish(op, op->state == WEFT_OP_FAILED ? WEFT_STATUS_FAILED : WEFT_STATUS_IDLE, -1, 0, 0, 0);
   for (int p = 0; p < comm->nranks; p++) {
     if (op->send_ticket[p] >= 0) atomic_fetch_add(&weft_comm_conn(comm, op->cls, 1, p)->served, 1);
@@ -440,8 +442,10 @@ static int op_progress(weft_op_t *op) {
     weft_lane_state_t *ls = &op->lanes[l];
     while (ls->cursor < lane->count && op->state == WEFT_OP_PENDING) {
       const weft_step_t *st = &op->sched.steps[lane->first + ls->cursor];
+      if (__builtin_expect(op->prof_lanes != NULL, 0)) weft_profiler_step(op, l, 0);
       moved |= step_progress(op, lane, st, ls);
       if (ls->done < st->count) break;
+      if (__builtin_expect(op->prof_lanes != NULL, 0)) weft_profiler_step(op, l, 1);
       ls->cursor++;
       ls->done = 0;
       if (ls->cursor == lane->count) op->lanes_left--;

@@ -64,6 +64,10 @@ typedef struct weft_op {
   int counted;             // included in comm->inflight (launched, not yet freed)
   ncclResult_t result;
   int64_t last_progress_ns;
+  int profiled;            // a profiler event runs for it (plugins/profiler)
+  void *prof_event;
+  struct weft_prof_group *prof_group;
+  void **prof_lanes;       // ProxyOp/ProxyStep events: [2 * nlanes] (lane's op, its open step), or NULL
   struct weft_op *next;    // group / stream lists
 } weft_op_t;
 

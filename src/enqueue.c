@@ -19,7 +19,9 @@
 #include "group.h"
 #include "stream.h"
 #include "shm.h"
+#include "profiler_plugin.h"
 #include "tuner.h"
+#include "tuner_plugin.h"
 
 static ncclResult_t check_buffer(const char *api, const char *name, const void *buf, size_t elems) {
   if (buf == NULL && elems > 0) {
@@ -132,6 +134,7 @@ static ncclResult_t enqueue_checked(weft_coll_t coll, const void *sendbuff, void
                             .read_min = (size_t)weft_env_WEFT_READ_MIN_BYTES(),
                             .algo_spec = weft_env_NCCL_ALGO()};
   WEFTCHECKGOTO(weft_tuner_choose(&tp, &o->args, esize, &o->algo), res, fail);
+  if (__builtin_expect(comm->tuner != NULL, 0)) weft_tuner_plugin_apply(comm, &tp, &o->args, esize, &o->algo);
   WEFTCHECKGOTO(weft_schedule_build(&o->args, o->algo, &o->sched), res, fail);
   TRACE(WEFT_LOG_COLL, "%s count=%zu %s op=%d root=%d algo=%s steps=%u", api, count, weft_dtype_name(dtype),
         (int)op, root, weft_algo_name(o->algo), o->sched.nsteps);
@@ -143,7 +146,11 @@ fail:
 
 ncclResult_t weft_enqueue(weft_coll_t coll, const void *sendbuff, void *recvbuff, size_t count,
                           ncclDataType_t dtype, ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) {
+  void *api_event = NULL;
+  if (weft_profiler_on())
+    api_event = weft_profiler_api_start(comm, coll, count, dtype, root, (void *)stream);
   ncclResult_t res = enqueue_checked(coll, sendbuff, recvbuff, count, dtype, op, root, comm, stream);
+  if (__builtin_expect(api_event != NULL, 0)) weft_profiler_api_stop(comm, api_event);
   if (res != ncclSuccess) weft_group_note_error(res);  // a bad call inside a group fails the whole group
   return res;
 }

@@ -15,6 +15,7 @@
 #include "api.h"
 #include "checks.h"
 #include "dtype.h"
+#include "profiler_plugin.h"
 
 typedef struct {
   weft_op_t *op;
@@ -79,6 +80,10 @@ static ncclResult_t group_launch(void) {
   weft_op_t **inline_ops = n <= QUEUE_INLINE ? local_ops : calloc((size_t)n, sizeof(*inline_ops));
   if (inline_ops == NULL) res = ncclSystemError;
   for (int i = 0; i < n && res == ncclSuccess; i++) res = weft_op_launch(q[i].op);
+  if (weft_profiler_on() && res == ncclSuccess) {
+    for (int i = 0; i < n; i++) weft_profiler_op_start(q[i].op, i == 0);
+    weft_profiler_launch_end();
+  }
   int ninline = 0;
   // Hand stream work to the streams (one batch per stream, in call order).
   for (int i = 0; i < n && res == ncclSuccess; i++) {

@@ -60,6 +60,7 @@ static ncclResult_t comm_init(struct ncclComm *comm, const weft_id_t *ids, int n
   WEFTCHECKGOTO(topo_at_init(comm), res, out);
   WEFTCHECKGOTO(weft_comm_connect(comm), res, out);
   comm->id_hash = weft_hash_bytes(ids[0].secret, sizeof(ids[0].secret));
+  weft_comm_plugins_init(comm);
   INFO(WEFT_LOG_INIT, "comm %p rank %d nranks %d pid %d - Init COMPLETE", (void *)comm, comm->rank, comm->nranks,
        (int)getpid());
 out:

@@ -51,6 +51,7 @@ ncclResult_t weft_comm_create_child(const struct ncclComm *parent, const struct 
   WEFTCHECKGOTO(weft_comm_map_hosts(child), res, fail);
   WEFTCHECKGOTO(weft_comm_connect(child), res, fail);
   child->id_hash = id_hash;
+  weft_comm_plugins_init(child);
   weft_registry_add(child);
   *out = child;
   return ncclSuccess;

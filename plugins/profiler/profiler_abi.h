@@ -1,0 +1,299 @@
+/*
+ * profiler_abi.h — NCCL's profiler plugin ABI (versions 4 and 5), declared
+ * for weft and for profiler plugins built against weft.
+ *
+ * Written from the layout of NCCL's public plugin headers (profiler_v4.h,
+ * profiler_v5.h, nccl_profiler.h): same field order, types and values, so a
+ * plugin built for NCCL loads into weft and one built here into NCCL. A
+ * plugin exports ncclProfiler_v5 (or ncclProfiler_v4). Needs only nccl.h;
+ * plugins include this and link nothing of weft.
+ */
+#ifndef WEFT_PROFILER_ABI_H
+#define WEFT_PROFILER_ABI_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "nccl.h"
+
+#ifndef WEFT_NCCL_LOGGER_DEFINED
+#define WEFT_NCCL_LOGGER_DEFINED
+typedef enum {
+  NCCL_LOG_NONE = 0,
+  NCCL_LOG_VERSION = 1,
+  NCCL_LOG_WARN = 2,
+  NCCL_LOG_INFO = 3,
+  NCCL_LOG_ABORT = 4,
+  NCCL_LOG_TRACE = 5
+} ncclDebugLogLevel;
+
+typedef enum {
+  NCCL_INIT = 0x1,
+  NCCL_COLL = 0x2,
+  NCCL_P2P = 0x4,
+  NCCL_SHM = 0x8,
+  NCCL_NET = 0x10,
+  NCCL_GRAPH = 0x20,
+  NCCL_TUNING = 0x40,
+  NCCL_ENV = 0x80,
+  NCCL_ALLOC = 0x100,
+  NCCL_CALL = 0x200,
+  NCCL_PROXY = 0x400,
+  NCCL_NVLS = 0x800,
+  NCCL_BOOTSTRAP = 0x1000,
+  NCCL_REG = 0x2000,
+  NCCL_PROFILE = 0x4000,
+  NCCL_RAS = 0x8000,
+  NCCL_ALL = ~0
+} ncclDebugLogSubSys;
+
+typedef void (*ncclDebugLogger_t)(ncclDebugLogLevel level, unsigned long flags, const char *file, int line,
+                                  const char *fmt, ...);
+
+typedef enum {
+  ncclFuncBroadcast = 0,
+  ncclFuncReduce = 1,
+  ncclFuncAllGather = 2,
+  ncclFuncReduceScatter = 3,
+  ncclFuncAllReduce = 4,
+  ncclFuncSendRecv = 5,
+  ncclFuncSend = 6,
+  ncclFuncRecv = 7
+} ncclFunc_t;
+#endif
+
+typedef pid_t ncclPid_t;
+
+// Event types (bits of the activation mask).
+enum {
+  ncclProfileGroup = (1 << 0),         // a launched group: parent of its collectives and p2p calls
+  ncclProfileColl = (1 << 1),          // one collective
+  ncclProfileP2p = (1 << 2),           // one send or receive
+  ncclProfileProxyOp = (1 << 3),       // a channel's share of an operation with one peer
+  ncclProfileProxyStep = (1 << 4),     // one step of a proxy operation
+  ncclProfileProxyCtrl = (1 << 5),     // the proxy thread's state
+  ncclProfileKernelCh = (1 << 6),      // a kernel's channel
+  ncclProfileNetPlugin = (1 << 7),     // events defined by a network plugin
+  ncclProfileGroupApi = (1 << 8),      // v5: ncclGroupStart .. ncclGroupEnd
+  ncclProfileCollApi = (1 << 9),       // v5: the collective API call itself
+  ncclProfileP2pApi = (1 << 10),       // v5: the send/receive API call itself
+  ncclProfileKernelLaunch = (1 << 11)  // v5: a kernel launch
+};
+
+typedef enum {
+  ncclProfilerProxyOpSendPosted = 0,
+  ncclProfilerProxyOpSendRemFifoWait = 1,
+  ncclProfilerProxyOpSendTransmitted = 2,
+  ncclProfilerProxyOpSendDone = 3,
+  ncclProfilerProxyOpRecvPosted = 4,
+  ncclProfilerProxyOpRecvReceived = 5,
+  ncclProfilerProxyOpRecvTransmitted = 6,
+  ncclProfilerProxyOpRecvDone = 7,
+  ncclProfilerProxyStepSendGPUWait = 8,
+  ncclProfilerProxyStepSendWait = 9,
+  ncclProfilerProxyStepRecvWait = 10,
+  ncclProfilerProxyStepRecvFlushWait = 11,
+  ncclProfilerProxyStepRecvGPUWait = 12,
+  ncclProfilerProxyCtrlIdle = 13,
+  ncclProfilerProxyCtrlActive = 14,
+  ncclProfilerProxyCtrlSleep = 15,
+  ncclProfilerProxyCtrlWakeup = 16,
+  ncclProfilerProxyCtrlAppend = 17,
+  ncclProfilerProxyCtrlAppendEnd = 18,
+  ncclProfilerProxyOpInProgress_v4 = 19,
+  ncclProfilerProxyStepSendPeerWait_v4 = 20,
+  ncclProfilerNetPluginUpdate = 21,
+  ncclProfilerKernelChStop = 22,
+  ncclProfilerGroupStartApiStop = 23,
+  ncclProfilerGroupEndApiStart = 24
+} ncclProfilerEventState_t;
+
+typedef ncclProfilerEventState_t ncclProfilerEventState_v4_t;
+typedef ncclProfilerEventState_t ncclProfilerEventState_v5_t;
+
+// ---- Version 5 ----
+
+typedef struct {
+  uint64_t type;    // one ncclProfile* bit
+  void *parentObj;  // the parent's handle (a collective's group), or NULL
+  int rank;         // the rank reporting
+  union {
+    struct {
+      bool graphCaptured;
+      int groupDepth;
+    } groupApi;
+    struct {
+      const char *func;
+      size_t count;
+      const char *datatype;
+      int root;
+      void *stream;
+      bool graphCaptured;
+    } collApi;
+    struct {
+      const char *func;
+      size_t count;
+      const char *datatype;
+      void *stream;
+      bool graphCaptured;
+    } p2pApi;
+    struct {
+      void *stream;
+    } kernelLaunch;
+    struct {
+      uint64_t seqNumber;
+      const char *func;
+      void const *sendBuff;
+      void *recvBuff;
+      size_t count;
+      int root;
+      const char *datatype;
+      uint8_t nChannels;
+      uint8_t nWarps;
+      const char *algo;
+      const char *proto;
+      void *parentGroup;
+    } coll;
+    struct {
+      const char *func;
+      void *buff;
+      const char *datatype;
+      size_t count;
+      int peer;
+      uint8_t nChannels;
+      void *parentGroup;
+    } p2p;
+    struct {
+      ncclPid_t pid;
+      uint8_t channelId;
+      int peer;
+      int nSteps;
+      int chunkSize;
+      int isSend;
+    } proxyOp;
+    struct {
+      int step;
+    } proxyStep;
+    struct {
+      uint8_t channelId;
+      uint64_t pTimer;
+    } kernelCh;
+    struct {
+      int64_t id;
+      void *data;
+    } netPlugin;
+  };
+} ncclProfilerEventDescr_v5_t;
+
+typedef union {
+  struct {
+    size_t transSize;
+  } proxyStep;
+  struct {
+    int appendedProxyOps;
+  } proxyCtrl;
+  struct {
+    void *data;
+  } netPlugin;
+  struct {
+    uint64_t pTimer;
+  } kernelCh;
+  struct {
+    uint64_t pTimer;
+  } kernelStep;
+} ncclProfilerEventStateArgs_v5_t;
+
+typedef struct {
+  const char *name;
+  // One call per communicator; the plugin sets *eActivationMask to the event types it wants.
+  ncclResult_t (*init)(void **context, uint64_t commId, int *eActivationMask, const char *commName, int nNodes,
+                       int nranks, int rank, ncclDebugLogger_t logfn);
+  ncclResult_t (*startEvent)(void *context, void **eHandle, ncclProfilerEventDescr_v5_t *eDescr);
+  ncclResult_t (*stopEvent)(void *eHandle);
+  ncclResult_t (*recordEventState)(void *eHandle, ncclProfilerEventState_v5_t eState,
+                                   ncclProfilerEventStateArgs_v5_t *eStateArgs);
+  ncclResult_t (*finalize)(void *context);
+} ncclProfiler_v5_t;
+
+// ---- Version 4 ----
+
+typedef struct {
+  uint8_t type;
+  void *parentObj;
+  int rank;
+  union {
+    struct {
+      uint64_t seqNumber;
+      const char *func;
+      void const *sendBuff;
+      void *recvBuff;
+      size_t count;
+      int root;
+      const char *datatype;
+      uint8_t nChannels;
+      uint8_t nWarps;
+      const char *algo;
+      const char *proto;
+    } coll;
+    struct {
+      const char *func;
+      void *buff;
+      const char *datatype;
+      size_t count;
+      int peer;
+      uint8_t nChannels;
+    } p2p;
+    struct {
+      ncclPid_t pid;
+      uint8_t channelId;
+      int peer;
+      int nSteps;
+      int chunkSize;
+      int isSend;
+    } proxyOp;
+    struct {
+      int step;
+    } proxyStep;
+    struct {
+      uint8_t channelId;
+      uint64_t pTimer;
+    } kernelCh;
+    struct {
+      int64_t id;
+      void *data;
+    } netPlugin;
+  };
+} ncclProfilerEventDescr_v4_t;
+
+typedef union {
+  struct {
+    size_t transSize;
+  } proxyStep;
+  struct {
+    int appendedProxyOps;
+  } proxyCtrl;
+  struct {
+    void *data;
+  } netPlugin;
+  struct {
+    uint64_t pTimer;
+  } kernelCh;
+} ncclProfilerEventStateArgs_v4_t;
+
+typedef struct {
+  const char *name;
+  ncclResult_t (*init)(void **context, int *eActivationMask, const char *commName, uint64_t commHash, int nNodes,
+                       int nranks, int rank, ncclDebugLogger_t logfn);
+  ncclResult_t (*startEvent)(void *context, void **eHandle, ncclProfilerEventDescr_v4_t *eDescr);
+  ncclResult_t (*stopEvent)(void *eHandle);
+  ncclResult_t (*recordEventState)(void *eHandle, ncclProfilerEventState_v4_t eState,
+                                   ncclProfilerEventStateArgs_v4_t *eStateArgs);
+  ncclResult_t (*finalize)(void *context);
+} ncclProfiler_v4_t;
+
+#define NCCL_PROFILER_PLUGIN_SYMBOL_V5 "ncclProfiler_v5"
+#define NCCL_PROFILER_PLUGIN_SYMBOL_V4 "ncclProfiler_v4"
+
+#endif

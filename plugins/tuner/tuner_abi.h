@@ -1,0 +1,134 @@
+/*
+ * tuner_abi.h — NCCL's tuner plugin ABI (versions 4 and 5), declared for
+ * weft and for tuner plugins built against weft.
+ *
+ * Written from the layout of NCCL's public plugin headers (tuner_v4.h,
+ * tuner_v5.h, nccl_tuner.h, nccl_common.h): same field order, types and
+ * index values, so a plugin built for NCCL loads into weft and one built
+ * here loads into NCCL. A plugin exports one of the structs below under the
+ * name NCCL looks up (ncclTunerPlugin_v5 or ncclTunerPlugin_v4). Needs only
+ * nccl.h (for ncclResult_t); plugins include this and link nothing of weft.
+ */
+#ifndef WEFT_TUNER_ABI_H
+#define WEFT_TUNER_ABI_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "nccl.h"
+
+#ifndef WEFT_NCCL_LOGGER_DEFINED
+#define WEFT_NCCL_LOGGER_DEFINED
+// NCCL's log levels and subsystem bits (nccl_common.h), and its logger.
+typedef enum {
+  NCCL_LOG_NONE = 0,
+  NCCL_LOG_VERSION = 1,
+  NCCL_LOG_WARN = 2,
+  NCCL_LOG_INFO = 3,
+  NCCL_LOG_ABORT = 4,
+  NCCL_LOG_TRACE = 5
+} ncclDebugLogLevel;
+
+typedef enum {
+  NCCL_INIT = 0x1,
+  NCCL_COLL = 0x2,
+  NCCL_P2P = 0x4,
+  NCCL_SHM = 0x8,
+  NCCL_NET = 0x10,
+  NCCL_GRAPH = 0x20,
+  NCCL_TUNING = 0x40,
+  NCCL_ENV = 0x80,
+  NCCL_ALLOC = 0x100,
+  NCCL_CALL = 0x200,
+  NCCL_PROXY = 0x400,
+  NCCL_NVLS = 0x800,
+  NCCL_BOOTSTRAP = 0x1000,
+  NCCL_REG = 0x2000,
+  NCCL_PROFILE = 0x4000,
+  NCCL_RAS = 0x8000,
+  NCCL_ALL = ~0
+} ncclDebugLogSubSys;
+
+typedef void (*ncclDebugLogger_t)(ncclDebugLogLevel level, unsigned long flags, const char *file, int line,
+                                  const char *fmt, ...);
+
+// Collective kinds as NCCL numbers them; the tuner sees the first five.
+typedef enum {
+  ncclFuncBroadcast = 0,
+  ncclFuncReduce = 1,
+  ncclFuncAllGather = 2,
+  ncclFuncReduceScatter = 3,
+  ncclFuncAllReduce = 4,
+  ncclFuncSendRecv = 5,
+  ncclFuncSend = 6,
+  ncclFuncRecv = 7
+} ncclFunc_t;
+#endif
+
+// The cost table's axes: collCostTable is float[NCCL_NUM_ALGORITHMS][NCCL_NUM_PROTOCOLS]
+// handed over as float** (cast it back to float (*)[NCCL_NUM_PROTOCOLS]).
+#define NCCL_ALGO_UNDEF -1
+#define NCCL_ALGO_TREE 0
+#define NCCL_ALGO_RING 1
+#define NCCL_ALGO_COLLNET_DIRECT 2
+#define NCCL_ALGO_COLLNET_CHAIN 3
+#define NCCL_ALGO_NVLS 4
+#define NCCL_ALGO_NVLS_TREE 5
+#define NCCL_ALGO_PAT 6
+#define NCCL_NUM_ALGORITHMS 7
+
+#define NCCL_PROTO_UNDEF -1
+#define NCCL_PROTO_LL 0
+#define NCCL_PROTO_LL128 1
+#define NCCL_PROTO_SIMPLE 2
+#define NCCL_NUM_PROTOCOLS 3
+
+// An entry the caller cannot run: leave it alone.
+#define NCCL_ALGO_PROTO_IGNORE -1.0
+
+// Version 5's extra inputs to init.
+#define NCCL_NUM_HW_LINKS 3
+#define NCCL_NUM_COMPCAPS 4
+#define NCCL_NUM_TUNING_SCALES 3
+
+typedef struct {
+  int nNvlDomains;           // NVLink domains (weft: hosts)
+  int minRanksPerNvlDomain;  // fewest ranks in one domain
+  int maxRanksPerNvlDomain;  // most ranks in one domain
+} ncclNvlDomainInfo_v5_t;
+
+typedef struct {
+  double baseLatencies[NCCL_NUM_ALGORITHMS][NCCL_NUM_PROTOCOLS];
+  double hwLatencies[NCCL_NUM_HW_LINKS][NCCL_NUM_ALGORITHMS][NCCL_NUM_PROTOCOLS];
+  double llMaxBws[NCCL_NUM_COMPCAPS][NCCL_NUM_TUNING_SCALES];
+  double perChMaxRingLL128Bws[NCCL_NUM_COMPCAPS][NCCL_NUM_TUNING_SCALES];
+  double perChMaxTreeLL128Bws[NCCL_NUM_COMPCAPS][NCCL_NUM_TUNING_SCALES];
+  double perChMaxTreeBws[NCCL_NUM_COMPCAPS][NCCL_NUM_TUNING_SCALES];
+  double perChMaxNVLSTreeBws[NCCL_NUM_COMPCAPS][NCCL_NUM_TUNING_SCALES];
+} ncclTunerConstants_v5_t;
+
+// Version 5: init takes the communicator id, NVLink-domain facts and
+// NCCL's tuning constants (in/out); the last call is finalize.
+typedef struct {
+  const char *name;
+  ncclResult_t (*init)(void **context, uint64_t commId, size_t nRanks, size_t nNodes, ncclDebugLogger_t logFunction,
+                       ncclNvlDomainInfo_v5_t *nvlDomainInfo, ncclTunerConstants_v5_t *constants);
+  // Lower the cost of the entry to use (0 picks it); set *nChannels or leave it.
+  ncclResult_t (*getCollInfo)(void *context, ncclFunc_t collType, size_t nBytes, int numPipeOps,
+                              float **collCostTable, int numAlgo, int numProto, int regBuff, int *nChannels);
+  ncclResult_t (*finalize)(void *context);
+} ncclTuner_v5_t;
+
+// Version 4: the same calls, a shorter init; the last call is destroy.
+typedef struct {
+  const char *name;
+  ncclResult_t (*init)(size_t nRanks, size_t nNodes, ncclDebugLogger_t logFunction, void **context);
+  ncclResult_t (*getCollInfo)(void *context, ncclFunc_t collType, size_t nBytes, int numPipeOps,
+                              float **collCostTable, int numAlgo, int numProto, int regBuff, int *nChannels);
+  ncclResult_t (*destroy)(void *context);
+} ncclTuner_v4_t;
+
+#define NCCL_TUNER_PLUGIN_SYMBOL_V5 "ncclTunerPlugin_v5"
+#define NCCL_TUNER_PLUGIN_SYMBOL_V4 "ncclTunerPlugin_v4"
+
+#endif
