@@ -18,19 +18,16 @@ KERNEL_OPT ?= $(if $(SAN),,-O3) -fno-trapping-math -fno-math-errno
 VERSION := 0.1.0
 
 XML_CFLAGS := $(shell pkg-config --cflags libxml-2.0 2>/dev/null || echo -I/usr/include/libxml2)
-INCLUDES := -Iinclude -Isrc -Ialgorithms -Itransports -Itopology $(XML_CFLAGS)
+INCLUDES := -Iinclude -Isrc -Ialgorithms -Itransports -Itopology -Iplugins -Iplugins/net -Iplugins/tuner \
+            -Iplugins/profiler $(XML_CFLAGS)
 CFLAGS_BASE := -std=c11 -Wall -Wextra -Werror $(OPT) -g -fPIC -D_GNU_SOURCE -pthread $(SAN)
 LIB_CFLAGS  := $(CFLAGS_BASE) -fvisibility=hidden $(INCLUDES)
 PROG_CFLAGS := $(CFLAGS_BASE) -Iinclude
 LDLIBS      := -pthread -lm -ldl -lhwloc -lxml2 -lnuma
 
 LIB_SRCS := $(wildcard src/*.c) $(wildcard transports/*.c) $(wildcard algorithms/*.c) $(wildcard topology/*.c)
-# --- Tuner and profiler plugin ABIs: their loaders are part of the library.
-TP_PLUGIN_SRCS := plugins/plugin_dl.c $(wildcard plugins/tuner/*.c) $(wildcard plugins/profiler/*.c)
-LIB_SRCS    += $(TP_PLUGIN_SRCS)
-INCLUDES    += -Iplugins -Iplugins/tuner -Iplugins/profiler
-LIB_CFLAGS  += -Iplugins -Iplugins/tuner -Iplugins/profiler
-# ---
+# NCCL plugin ABIs (plugins/): the loaders are part of the library.
+LIB_SRCS += plugins/plugin_dl.c $(wildcard plugins/net/*.c) $(wildcard plugins/tuner/*.c) $(wildcard plugins/profiler/*.c)
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o)
 
 LIB_WEFT := $(BUILD)/lib/libweft.so
@@ -74,8 +71,11 @@ TRAIN_MULTI := $(filter $(BUILD)/tests/multirank/test_trainer%,$(MULTI_BINS))
 
 DEPS_STAMP := $(BUILD)/.deps-ok
 
+# The example NCCL net plugin: its own TCP code and net_abi.h, no libweft.
+NET_EXAMPLE := $(BUILD)/lib/libnccl-net-example.so
+
 .PHONY: all test test-asan test-tsan demo install clean deps docs check-docs fuzz test-fuzz
-all: $(LIB_WEFT) $(LIB_NCCL) $(BUILD)/lib/libnccl.so $(PROGS) $(PAR_LIB) $(BUILD)/bin/weft-parallel-example $(TRAIN_BIN)
+all: $(LIB_WEFT) $(LIB_NCCL) $(BUILD)/lib/libnccl.so $(NET_EXAMPLE) $(PROGS) $(PAR_LIB) $(BUILD)/bin/weft-parallel-example $(TRAIN_BIN)
 
 # Install the Debian packages weft needs, once, if a header is missing.
 $(DEPS_STAMP):
@@ -101,6 +101,10 @@ $(LIB_NCCL): $(LIB_OBJS) src/weft.map
 
 $(BUILD)/lib/libnccl.so: $(LIB_NCCL)
 	ln -sf libnccl.so.2 $@
+
+$(NET_EXAMPLE): $(wildcard plugins/net/example/*.c) $(wildcard plugins/net/example/*.h) plugins/net/net_abi.h
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_BASE) -fvisibility=hidden -Iinclude -Iplugins/net -shared -o $@ $(filter %.c,$^) -pthread
 
 # Programs use the public API through libweft.so ...
 $(BUILD)/bin/weftrun $(BUILD)/bin/weft-demo $(BUILD)/bin/weft-calibrate: $(BUILD)/bin/%: $(LIB_WEFT)
@@ -279,7 +283,7 @@ install: all
 	install -m 755 $(BUILD)/bin/weftrun $(DESTDIR)$(PREFIX)/bin/
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' weft.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/weft.pc
 
-# --- Example tuner and profiler plugins: built from their ABI header alone
+# Example tuner and profiler plugins: built from their ABI header alone
 # (no libweft), as a third party would; `make` puts them in build/lib.
 TP_PLUGIN_EXAMPLES := $(BUILD)/lib/libnccl-tuner-example.so $(BUILD)/lib/libnccl-profiler-example.so
 all: $(TP_PLUGIN_EXAMPLES)
@@ -297,7 +301,6 @@ $(TP_PLUGIN_V4):
 	$(CC) $(CFLAGS_BASE) -DWEFT_EXAMPLE_V4_ONLY -shared -fvisibility=hidden -Iinclude -I$(dir $(filter %.h,$^)) \
 	  -o $@ $(filter %.c,$^)
 $(BUILD)/tests/multirank/test_plugins_tp: $(TP_PLUGIN_EXAMPLES) $(TP_PLUGIN_V4)
-# ---
 
 clean:
 	rm -rf build build-asan $(FUZZ_BUILD) $(TSAN_BUILD)

@@ -9,7 +9,7 @@
  * test() completes. Messages on one communicator arrive in the order they
  * were sent; each carries a 32-bit tag that irecv reports (it does not
  * select). The built-in TCP backend is net_socket.c; NCCL net plugins are
- * adapted onto this interface.
+ * adapted onto this interface (plugins/net/net_plugin_adapt.c).
  */
 #ifndef WEFT_NET_H
 #define WEFT_NET_H
@@ -36,8 +36,10 @@ typedef struct weft_net {
   // Listen on device `dev`; `handle` (WEFT_NET_HANDLE_BYTES) is what a peer
   // passes to connect.
   ncclResult_t (*listen)(int dev, void *handle, void **listen_comm);
-  // Non-blocking: *send_comm stays NULL until the connection is up; call again.
-  // `hello` (hello_len bytes) reaches the accepting side with the connection.
+  // Non-blocking: *send_comm stays NULL until the backend can take messages
+  // for the connection (it may queue them until the connection is up); call
+  // again. `hello` (hello_len bytes) reaches the accepting side with the
+  // connection.
   ncclResult_t (*connect)(int dev, const void *handle, const void *hello, size_t hello_len, void **send_comm);
   // Non-blocking: *recv_comm stays NULL until a connection came in; `hello`
   // receives what the connecting side sent (hello_len bytes exactly).

@@ -1,7 +1,9 @@
 /*
  * net_transport.c — the network transport: connections between ranks that
  * shared memory does not serve (other hosts, or NCCL_SHM_DISABLE=1), over a
- * network backend (net.h; the built-in one is TCP, net_socket.c).
+ * network backend (net.h): the built-in TCP one (net_socket.c) or an NCCL
+ * net plugin (plugins/net/), chosen once per process (NCCL_NET,
+ * NCCL_NET_PLUGIN).
  *
  * The engine sees the same slot FIFOs as with shared memory, here in
  * process memory. A proxy thread per communicator moves them: posted send
@@ -9,7 +11,9 @@
  * slots are kept posted as irecv requests and handed to the engine as
  * messages land, with their length and tag. The proxy polls while there is
  * traffic and otherwise sleeps in epoll on the backend's descriptors and an
- * eventfd the engine writes only when the proxy sleeps.
+ * eventfd the engine writes only when the proxy sleeps (over a backend
+ * without descriptors, such as an NCCL net plugin, it naps from 50 us up to
+ * 1 ms and looks again).
  *
  * Large messages the engine only copies into the user's buffer (RECV,
  * RECV_COPY_SEND) skip the slot: the engine describes the messages it will
@@ -34,6 +38,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <time.h>
@@ -43,11 +48,15 @@
 #include "comm.h"
 #include "env.h"
 #include "net.h"
+#include "net_ib.h"
+#include "net_plugin.h"
 #include "shm.h"
 #include "util.h"
 
 #define HELLO_MAGIC 0x776566742d6e6574ull
 #define PROXY_SLEEP_MS 10  // a sleeping proxy still checks for failures this often
+#define PROXY_NAP_NS 50000 // over a backend without descriptors (plugins), naps grow from this ...
+#define PROXY_POLL_MS 1    // ... to this as the quiet lasts
 
 typedef struct weft_net_state net_state_t;
 
@@ -90,6 +99,7 @@ struct weft_net_state {
   _Atomic int exited;           // the proxy thread has returned
   size_t direct_min;            // WEFT_NET_DIRECT_MIN, 0 when the backend cannot hold
   int epfd, evfd;
+  int no_fds;                   // the backend has no descriptors to wait on: the idle proxy naps
   char (*addr)[64];             // every rank's backend address, for messages
 };
 
@@ -290,11 +300,27 @@ static int comm_failed(const struct ncclComm *comm) {
   return weft_shm_abort_code(comm->shm) != ncclSuccess || atomic_load(&comm->aborted);
 }
 
+// Sleep until the engine or a socket has news: at most PROXY_SLEEP_MS, or
+// over a backend without descriptors a nap that doubles from PROXY_NAP_NS
+// to PROXY_POLL_MS as the quiet lasts (the engine's eventfd still wakes it).
+static void proxy_sleep(const net_state_t *st, int naps) {
+  struct epoll_event ev[16];
+  if (!st->no_fds) {
+    epoll_wait(st->epfd, ev, 16, PROXY_SLEEP_MS);
+    return;
+  }
+  long ns = (long)PROXY_NAP_NS << (naps < 6 ? naps : 6);
+  if (ns > PROXY_POLL_MS * 1000000L) ns = PROXY_POLL_MS * 1000000L;
+  struct timespec ts = {0, ns};
+  if (epoll_pwait2(st->epfd, ev, 16, &ts, NULL) < 0 && errno == ENOSYS) epoll_wait(st->epfd, ev, 16, PROXY_POLL_MS);
+}
+
 static void *proxy_main(void *arg) {
   net_state_t *st = arg;
   struct ncclComm *comm = st->comm;
   weft_debug_set_rank(comm->rank);
   int64_t spin_ns = weft_env_WEFT_SPIN_NS(), idle_since = 0;
+  int naps = 0;  // sleeps since anything moved
   for (;;) {
     if (comm_failed(comm)) {
       fail_all(st, NULL);
@@ -318,6 +344,7 @@ static void *proxy_main(void *arg) {
     }
     if (moved) {
       idle_since = 0;
+      naps = 0;
       continue;
     }
     int64_t now = weft_now_ns();
@@ -335,10 +362,7 @@ static void *proxy_main(void *arg) {
       news = nc->is_send ? atomic_load(&nc->posted) != nc->issued
                          : atomic_load(&nc->consumed) + nc->nslots != nc->issued;
     }
-    if (!news && !atomic_load(&st->stop)) {
-      struct epoll_event ev[16];
-      epoll_wait(st->epfd, ev, 16, PROXY_SLEEP_MS);
-    }
+    if (!news && !atomic_load(&st->stop)) proxy_sleep(st, naps++);
     atomic_store(&st->asleep, 0);
     uint64_t drained;
     while (read(st->evfd, &drained, sizeof(drained)) > 0) {
@@ -357,14 +381,61 @@ static void *proxy_main(void *arg) {
 
 /* ---- set-up and teardown ---- */
 
-static int backend_ok;
-static void backend_init(void) { backend_ok = weft_net_socket.init() == ncclSuccess; }
+// The network backend, chosen and started once per process: NCCL_NET by
+// name ("Socket", "IB" or the plugin's name), else the net plugin when one
+// is loaded (net_plugin.h) and starts, else the built-in socket backend.
+// The verbs backend (net_ib.c) is untested on RDMA hardware, so it is used
+// only when NCCL_NET=IB asks for it.
+static const weft_net_t *chosen_net;
+static ncclResult_t chosen_res;
 
-// The network backend, started once per process.
-static const weft_net_t *backend(void) {
+static void backend_init(void) {
+  const char *want = weft_env_NCCL_NET();
+  const weft_net_t *plugin = weft_net_plugin();
+  const weft_net_t *net = &weft_net_socket;
+  if (want != NULL && want[0] != '\0') {
+    if (plugin != NULL && strcasecmp(want, plugin->name) == 0) {
+      net = plugin;
+    } else if (strcasecmp(want, weft_net_ib.name) == 0) {
+      if (!weft_net_ib_available()) {
+        WARN("NCCL_NET=%s: the ibverbs network is not available here (NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=NET says why)",
+             want);
+        chosen_res = ncclSystemError;
+        return;
+      }
+      net = &weft_net_ib;
+    } else if (strcasecmp(want, weft_net_socket.name) != 0) {
+      WARN("NCCL_NET=%s: no such network; available: %s, %s%s%s", want, weft_net_socket.name, weft_net_ib.name,
+           plugin ? ", " : "", plugin ? plugin->name : "");
+      chosen_res = ncclInvalidArgument;
+      return;
+    }
+  } else if (plugin != NULL) {
+    net = plugin;
+  }
+  if (net == plugin && net->init() != ncclSuccess) {
+    if (want != NULL && want[0] != '\0') {
+      WARN("NCCL_NET=%s: the network plugin could not start", want);
+      chosen_res = ncclSystemError;
+      return;
+    }
+    WARN("NET/Plugin: %s could not start; falling back to the built-in %s network", net->name, weft_net_socket.name);
+    net = &weft_net_socket;
+  }
+  if (net == &weft_net_socket && weft_net_socket.init() != ncclSuccess) {
+    chosen_res = ncclSystemError;
+    return;
+  }
+  chosen_net = net;
+  INFO(WEFT_LOG_INIT | WEFT_LOG_NET, "NET: using network %s", net->name);
+}
+
+// The backend, or NULL with *res saying why.
+static const weft_net_t *backend(ncclResult_t *res) {
   static pthread_once_t once = PTHREAD_ONCE_INIT;
   pthread_once(&once, backend_init);
-  return backend_ok ? &weft_net_socket : NULL;
+  *res = chosen_net != NULL ? ncclSuccess : chosen_res != ncclSuccess ? chosen_res : ncclSystemError;
+  return chosen_net;
 }
 
 static ncclResult_t conn_new(net_state_t *st, int peer, int cls, int is_send, net_conn_t **out) {
@@ -417,47 +488,75 @@ static int uses_net(const struct ncclComm *comm, const net_card_t *cards, int a,
   return a != b && (comm->host_of[a] != comm->host_of[b] || !cards[a].shm_on || !cards[b].shm_on);
 }
 
+// A connection that came in: keep it if it is one of this communicator's.
+static ncclResult_t take_accepted(net_state_t *st, const net_card_t *cards, void *rc, const hello_t *got, int *taken) {
+  struct ncclComm *comm = st->comm;
+  int ok = got->magic == HELLO_MAGIC && memcmp(got->secret, comm->bs.secret, sizeof(got->secret)) == 0 &&
+           got->rank >= 0 && got->rank < comm->nranks && got->cls >= 0 && got->cls < WEFT_NUM_CLASSES &&
+           uses_net(comm, cards, comm->rank, got->rank) && weft_comm_conn(comm, got->cls, 0, got->rank)->tp == NULL;
+  *taken = ok;
+  if (!ok) {
+    INFO(WEFT_LOG_NET, "rank %d: dropped a connection that is not one of this communicator's", comm->rank);
+    st->net->abort_comm(rc);
+    return ncclSuccess;
+  }
+  net_conn_t *nc = NULL;
+  ncclResult_t res = conn_new(st, got->rank, got->cls, 0, &nc);
+  st->conns[st->nconns++] = nc;
+  nc->net_comm = rc;
+  return res;
+}
+
 static ncclResult_t connect_all(net_state_t *st, const net_card_t *cards, void *listen_comm) {
   struct ncclComm *comm = st->comm;
-  int me = comm->rank, expected = 0;
+  int me = comm->rank, expected = 0, accepted = 0, connecting = 0;
   hello_t h = {.magic = HELLO_MAGIC, .rank = me};
   memcpy(h.secret, comm->bs.secret, sizeof(h.secret));
-  // Connect first (the peers' kernels complete these without their help),
-  // then accept what the peers connected.
   for (int p = 0; p < comm->nranks; p++) {
     if (!uses_net(comm, cards, me, p)) continue;
-    for (int cls = 0; cls < WEFT_NUM_CLASSES; cls++) {
+    for (int cls = 0; cls < WEFT_NUM_CLASSES; cls++, expected++, connecting++) {
       net_conn_t *nc = NULL;
       ncclResult_t res = conn_new(st, p, cls, 1, &nc);
       st->conns[st->nconns++] = nc;
       WEFTCHECK(res);
-      h.cls = cls;
-      res = st->net->connect(0, cards[p].handle, &h, sizeof(h), &nc->net_comm);
-      if (res != ncclSuccess) {
-        WARN("rank %d: could not connect to rank %d at %s", me, p, cards[p].addr);
-        return res;
-      }
-      expected++;
     }
   }
-  for (int n = 0; n < expected; n++) {
-    void *rc = NULL;
-    hello_t got;
-    WEFTCHECK(st->net->accept(listen_comm, &got, sizeof(got), &rc));
-    int ok = got.magic == HELLO_MAGIC && memcmp(got.secret, comm->bs.secret, sizeof(got.secret)) == 0 &&
-             got.rank >= 0 && got.rank < comm->nranks && got.cls >= 0 && got.cls < WEFT_NUM_CLASSES &&
-             uses_net(comm, cards, me, got.rank) && weft_comm_conn(comm, got.cls, 0, got.rank)->tp == NULL;
-    if (!ok) {
-      INFO(WEFT_LOG_NET, "rank %d: dropped a connection that is not one of this communicator's", me);
-      st->net->abort_comm(rc);
-      n--;
-      continue;
+  // Connect and accept until every connection is up: backends may finish
+  // either step on a later call (the socket backend finishes connects at
+  // once and blocks in accept; plugins never block).
+  int64_t tmo = weft_timeout_ms(), end = tmo > 0 ? weft_now_ms() + tmo : -1;
+  while (connecting > 0 || accepted < expected) {
+    int moved = 0;
+    for (int i = 0; i < st->nconns && connecting > 0; i++) {
+      net_conn_t *nc = st->conns[i];
+      if (!nc->is_send || nc->net_comm != NULL) continue;
+      h.cls = nc->cls;
+      ncclResult_t res = st->net->connect(0, cards[nc->peer].handle, &h, sizeof(h), &nc->net_comm);
+      if (res != ncclSuccess) {
+        WARN("rank %d: could not connect to rank %d at %s", me, nc->peer, cards[nc->peer].addr);
+        return res;
+      }
+      if (nc->net_comm != NULL) connecting--, moved = 1;
     }
-    net_conn_t *nc = NULL;
-    ncclResult_t res = conn_new(st, got.rank, got.cls, 0, &nc);
-    st->conns[st->nconns++] = nc;
-    nc->net_comm = rc;
-    WEFTCHECK(res);
+    if (accepted < expected) {
+      void *rc = NULL;
+      hello_t got;
+      WEFTCHECK(st->net->accept(listen_comm, &got, sizeof(got), &rc));
+      if (rc != NULL) {
+        int taken = 0;
+        WEFTCHECK(take_accepted(st, cards, rc, &got, &taken));
+        accepted += taken;
+        moved = 1;
+      }
+    }
+    if (moved) continue;
+    if (end >= 0 && weft_now_ms() > end) {
+      WARN("rank %d: %d network connections still not up after WEFT_TIMEOUT=%" PRId64 " s", me,
+           connecting + expected - accepted, tmo / 1000);
+      return ncclRemoteError;
+    }
+    struct timespec ts = {0, 200000};  // a plugin's connection is on its way
+    nanosleep(&ts, NULL);
   }
   return ncclSuccess;
 }
@@ -473,6 +572,7 @@ static ncclResult_t start_proxy(net_state_t *st) {
   if (epoll_ctl(st->epfd, EPOLL_CTL_ADD, st->evfd, &ev) != 0) return ncclSystemError;
   for (int i = 0; i < st->nconns; i++) {
     int fd = st->net->poll_fd(st->conns[i]->net_comm);
+    if (fd < 0) st->no_fds = 1;  // nothing to wait on: look again soon
     if (fd >= 0 && epoll_ctl(st->epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
       WARN("net transport: epoll_ctl: %s", strerror(errno));
       return ncclSystemError;
@@ -494,6 +594,7 @@ ncclResult_t weft_net_setup(struct ncclComm *comm) {
   ncclResult_t res = ncclSuccess;
   void *listen_comm = NULL;
   net_state_t *st = NULL;
+  const weft_net_t *net = NULL;
   // Round 1: who keeps shared memory on. Same host, different minds: refuse.
   cards[me].shm_on = weft_env_NCCL_SHM_DISABLE() == 0;
   WEFTCHECKGOTO(weft_bootstrap_allgather(&comm->bs, cards, sizeof(*cards)), res, out);
@@ -507,13 +608,14 @@ ncclResult_t weft_net_setup(struct ncclComm *comm) {
     }
     for (int q = 0; q < n && !any; q++) any = uses_net(comm, cards, p, q);
   }
+  // NCCL_NET names a network: check it even where shared memory serves every pair.
+  if (weft_env_NCCL_NET() != NULL && backend(&res) == NULL) goto out;
   if (!any) goto out;  // every pair is on shared memory
 
   // Round 2: every rank listens and publishes its handle.
-  const weft_net_t *net = backend();
+  net = backend(&res);
   if (net == NULL) {
-    WARN("rank %d: ranks on other hosts need the network, and the socket backend could not start", me);
-    res = ncclSystemError;
+    WARN("rank %d: ranks on other hosts need the network, and no network backend could start", me);
     goto out;
   }
   weft_net_props_t props;
@@ -539,7 +641,7 @@ ncclResult_t weft_net_setup(struct ncclComm *comm) {
        props.addr);
   WEFTCHECKGOTO(start_proxy(st), res, out);
 out:
-  if (listen_comm != NULL) weft_net_socket.close_listen(listen_comm);
+  if (listen_comm != NULL) net->close_listen(listen_comm);
   free(cards);
   return res;
 }

@@ -5,7 +5,7 @@
  * its ncclTunerPlugin_v5 (else _v4) is initialised once per communicator.
  * For every AllReduce, Broadcast, Reduce, AllGather and ReduceScatter weft
  * then fills NCCL's algorithm x protocol cost table from its own cost model
- * (the mapping is in tuner_plugin.c and docs/plugins_tuner_profiler.md;
+ * (the mapping is in tuner_plugin.c and docs/plugins.md;
  * entries weft cannot run, or NCCL_ALGO excludes, are -1), lets the plugin
  * edit it, and runs the algorithm of the cheapest entry. A plugin that
  * leaves the table as it was, or fails the call, leaves weft's own choice.

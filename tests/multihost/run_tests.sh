@@ -9,7 +9,8 @@
 #     ranks, 4 x 1 and 3 x 3, with the tuner's choice and with each forced
 #     NCCL_ALGO on the collectives it changes;
 #   - in net mode, large messages received straight into user buffers, and
-#     the same sweep with that off;
+#     the same sweep with that off; and a 2x2 sweep over the example NCCL
+#     net plugin (NCCL_NET_PLUGIN=example);
 #   - shaped links (tc netem delay + loss where the kernel has netem,
 #     delay_hub's delay + loss otherwise, tc tbf rate where neither works);
 #   - the tuner over a calibrated 2 ms link (delay_hub): not the ring for an
@@ -105,6 +106,23 @@ inside() {  # log results
         bad "conformance 2x2 with WEFT_NET_DIRECT_MIN=$direct: exit $rc, $straight messages straight into user buffers"
       fi
     done
+  fi
+
+  # Between hosts over an NCCL net plugin instead of the built-in sockets:
+  # the example plugin (plugins/net/example/) through weft's adapter.
+  if [ "$mode" = net ]; then
+    start=$SECONDS
+    out=$(NCCL_NET_PLUGIN=example NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET "$here/run_job.sh" -l 2x2 \
+      -t "$job_limit" -- "$rank_prog" -c allgather,broadcast,sendrecv,allreduce 2>&1)
+    rc=$?
+    echo "$out" >>"$log"
+    local used
+    used=$(grep -c 'NET: using network example' <<<"$out")
+    if [ "$rc" -eq 0 ] && [ "$used" -eq 4 ]; then
+      ok "conformance 2x2 over the example net plugin (NCCL_NET_PLUGIN=example) ($((SECONDS - start)) s)"
+    else
+      bad "conformance 2x2 over the example net plugin: exit $rc, $used of 4 ranks used it"
+    fi
   fi
 
   # A failing rank on host 2 fails the job at once, with its status.

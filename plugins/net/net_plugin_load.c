@@ -1,0 +1,152 @@
+/*
+ * net_plugin_load.c — finding, opening and binding an NCCL net plugin.
+ *
+ * NCCL_NET_PLUGIN names the plugin as NCCL 2.28 reads it: the value is
+ * tried as a file or soname, then (unless it is a path or already a
+ * lib*.so name) as libnccl-net-<value>.so; unset, libnccl-net.so is tried
+ * and its absence is not worth a warning; "none" loads nothing. Each file
+ * name without a '/' is looked up by dlopen's usual search and then beside
+ * libweft itself, so a plugin installed next to libnccl.so.2 needs no
+ * LD_LIBRARY_PATH. The newest of ncclNetPlugin_v11 ... _v8 found is bound
+ * (WEFT_NET_PLUGIN_VERSION caps it, for tests). Once per process.
+ * A plugin that cannot be loaded leaves a WARN; the caller falls back to
+ * the built-in socket backend.
+ */
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "debug.h"
+#include "env.h"
+#include "net_plugin.h"
+
+#define MAX_VERSION 11
+#define MIN_VERSION 8
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static weft_plugin_ops_t ops;
+static const weft_net_t *bound;
+static char bound_path[512];
+
+void weft_net_plugin_props(weft_plugin_props_t *out, const char *name, int ptr_support, int speed, size_t max_bytes) {
+  memset(out, 0, sizeof(*out));
+  snprintf(out->name, sizeof(out->name), "%s", name != NULL ? name : "?");
+  out->ptr_support = ptr_support;
+  out->speed = speed > 0 ? speed : 0;
+  out->max_bytes = max_bytes > 0 ? max_bytes : (size_t)-1;
+}
+
+void weft_net_plugin_log(int level, unsigned long flags, const char *file, int line, const char *fmt, ...) {
+  // NCCL's levels are weft's; an "abort" line is a warning here.
+  int lvl = level == WEFT_LEVEL_ABORT ? WEFT_LEVEL_WARN : level;
+  if (lvl <= WEFT_LEVEL_VERSION || fmt == NULL) return;
+  uint64_t subsys = lvl == WEFT_LEVEL_WARN ? (uint64_t)WEFT_LOG_ALL : flags != 0 ? (uint64_t)flags : WEFT_LOG_NET;
+  if (lvl != WEFT_LEVEL_WARN && !WEFT_LOG_ENABLED(lvl, subsys)) return;
+  char text[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(text, sizeof(text), fmt, ap);
+  va_end(ap);
+  weft_debug_log(lvl, subsys, file != NULL ? file : "plugin", line, "%s", text);
+}
+
+// dlopen `file`, and if that fails and it has no '/', the same name in the
+// directory weft was loaded from. Returns the handle, or NULL with why.
+static void *open_file(const char *file, char *why, size_t why_len) {
+  void *dl = dlopen(file, RTLD_NOW | RTLD_LOCAL);
+  if (dl != NULL) {
+    snprintf(bound_path, sizeof(bound_path), "%s", file);
+    return dl;
+  }
+  snprintf(why, why_len, "%s", dlerror());
+  Dl_info self;
+  if (strchr(file, '/') != NULL || dladdr((void *)weft_net_plugin_load, &self) == 0 || self.dli_fname == NULL)
+    return NULL;
+  const char *slash = strrchr(self.dli_fname, '/');
+  if (slash == NULL) return NULL;
+  char path[512];
+  snprintf(path, sizeof(path), "%.*s/%s", (int)(slash - self.dli_fname), self.dli_fname, file);
+  dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (dl != NULL) snprintf(bound_path, sizeof(bound_path), "%s", path);
+  else dlerror();  // keep the first, more telling error
+  return dl;
+}
+
+// The file names NCCL_NET_PLUGIN=name stands for (NULL: the default).
+static int candidates(const char *name, char out[2][256]) {
+  if (name == NULL || name[0] == '\0') {
+    snprintf(out[0], sizeof(out[0]), "libnccl-net.so");
+    return 1;
+  }
+  snprintf(out[0], sizeof(out[0]), "%s", name);
+  size_t len = strlen(name);
+  int is_lib = strncmp(name, "lib", 3) == 0 && len >= 3 && strcmp(name + len - 3, ".so") == 0;
+  if (strchr(name, '/') != NULL || is_lib) return 1;
+  snprintf(out[1], sizeof(out[1]), "libnccl-net-%s.so", name);
+  return 2;
+}
+
+static const weft_net_t *load(const char *name, int max_version) {
+  char files[2][256], why[2][512] = {{0}};
+  int n = candidates(name, files), quiet = name == NULL || name[0] == '\0';
+  void *dl = NULL;
+  for (int i = 0; i < n && dl == NULL; i++) dl = open_file(files[i], why[i], sizeof(why[i]));
+  if (dl == NULL) {
+    if (quiet) {
+      INFO(WEFT_LOG_INIT | WEFT_LOG_NET, "NET/Plugin: no %s; using the built-in network", files[0]);
+    } else {
+      WARN("NET/Plugin: NCCL_NET_PLUGIN=%s: could not load %s%s%s (%s%s%s); falling back to the built-in Socket "
+           "network",
+           name, files[0], n > 1 ? " or " : "", n > 1 ? files[1] : "", why[0], n > 1 ? "; " : "",
+           n > 1 ? why[1] : "");
+    }
+    return NULL;
+  }
+  int top = max_version >= MIN_VERSION && max_version < MAX_VERSION ? max_version : MAX_VERSION;
+  int (*const bind[])(void *, weft_plugin_ops_t *) = {weft_net_plugin_bind_v8, weft_net_plugin_bind_v9,
+                                                      weft_net_plugin_bind_v10, weft_net_plugin_bind_v11};
+  int ok = 0;
+  for (int v = top; v >= MIN_VERSION && !ok; v--) ok = bind[v - MIN_VERSION](dl, &ops);
+  if (!ok || ops.name == NULL) {
+    WARN("NET/Plugin: %s exports none of ncclNetPlugin_v%d ... ncclNetPlugin_v%d; falling back to the built-in Socket "
+         "network", bound_path, top, MIN_VERSION);
+    dlclose(dl);
+    return NULL;
+  }
+  INFO(WEFT_LOG_INIT | WEFT_LOG_NET, "NET/Plugin: loaded %s: network %s, ABI v%d", bound_path, ops.name, ops.version);
+  return weft_net_plugin_adapt(&ops);  // the library stays open for the process's life
+}
+
+const weft_net_t *weft_net_plugin_load(const char *name, int max_version) {
+  pthread_mutex_lock(&lock);
+  if (bound == NULL) bound = load(name, max_version);
+  const weft_net_t *net = bound;
+  pthread_mutex_unlock(&lock);
+  return net;
+}
+
+static const weft_net_t *chosen;
+static void choose(void) {
+  const char *name = weft_env_NCCL_NET_PLUGIN();
+  if (name != NULL && strcasecmp(name, "none") == 0) {
+    INFO(WEFT_LOG_INIT | WEFT_LOG_NET, "NET/Plugin: NCCL_NET_PLUGIN=none: no plugin");
+    return;
+  }
+  chosen = weft_net_plugin_load(name, (int)weft_env_WEFT_NET_PLUGIN_VERSION());
+}
+
+const weft_net_t *weft_net_plugin(void) {
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  pthread_once(&once, choose);
+  return chosen;
+}
+
+int weft_net_plugin_version(void) {
+  pthread_mutex_lock(&lock);
+  int v = bound != NULL ? ops.version : 0;
+  pthread_mutex_unlock(&lock);
+  return v;
+}
