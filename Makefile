@@ -287,18 +287,18 @@ install: all
 # (no libweft), as a third party would; `make` puts them in build/lib.
 TP_PLUGIN_EXAMPLES := $(BUILD)/lib/libnccl-tuner-example.so $(BUILD)/lib/libnccl-profiler-example.so
 all: $(TP_PLUGIN_EXAMPLES)
-$(BUILD)/lib/libnccl-tuner-example.so: plugins/tuner/example/tuner_example.c plugins/tuner/tuner_abi.h
-$(BUILD)/lib/libnccl-profiler-example.so: plugins/profiler/example/profiler_example.c plugins/profiler/profiler_abi.h
+$(BUILD)/lib/libnccl-tuner-example.so: plugins/tuner/example/tuner_example.c plugins/tuner/tuner_abi.h plugins/plugin_log_abi.h
+$(BUILD)/lib/libnccl-profiler-example.so: plugins/profiler/example/profiler_example.c plugins/profiler/profiler_abi.h plugins/plugin_log_abi.h
 $(TP_PLUGIN_EXAMPLES):
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS_BASE) -shared -fvisibility=hidden -Iinclude -I$(dir $(filter %.h,$^)) -o $@ $(filter %.c,$^)
+	$(CC) $(CFLAGS_BASE) -shared -fvisibility=hidden -Iinclude -I$(dir $(firstword $(filter %.h,$^))) -o $@ $(filter %.c,$^)
 # The same examples exporting only their v4 symbol, for the v4 loaders' test.
 TP_PLUGIN_V4 := $(BUILD)/tests/plugins/libnccl-tuner-v4only.so $(BUILD)/tests/plugins/libnccl-profiler-v4only.so
-$(BUILD)/tests/plugins/libnccl-tuner-v4only.so: plugins/tuner/example/tuner_example.c plugins/tuner/tuner_abi.h
-$(BUILD)/tests/plugins/libnccl-profiler-v4only.so: plugins/profiler/example/profiler_example.c plugins/profiler/profiler_abi.h
+$(BUILD)/tests/plugins/libnccl-tuner-v4only.so: plugins/tuner/example/tuner_example.c plugins/tuner/tuner_abi.h plugins/plugin_log_abi.h
+$(BUILD)/tests/plugins/libnccl-profiler-v4only.so: plugins/profiler/example/profiler_example.c plugins/profiler/profiler_abi.h plugins/plugin_log_abi.h
 $(TP_PLUGIN_V4):
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS_BASE) -DWEFT_EXAMPLE_V4_ONLY -shared -fvisibility=hidden -Iinclude -I$(dir $(filter %.h,$^)) \
+	$(CC) $(CFLAGS_BASE) -DWEFT_EXAMPLE_V4_ONLY -shared -fvisibility=hidden -Iinclude -I$(dir $(firstword $(filter %.h,$^))) \
 	  -o $@ $(filter %.c,$^)
 $(BUILD)/tests/multirank/test_plugins_tp: $(TP_PLUGIN_EXAMPLES) $(TP_PLUGIN_V4)
 

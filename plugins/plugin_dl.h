@@ -1,24 +1,27 @@
 /*
- * plugin_dl.h — finding and opening NCCL-style plugin libraries (tuner,
- * profiler), and the logger weft hands to them.
+ * plugin_dl.h — finding and opening NCCL-style plugin libraries (net,
+ * tuner, profiler), and the logger weft hands to tuners and profilers.
  *
- * NCCL's naming scheme: the variable (NCCL_TUNER_PLUGIN, NCCL_PROFILER_PLUGIN)
- * holds a name NAME, opened as libnccl-KIND-NAME.so and then as NAME itself;
- * a value with a '/' or ".so" is a path or soname, opened as given. Unset,
- * libnccl-KIND.so is tried quietly; "none" (any case) disables the plugin.
+ * NCCL's naming scheme: the variable (NCCL_NET_PLUGIN, NCCL_TUNER_PLUGIN,
+ * NCCL_PROFILER_PLUGIN) holds NAME, opened as given and then as
+ * libnccl-KIND-NAME.so; a path or a lib*.so name is opened as given only.
+ * Unset, libnccl-KIND.so is tried quietly; "none" (any case) disables it.
  * A name that dlopen's search does not find is also looked for in the
  * directory libweft itself was loaded from.
  */
 #ifndef WEFT_PLUGIN_DL_H
 #define WEFT_PLUGIN_DL_H
 
-#include "tuner/tuner_abi.h"  // ncclDebugLogger_t and its levels
+#include <stddef.h>
 
-// Opens the plugin library of `kind` ("tuner", "profiler") as `value` (the
-// variable's value, NULL when unset) asks. Returns the dlopen handle, or
-// NULL: disabled, or not found (WARN when the variable named a plugin,
-// INFO otherwise). *named tells whether the variable named one.
-void *weft_plugin_open(const char *kind, const char *value, int *named);
+#include "plugin_log_abi.h"  // ncclDebugLogger_t and its levels
+
+// Opens the plugin library of `kind` ("net", "tuner", "profiler") as `value`
+// (the variable's value, NULL when unset) asks. Returns the dlopen handle,
+// or NULL: disabled, or not found (WARN naming the files tried when the
+// variable named a plugin, INFO otherwise). *named tells whether the
+// variable named one; `path` (may be NULL) gets the file that opened.
+void *weft_plugin_open(const char *kind, const char *value, int *named, char *path, size_t pathlen);
 
 // Looks up the first of `symbols` (NULL-terminated) the library exports;
 // *which gets its index. NULL when none is there.

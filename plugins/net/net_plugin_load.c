@@ -1,13 +1,10 @@
 /*
  * net_plugin_load.c — finding, opening and binding an NCCL net plugin.
  *
- * NCCL_NET_PLUGIN names the plugin as NCCL 2.28 reads it: the value is
- * tried as a file or soname, then (unless it is a path or already a
- * lib*.so name) as libnccl-net-<value>.so; unset, libnccl-net.so is tried
- * and its absence is not worth a warning; "none" loads nothing. Each file
- * name without a '/' is looked up by dlopen's usual search and then beside
- * libweft itself, so a plugin installed next to libnccl.so.2 needs no
- * LD_LIBRARY_PATH. The newest of ncclNetPlugin_v11 ... _v8 found is bound
+ * NCCL_NET_PLUGIN names the plugin as NCCL 2.28 reads it (plugin_dl.h:
+ * the value as a file or soname, then libnccl-net-<value>.so; unset,
+ * libnccl-net.so quietly; "none" loads nothing; a name is also looked for
+ * beside libweft). The newest of ncclNetPlugin_v11 ... _v8 found is bound
  * (WEFT_NET_PLUGIN_VERSION caps it, for tests). Once per process.
  * A plugin that cannot be loaded leaves a WARN; the caller falls back to
  * the built-in socket backend.
@@ -22,6 +19,7 @@
 #include "debug.h"
 #include "env.h"
 #include "net_plugin.h"
+#include "plugin_dl.h"
 
 #define MAX_VERSION 11
 #define MIN_VERSION 8
@@ -53,58 +51,10 @@ void weft_net_plugin_log(int level, unsigned long flags, const char *file, int l
   weft_debug_log(lvl, subsys, file != NULL ? file : "plugin", line, "%s", text);
 }
 
-// dlopen `file`, and if that fails and it has no '/', the same name in the
-// directory weft was loaded from. Returns the handle, or NULL with why.
-static void *open_file(const char *file, char *why, size_t why_len) {
-  void *dl = dlopen(file, RTLD_NOW | RTLD_LOCAL);
-  if (dl != NULL) {
-    snprintf(bound_path, sizeof(bound_path), "%s", file);
-    return dl;
-  }
-  snprintf(why, why_len, "%s", dlerror());
-  Dl_info self;
-  if (strchr(file, '/') != NULL || dladdr((void *)weft_net_plugin_load, &self) == 0 || self.dli_fname == NULL)
-    return NULL;
-  const char *slash = strrchr(self.dli_fname, '/');
-  if (slash == NULL) return NULL;
-  char path[512];
-  snprintf(path, sizeof(path), "%.*s/%s", (int)(slash - self.dli_fname), self.dli_fname, file);
-  dl = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-  if (dl != NULL) snprintf(bound_path, sizeof(bound_path), "%s", path);
-  else dlerror();  // keep the first, more telling error
-  return dl;
-}
-
-// The file names NCCL_NET_PLUGIN=name stands for (NULL: the default).
-static int candidates(const char *name, char out[2][256]) {
-  if (name == NULL || name[0] == '\0') {
-    snprintf(out[0], sizeof(out[0]), "libnccl-net.so");
-    return 1;
-  }
-  snprintf(out[0], sizeof(out[0]), "%s", name);
-  size_t len = strlen(name);
-  int is_lib = strncmp(name, "lib", 3) == 0 && len >= 3 && strcmp(name + len - 3, ".so") == 0;
-  if (strchr(name, '/') != NULL || is_lib) return 1;
-  snprintf(out[1], sizeof(out[1]), "libnccl-net-%s.so", name);
-  return 2;
-}
-
 static const weft_net_t *load(const char *name, int max_version) {
-  char files[2][256], why[2][512] = {{0}};
-  int n = candidates(name, files), quiet = name == NULL || name[0] == '\0';
-  void *dl = NULL;
-  for (int i = 0; i < n && dl == NULL; i++) dl = open_file(files[i], why[i], sizeof(why[i]));
-  if (dl == NULL) {
-    if (quiet) {
-      INFO(WEFT_LOG_INIT | WEFT_LOG_NET, "NET/Plugin: no %s; using the built-in network", files[0]);
-    } else {
-      WARN("NET/Plugin: NCCL_NET_PLUGIN=%s: could not load %s%s%s (%s%s%s); falling back to the built-in Socket "
-           "network",
-           name, files[0], n > 1 ? " or " : "", n > 1 ? files[1] : "", why[0], n > 1 ? "; " : "",
-           n > 1 ? why[1] : "");
-    }
-    return NULL;
-  }
+  int named;
+  void *dl = weft_plugin_open("net", name, &named, bound_path, sizeof(bound_path));
+  if (dl == NULL) return NULL;
   int top = max_version >= MIN_VERSION && max_version < MAX_VERSION ? max_version : MAX_VERSION;
   int (*const bind[])(void *, weft_plugin_ops_t *) = {weft_net_plugin_bind_v8, weft_net_plugin_bind_v9,
                                                       weft_net_plugin_bind_v10, weft_net_plugin_bind_v11};

@@ -54,7 +54,7 @@ static const ncclProfiler_v4_t *lib_v4;
 
 static void load(void) {
   int named = 0;
-  void *lib = weft_plugin_open("profiler", weft_env_NCCL_PROFILER_PLUGIN(), &named);
+  void *lib = weft_plugin_open("profiler", weft_env_NCCL_PROFILER_PLUGIN(), &named, NULL, 0);
   if (lib == NULL) return;
   static const char *const symbols[] = {NCCL_PROFILER_PLUGIN_SYMBOL_V5, NCCL_PROFILER_PLUGIN_SYMBOL_V4, NULL};
   int which = -1;

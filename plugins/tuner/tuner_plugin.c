@@ -80,7 +80,7 @@ static const ncclTuner_v4_t *lib_v4;
 
 static void load(void) {
   int named = 0;
-  void *lib = weft_plugin_open("tuner", weft_env_NCCL_TUNER_PLUGIN(), &named);
+  void *lib = weft_plugin_open("tuner", weft_env_NCCL_TUNER_PLUGIN(), &named, NULL, 0);
   if (lib == NULL) return;
   static const char *const symbols[] = {NCCL_TUNER_PLUGIN_SYMBOL_V5, NCCL_TUNER_PLUGIN_SYMBOL_V4, NULL};
   int which = -1;

@@ -18,6 +18,7 @@
 #ifndef WEFT_TEST_HARNESS_H
 #define WEFT_TEST_HARNESS_H
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
@@ -26,8 +27,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netinet/in.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -62,6 +65,18 @@ static inline void weft_test_env_timeout(int seconds) {
   snprintf(text, sizeof(text), "%d", seconds);
   weft_test_env_defaults();
   setenv("WEFT_TIMEOUT", text, 1);
+}
+
+// A TCP port that was free a moment ago on 127.0.0.1 (-1 if none).
+static inline int weft_test_free_port(void) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = 0};
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(sa);
+  int ok = fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
+           getsockname(fd, (struct sockaddr *)&sa, &len) == 0;
+  if (fd >= 0) close(fd);
+  return ok ? ntohs(sa.sin_port) : -1;
 }
 
 static inline void weft_test_sleep_ms(int ms) {

@@ -19,6 +19,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "harness.h"
+
 enum { STEPS = 20, BATCH = 2, GLOBAL_MICRO = 8 };
 
 static const char *build_dir(void) {
@@ -127,7 +129,9 @@ Test(trainer_layouts, pp2_dp4_zero3, .timeout = 240) { expect_same("pp2 dp4 zero
 // Launched the way torchrun and Slurm launch ranks (environment variables
 // and a rendezvous at MASTER_ADDR:MASTER_PORT) instead of weftrun: DP2
 // learns like one rank.
-static void env_launched(const char *rank_var, const char *size_var, int port) {
+static void env_launched(const char *rank_var, const char *size_var) {
+  int port = weft_test_free_port() - 1;  // + WEFT_MASTER_PORT_OFFSET (1): the free one
+  cr_assert(port > 0);
   char csv[] = "/tmp/weft-train-env-XXXXXX";
   int fd = mkstemp(csv);
   cr_assert(fd >= 0);
@@ -138,7 +142,8 @@ static void env_launched(const char *rank_var, const char *size_var, int port) {
            "flags='--dp 2 --steps %d --batch %d --grad-accum %d --warmup 0 --lr 3e-3 --clip 0.5 --eval-every 0 "
            "--eval-batches 1 --eval-problems 8 --seq 16 --layers 4 --hidden 32 --heads 8 --ffn 64'; "
            "%s=1 timeout 120 %s/bin/weft-train $flags >/dev/null 2>&1 & "
-           "%s=0 timeout 120 %s/bin/weft-train $flags --log %s >/dev/null 2>&1; a=$?; wait $!; b=$?; "
+           "%s=0 timeout 120 %s/bin/weft-train $flags --log %s >/dev/null 2>&1; a=$?; "
+           "[ $a -eq 0 ] || kill $! 2>/dev/null; wait $!; b=$?; "
            "[ $a -eq 0 ] && [ $b -eq 0 ]",
            port, size_var, STEPS, BATCH, GLOBAL_MICRO / 2, rank_var, build_dir(), rank_var, build_dir(), csv);
   cr_assert_eq(system(cmd), 0, "failed: %s", cmd);
@@ -159,10 +164,10 @@ static void env_launched(const char *rank_var, const char *size_var, int port) {
   cr_expect_eq(n, STEPS);
 }
 Test(trainer_layouts, torchrun_environment, .timeout = 240) {
-  env_launched("RANK", "WORLD_SIZE", 20000 + getpid() % 20000);
+  env_launched("RANK", "WORLD_SIZE");
 }
 Test(trainer_layouts, slurm_environment, .timeout = 240) {
-  env_launched("SLURM_PROCID", "SLURM_NTASKS", 20000 + (getpid() + 7919) % 20000);
+  env_launched("SLURM_PROCID", "SLURM_NTASKS");
 }
 
 // Bad input is refused with a message and exit code 2, never a crash.

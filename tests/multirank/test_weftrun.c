@@ -27,6 +27,7 @@
 
 #include "nccl.h"
 #include "weft.h"
+#include "harness.h"
 
 #define MAX_ARGS 32
 
@@ -140,17 +141,10 @@ static void assert_gone(pid_t pid, int rank) {
             (int)pid);
 }
 
-// A TCP port that was free a moment ago on 127.0.0.1.
 static int free_port(void) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  cr_assert(fd >= 0);
-  struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = 0};
-  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(sa);
-  cr_assert(bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0, "bind: %s", strerror(errno));
-  cr_assert(getsockname(fd, (struct sockaddr *)&sa, &len) == 0);
-  close(fd);
-  return ntohs(sa.sin_port);
+  int port = weft_test_free_port();
+  cr_assert(port > 0, "no free port: %s", strerror(errno));
+  return port;
 }
 
 // weftrun -t 60 [extra...] -n N prog [args...]; returns the exit status.
