@@ -67,16 +67,23 @@ static inline void weft_test_env_timeout(int seconds) {
   setenv("WEFT_TIMEOUT", text, 1);
 }
 
-// A TCP port that was free a moment ago on 127.0.0.1 (-1 if none).
+// A TCP port free on 127.0.0.1 a moment ago (-1 if none), below the
+// kernel's ephemeral range (32768 up by default), so no outgoing
+// connection takes it in the meantime; the start is spread by pid and time
+// so tests running side by side pick different ones.
 static inline int weft_test_free_port(void) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = 0};
-  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(sa);
-  int ok = fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
-           getsockname(fd, (struct sockaddr *)&sa, &len) == 0;
-  if (fd >= 0) close(fd);
-  return ok ? ntohs(sa.sin_port) : -1;
+  int span = 12000, start = (int)(((unsigned)getpid() * 7919u + (unsigned)time(NULL)) % (unsigned)span);
+  for (int i = 0; i < span; i++) {
+    int port = 20000 + (start + i) % span;
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return -1;
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    int ok = bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
+    close(fd);
+    if (ok) return port;
+  }
+  return -1;
 }
 
 static inline void weft_test_sleep_ms(int ms) {

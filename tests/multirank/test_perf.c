@@ -21,6 +21,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "harness.h"
+
 #define RUN_LIMIT_S 40
 #define MAX_ARGS 40
 
@@ -335,15 +337,12 @@ Test(perf, bad_flags_are_refused, .timeout = 60) {
 Test(perf, launcher_environment_one_rank_per_process, .timeout = 60) {
   char path[512];
   bin_path(path, sizeof(path), "all_reduce_perf");
-  // A free loopback port for the rendezvous.
-  int sock = socket(AF_INET, SOCK_STREAM, 0);
-  struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-  socklen_t alen = sizeof(addr);
-  cr_assert(sock >= 0 && bind(sock, (struct sockaddr *)&addr, sizeof(addr)) == 0 &&
-            getsockname(sock, (struct sockaddr *)&addr, &alen) == 0);
-  close(sock);
+  // A free loopback port for the rendezvous: weft listens on MASTER_PORT +
+  // WEFT_MASTER_PORT_OFFSET (1).
+  int free_port = weft_test_free_port();
+  cr_assert(free_port > 0, "no free port");
   char port[16];
-  snprintf(port, sizeof(port), "%d", ntohs(addr.sin_port));
+  snprintf(port, sizeof(port), "%d", free_port - 1);
   pid_t pids[2];
   char outs[2][40];
   for (int r = 0; r < 2; r++) {
