@@ -25,8 +25,8 @@ void report_step(report_t *r, int step, const step_result_t *s);
 void report_eval(report_t *r, int step, const eval_result_t *e);
 void report_close(report_t *r);
 
-// Measured single-precision GEMM rate of this process (FLOP/s), the
-// denominator of the MFU estimate.
+// Measured single-precision GEMM rate of this process (FLOP/s; the best of
+// ten short windows), the denominator of the MFU estimate.
 double report_measure_peak(void);
 
 #endif  // WEFT_TRAINER_REPORT_H
