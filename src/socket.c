@@ -30,6 +30,7 @@
 
 #include "debug.h"
 #include "env.h"
+#include "util.h"
 
 #define WEFT_LISTEN_BACKLOG 1024
 #define WEFT_CONNECT_BACKOFF_MIN_MS 10
@@ -421,6 +422,18 @@ ncclResult_t weft_socket_accept(int listen_fd, int timeout_ms, int *fd, weft_soc
       WARN("accept on fd %d failed: %s", listen_fd, strerror(errno));
       return ncclSystemError;
     }
+  }
+}
+
+ncclResult_t weft_socket_accept_by(int listen_fd, int64_t end_ms, const char *who, int *fd, weft_sockaddr_t *peer) {
+  for (;;) {
+    int left = end_ms < 0 ? 1000 : (int)(end_ms - weft_now_ms());
+    if (end_ms >= 0 && left <= 0) {
+      WARN("%s: no connection arrived within WEFT_TIMEOUT=%lld s", who, (long long)weft_timeout_ms() / 1000);
+      return ncclRemoteError;
+    }
+    ncclResult_t res = weft_socket_accept(listen_fd, left, fd, peer);
+    if (res != ncclInProgress) return res;
   }
 }
 

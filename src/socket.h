@@ -47,6 +47,9 @@ ncclResult_t weft_socket_connect(const weft_sockaddr_t *addr, int timeout_ms, in
 
 // Accept one connection within timeout_ms (ncclInProgress and *fd = -1 on timeout).
 ncclResult_t weft_socket_accept(int listen_fd, int timeout_ms, int *fd, weft_sockaddr_t *peer);
+// Accept one connection before end_ms (weft_now_ms; < 0: no deadline); past
+// it, a WARN naming `who` and WEFT_TIMEOUT, and ncclRemoteError.
+ncclResult_t weft_socket_accept_by(int listen_fd, int64_t end_ms, const char *who, int *fd, weft_sockaddr_t *peer);
 
 // Send / receive exactly len bytes within timeout_ms (timeout_ms < 0: no deadline).
 ncclResult_t weft_socket_send(int fd, const void *buf, size_t len, int timeout_ms);

@@ -359,15 +359,9 @@ static ncclResult_t ib_accept(void *listen_comm, void *hello, size_t hello_len, 
   int tmo = (int)weft_timeout_ms();
   int64_t end = tmo > 0 ? weft_now_ms() + tmo : -1;
   for (;;) {
-    int left = end < 0 ? 1000 : (int)(end - weft_now_ms());
-    if (end >= 0 && left <= 0) {
-      WARN("NET/IB : no connection arrived within WEFT_TIMEOUT=%d s", tmo / 1000);
-      return ncclRemoteError;
-    }
     int fd = -1;
     weft_sockaddr_t from;
-    ncclResult_t res = weft_socket_accept(l->fd, left, &fd, &from);
-    if (res == ncclInProgress) continue;
+    ncclResult_t res = weft_socket_accept_by(l->fd, end, "NET/IB", &fd, &from);
     if (res != ncclSuccess) return res;
     uint8_t buf[WEFT_IB_CONN_BYTES];
     uint32_t hl = 0;

@@ -242,15 +242,9 @@ static ncclResult_t sock_accept(void *listen_comm, void *hello, size_t hello_len
   int tmo = (int)weft_timeout_ms();
   int64_t end = tmo > 0 ? weft_now_ms() + tmo : -1;
   for (;;) {
-    int left = end < 0 ? 1000 : (int)(end - weft_now_ms());
-    if (end >= 0 && left <= 0) {
-      WARN("net socket: no connection arrived within WEFT_TIMEOUT=%d s", tmo / 1000);
-      return ncclRemoteError;
-    }
     int fd = -1;
     weft_sockaddr_t from;
-    ncclResult_t res = weft_socket_accept(l->fd, left, &fd, &from);
-    if (res == ncclInProgress) continue;
+    ncclResult_t res = weft_socket_accept_by(l->fd, end, "net socket", &fd, &from);
     if (res != ncclSuccess) return res;
     sock_hello_t sh;
     char buf[HELLO_MAX];
