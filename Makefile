@@ -195,6 +195,13 @@ $(FAKE_IBV): tests/unit/fake_ibverbs.c | $(DEPS_STAMP)
 	$(CC) $(CFLAGS_BASE) -shared -o $@ $<
 $(BUILD)/tests/unit/test_net_ib_data: | $(FAKE_IBV)
 
+# The CUDA loader's tests dlopen a stand-in driver (tests/unit/fake_cuda.c) named by WEFT_CUDA_DRIVER_LIB.
+FAKE_CUDA := $(BUILD)/tests/lib/libweft-fake-cuda.so
+$(FAKE_CUDA): tests/unit/fake_cuda.c | $(DEPS_STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_BASE) -shared -o $@ $<
+$(BUILD)/tests/unit/test_cuda_rt $(BUILD)/tests/multirank/test_cuda_mem: | $(FAKE_CUDA)
+
 $(BUILD)/tests/multirank/%: tests/multirank/%.c tests/multirank/harness.h $(LIB_WEFT)
 	@mkdir -p $(@D)
 	$(CC) $(PROG_CFLAGS) -Itests/multirank -o $@ $< -L$(BUILD)/lib -lweft -Wl,-rpath,$(abspath $(BUILD)/lib) -lcriterion $(LDLIBS)

@@ -9,11 +9,13 @@
 #include "enqueue.h"
 
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "api.h"
 #include "checks.h"
+#include "cuda_rt.h"
 #include "dtype.h"
 #include "env.h"
 #include "group.h"
@@ -27,6 +29,49 @@ static ncclResult_t check_buffer(const char *api, const char *name, const void *
   if (buf == NULL && elems > 0) {
     WARN("%s: %s is NULL with %zu elements to move", api, name, elems);
     return ncclInvalidArgument;
+  }
+  return ncclSuccess;
+}
+
+// Where the buffers live (docs/gpu_memory.md). Without CUDA: one branch.
+// Until the CUDA backend exists only host memory moves, so a device or
+// managed buffer is refused here instead of crashing a host memcpy later.
+static void describe(char *text, size_t len, const weft_mem_info_t *m) {
+  if (m->kind == WEFT_MEM_DEVICE || m->kind == WEFT_MEM_MANAGED)
+    snprintf(text, len, "%s memory of device %d", weft_mem_kind_name(m->kind), m->device);
+  else
+    snprintf(text, len, "%s memory", m->registered ? "registered host" : "host");
+}
+
+static ncclResult_t check_memory(const char *api, const void *sendbuff, size_t send_bytes, const void *recvbuff,
+                                 size_t recv_bytes) {
+  if (__builtin_expect(atomic_load_explicit(&weft_cuda_state, memory_order_acquire) == WEFT_CUDA_ABSENT, 1))
+    return ncclSuccess;
+  weft_mem_info_t m[2];
+  const void *buf[2] = {sendbuff, recvbuff};
+  const char *name[2] = {"sendbuff", "recvbuff"};
+  size_t bytes[2] = {send_bytes, recv_bytes};
+  for (int i = 0; i < 2; i++) {
+    weft_mem_classify(buf[i], bytes[i], &m[i]);
+    if (m[i].kind == WEFT_MEM_MIXED) {
+      WARN("%s: %s=%p (%zu bytes) starts and ends in different kinds of memory (host/device/managed, or two "
+           "devices): a buffer must lie in one allocation", api, name[i], buf[i], bytes[i]);
+      return ncclInvalidArgument;
+    }
+  }
+  char text[2][64];
+  for (int i = 0; i < 2; i++) describe(text[i], sizeof(text[i]), &m[i]);
+  int unused = bytes[0] == 0 ? 0 : bytes[1] == 0 ? 1 : -1;  // a buffer with nothing to move has no kind
+  if (unused < 0 && (m[0].kind != m[1].kind || m[0].device != m[1].device)) {
+    WARN("%s: sendbuff=%p is %s but recvbuff=%p is %s: both buffers must be the same kind of memory", api,
+         sendbuff, text[0], recvbuff, text[1]);
+    return ncclInvalidUsage;
+  }
+  for (int i = 0; i < 2; i++) {
+    if (i == unused || m[i].kind == WEFT_MEM_HOST) continue;
+    WARN("%s: %s=%p is %s: device buffers need the CUDA backend (libweft-cuda.so), which is not built or loaded; "
+         "this library moves host memory only", api, name[i], buf[i], text[i]);
+    return ncclInvalidUsage;
   }
   return ncclSuccess;
 }
@@ -128,6 +173,9 @@ static ncclResult_t enqueue_checked(weft_coll_t coll, const void *sendbuff, void
     weft_op_free(o);
     return ncclSuccess;
   }
+  WEFTCHECKGOTO(check_memory(api, sendbuff, weft_coll_send_elems(&o->args) * esize, recvbuff,
+                             weft_coll_recv_elems(&o->args) * esize),
+                res, fail);
   weft_tuner_params_t tp = {.slot_bytes = comm->shm->slot_bytes, .nslots = comm->shm->nslots,
                             .oneshot_max = (size_t)weft_env_WEFT_ONESHOT_MAX_BYTES(),
                             .can_read = comm->can_read,

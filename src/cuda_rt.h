@@ -1,0 +1,123 @@
+/*
+ * cuda_rt.h — the CUDA driver as seen from libweft: loaded with dlopen on
+ * first need (libcuda.so.1, or WEFT_CUDA_DRIVER_LIB), never linked, so one
+ * libweft serves machines with and without CUDA. It classifies pointers
+ * (host, device, managed) and exposes the few driver calls the later stream
+ * design needs. Kernels and the device engine live in libweft-cuda.so
+ * (src/cuda/), not here; docs/gpu_memory.md explains the split.
+ *
+ * The declarations below are written from NVIDIA's public cuda.h (same
+ * values, same signatures) so that machines without CUDA headers build.
+ * Without a driver, or with no device, weft has "no CUDA": one INFO line,
+ * and every pointer is host memory at the cost of one branch.
+ */
+#ifndef WEFT_CUDA_RT_H
+#define WEFT_CUDA_RT_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+// ---- Minimal driver API types (cuda.h, CUDA 13.0) ----
+typedef int weft_CUresult;  // CUresult
+typedef int weft_CUdevice;  // CUdevice
+typedef unsigned long long weft_CUdeviceptr;  // CUdeviceptr (64-bit hosts only)
+typedef struct CUctx_st *weft_CUcontext;
+typedef struct CUstream_st *weft_CUstream;
+
+enum {
+  WEFT_CUDA_SUCCESS = 0,
+  WEFT_CUDA_ERROR_INVALID_VALUE = 1,
+  WEFT_CUDA_ERROR_NOT_INITIALIZED = 3,
+  WEFT_CUDA_ERROR_STUB_LIBRARY = 34,
+  WEFT_CUDA_ERROR_NO_DEVICE = 100,
+  WEFT_CUDA_ERROR_NOT_READY = 600,
+};
+enum {  // CUpointer_attribute
+  WEFT_CU_POINTER_ATTRIBUTE_MEMORY_TYPE = 2,
+  WEFT_CU_POINTER_ATTRIBUTE_IS_MANAGED = 8,
+  WEFT_CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL = 9,
+};
+enum {  // CUmemorytype
+  WEFT_CU_MEMORYTYPE_HOST = 1,
+  WEFT_CU_MEMORYTYPE_DEVICE = 2,
+  WEFT_CU_MEMORYTYPE_ARRAY = 3,
+  WEFT_CU_MEMORYTYPE_UNIFIED = 4,
+};
+enum {  // CUstreamWaitValue_flags, CUstreamWriteValue_flags, cuMemHostRegister flags
+  WEFT_CU_STREAM_WAIT_VALUE_GEQ = 0x0,
+  WEFT_CU_STREAM_WAIT_VALUE_EQ = 0x1,
+  WEFT_CU_STREAM_WRITE_VALUE_DEFAULT = 0x0,
+  WEFT_CU_MEMHOSTREGISTER_PORTABLE = 0x01,
+  WEFT_CU_MEMHOSTREGISTER_DEVICEMAP = 0x02,
+};
+
+// The driver's functions weft uses (exported names: the _v2 ones where cuda.h
+// maps the plain name to them). Optional ones may be NULL.
+typedef struct {
+  weft_CUresult (*cuInit)(unsigned int flags);
+  weft_CUresult (*cuDriverGetVersion)(int *version);
+  weft_CUresult (*cuDeviceGetCount)(int *count);
+  weft_CUresult (*cuPointerGetAttribute)(void *data, int attribute, weft_CUdeviceptr ptr);
+  weft_CUresult (*cuPointerGetAttributes)(unsigned int n, int *attributes, void **data,
+                                          weft_CUdeviceptr ptr);  // optional
+  weft_CUresult (*cuGetErrorString)(weft_CUresult error, const char **text);  // optional
+  weft_CUresult (*cuCtxGetCurrent)(weft_CUcontext *ctx);  // optional
+  weft_CUresult (*cuStreamQuery)(weft_CUstream stream);  // optional
+  weft_CUresult (*cuStreamWriteValue32)(weft_CUstream s, weft_CUdeviceptr addr, uint32_t value,
+                                        unsigned int flags);  // optional (_v2)
+  weft_CUresult (*cuStreamWaitValue32)(weft_CUstream s, weft_CUdeviceptr addr, uint32_t value,
+                                       unsigned int flags);  // optional (_v2)
+  weft_CUresult (*cuMemHostRegister)(void *p, size_t bytes, unsigned int flags);  // optional (_v2)
+  weft_CUresult (*cuMemHostUnregister)(void *p);  // optional
+  weft_CUresult (*cuMemHostGetDevicePointer)(weft_CUdeviceptr *dptr, void *p, unsigned int flags);  // optional (_v2)
+} weft_cuda_driver_t;
+
+// ---- Loader state ----
+enum { WEFT_CUDA_UNKNOWN = 0, WEFT_CUDA_ABSENT = 1, WEFT_CUDA_PRESENT = 2 };
+extern _Atomic int weft_cuda_state;
+
+// Loads the driver if nobody has tried yet (thread-safe, once) and returns
+// WEFT_CUDA_ABSENT or WEFT_CUDA_PRESENT. Never fails: a missing library, a
+// missing symbol, a failing cuInit or zero devices all mean "absent".
+int weft_cuda_load(void);
+// The driver's function table, or NULL when CUDA is absent (loads first).
+const weft_cuda_driver_t *weft_cuda_driver(void);
+// Number of devices the driver reported (0 when absent).
+int weft_cuda_device_count(void);
+
+// ---- Pointer classification ----
+typedef enum {
+  WEFT_MEM_HOST = 0,     // pageable host memory, or CUDA-registered/pinned host memory
+  WEFT_MEM_DEVICE = 1,   // cuMemAlloc / cudaMalloc memory of one device
+  WEFT_MEM_MANAGED = 2,  // cuMemAllocManaged / cudaMallocManaged
+  WEFT_MEM_MIXED = 3,    // the buffer's first and last bytes differ in kind or device
+} weft_mem_kind_t;
+
+typedef struct {
+  weft_mem_kind_t kind;
+  int device;      // ordinal for DEVICE and MANAGED (-1: unknown or host)
+  int registered;  // HOST memory the driver knows (cudaHostAlloc, cuMemHostRegister)
+} weft_mem_info_t;
+
+const char *weft_mem_kind_name(weft_mem_kind_t kind);
+
+void weft_mem_classify_slow(const void *ptr, size_t bytes, weft_mem_info_t *out);
+
+// What `bytes` bytes at `ptr` are. NULL or zero bytes: HOST. Without CUDA
+// this is one predictable branch on a cached state.
+static inline void weft_mem_classify(const void *ptr, size_t bytes, weft_mem_info_t *out) {
+  if (__builtin_expect(atomic_load_explicit(&weft_cuda_state, memory_order_acquire) == WEFT_CUDA_ABSENT, 1)) {
+    *out = (weft_mem_info_t){WEFT_MEM_HOST, -1, 0};
+    return;
+  }
+  weft_mem_classify_slow(ptr, bytes, out);
+}
+
+// Tests: forget the loaded driver (dlclose it) and load `lib` next time
+// instead of WEFT_CUDA_DRIVER_LIB / libcuda.so.1 (NULL: back to those).
+// `singular_only` ignores cuPointerGetAttributes, to cover the fallback.
+// Not thread-safe against concurrent classification.
+void weft_cuda_test_reset(const char *lib, int singular_only);
+
+#endif
