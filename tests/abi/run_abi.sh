@@ -10,6 +10,9 @@
 #     every build runs clean and all outputs are identical;
 #   - weft.h and nccl.h compile strictly as C11 and as C++, with and without
 #     CUDA, and weft.h also stacks on top of NVIDIA's nccl.h;
+#   - nccl_device.h's host part compiles as C11; with nvcc, device_facts.cu
+#     (struct layouts, entry-point types, the device calls nccl-tests makes)
+#     built against weft's and NVIDIA's nccl_device.h gives identical output;
 #   - check_exports.sh on BUILD_DIR/lib/libnccl.so.2;
 #   - abi_link.c, compiled only against NVIDIA's nccl.h, linked and run on
 #     weft's library (never NVIDIA's, which sits in CUDA's lib64: the binary
@@ -138,6 +141,39 @@ else
 fi
 if [ -n "$nv_inc" ]; then
   check header_stacked_on_nvidia header_stacked
+fi
+
+# ---- nccl_device.h: the host part as C11; with nvcc, the layouts against
+# NVIDIA's nccl_device.h and the device-side names nccl-tests uses.
+
+device_h_c() {
+  printf '%s\n' '#include "nccl_device.h"' \
+    'ncclResult_t probe(ncclComm_t c, ncclDevComm_t *d);' \
+    'ncclResult_t probe(ncclComm_t c, ncclDevComm_t *d) {' \
+    '  ncclDevCommRequirements_t r = {0};' \
+    '  r.lsaBarrierCount = ncclTeamWorld(c).nRanks;' \
+    '  return ncclDevCommCreate(c, &r, d);' \
+    '}' | "$CC" "${cstrict[@]}" "$@" -fsyntax-only -x c -
+}
+# device_facts TAG FLAGS...: build device_facts.cu with nvcc, run it.
+device_facts() {
+  local tag=$1
+  shift
+  "$nvcc" -std=c++17 -arch=sm_90 "$@" "$here/device_facts.cu" -o "$out/device_facts.$tag" &&
+    "${run_timeout[@]}" "$out/device_facts.$tag" >"$out/device_facts.$tag.txt"
+}
+check device_h_c device_h_c -DWEFT_NO_CUDA -I"$root/include"
+nvcc=$cuda_home/bin/nvcc
+if [ -x "$nvcc" ]; then
+  check device_facts_weft device_facts weft -I"$root/include"
+  if [ -f "$cuda_home/include/nccl_device.h" ]; then
+    check device_facts_nvidia device_facts nvidia
+    check device_facts_weft_vs_nvidia diff -u "$out/device_facts.nvidia.txt" "$out/device_facts.weft.txt"
+  else
+    skip "NVIDIA's nccl_device.h not found: device layouts not compared"
+  fi
+else
+  skip "no nvcc at $nvcc: nccl_device.h's CUDA part not compiled"
 fi
 
 # ---- The library: exports, then a foreign program running on it.
