@@ -95,6 +95,28 @@ else
   printf '%-28s skipped (%s)\n' "multihost/netns" "$why"
 fi
 
+# GPU tests (tests/gpu/, built only where nvcc is): a plain program each;
+# exit 77 means no CUDA device was visible: "skipped", counted neither way.
+for t in "$build"/tests/gpu/test_*; do
+  [ -x "$t" ] || continue
+  name="gpu/$(basename "$t")"
+  log=$logdir/$(tr '/ ' '__' <<<"$name").log
+  start=$SECONDS
+  timeout --signal=KILL 600 "$t" >"$log" 2>&1
+  rc=$?
+  if [ "$rc" -eq 77 ]; then
+    printf '%-28s skipped (%s)\n' "$name" "$(grep -a '^skipped' "$log" | tail -1 | sed 's/^skipped: //')"
+  elif [ "$rc" -eq 0 ]; then
+    passed=$((passed + 1))
+    printf '%-28s passed  (%ds)\n' "$name" $((SECONDS - start))
+  else
+    failed=$((failed + 1))
+    failures+=("$name")
+    printf '%-28s FAILED (exit %d; see %s)\n' "$name" "$rc" "$log"
+    tail -5 "$log" | sed 's/^/    /'
+  fi
+done
+
 shm_after=$(ls /dev/shm 2>/dev/null | grep -c '^weft-' || true)
 if [ "$shm_after" -gt "$shm_before" ]; then
   failed=$((failed + 1))
