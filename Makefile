@@ -105,6 +105,7 @@ $(BUILD)/lib/libnccl.so: $(LIB_NCCL)
 $(NET_EXAMPLE): $(wildcard plugins/net/example/*.c) $(wildcard plugins/net/example/*.h) plugins/net/net_abi.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_BASE) -fvisibility=hidden -Iinclude -Iplugins/net -shared -o $@ $(filter %.c,$^) -pthread
+$(BUILD)/tests/unit/test_net_plugin $(BUILD)/tests/multirank/test_net_plugin: | $(NET_EXAMPLE)
 
 # Programs use the public API through libweft.so ...
 $(BUILD)/bin/weftrun $(BUILD)/bin/weft-demo $(BUILD)/bin/weft-calibrate: $(BUILD)/bin/%: $(LIB_WEFT)
