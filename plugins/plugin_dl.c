@@ -7,6 +7,7 @@
 #include <dlfcn.h>
 #include <libgen.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -73,12 +74,21 @@ void *weft_plugin_symbol(void *lib, const char *const *symbols, int *which) {
   return NULL;
 }
 
-void weft_plugin_logger(ncclDebugLogLevel level, unsigned long flags, const char *file, int line, const char *fmt, ...) {
-  if ((int)level > WEFT_LEVEL_WARN && !WEFT_LOG_ENABLED((int)level, flags)) return;
+void weft_plugin_vlog(int level, unsigned long flags, unsigned long default_subsys, const char *file, int line,
+                      const char *fmt, va_list ap) {
+  // NCCL's levels are weft's; an "abort" line is a warning here.
+  int lvl = level == WEFT_LEVEL_ABORT ? WEFT_LEVEL_WARN : level;
+  if (lvl <= WEFT_LEVEL_VERSION || fmt == NULL) return;
+  uint64_t subsys = lvl == WEFT_LEVEL_WARN ? (uint64_t)WEFT_LOG_ALL : flags != 0 ? (uint64_t)flags : default_subsys;
+  if (lvl != WEFT_LEVEL_WARN && !WEFT_LOG_ENABLED(lvl, subsys)) return;
   char text[1024];
+  vsnprintf(text, sizeof(text), fmt, ap);
+  weft_debug_log(lvl, subsys, file != NULL ? file : "plugin", line, "%s", text);
+}
+
+void weft_plugin_logger(ncclDebugLogLevel level, unsigned long flags, const char *file, int line, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(text, sizeof(text), fmt, ap);
+  weft_plugin_vlog((int)level, flags, WEFT_LOG_ALL, file, line, fmt, ap);
   va_end(ap);
-  weft_debug_log((int)level, flags, file, line, "%s", text);
 }

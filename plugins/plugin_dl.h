@@ -12,6 +12,7 @@
 #ifndef WEFT_PLUGIN_DL_H
 #define WEFT_PLUGIN_DL_H
 
+#include <stdarg.h>
 #include <stddef.h>
 
 #include "plugin_log_abi.h"  // ncclDebugLogger_t and its levels
@@ -26,6 +27,12 @@ void *weft_plugin_open(const char *kind, const char *value, int *named, char *pa
 // Looks up the first of `symbols` (NULL-terminated) the library exports;
 // *which gets its index. NULL when none is there.
 void *weft_plugin_symbol(void *lib, const char *const *symbols, int *which);
+
+// A plugin's log line into weft's log: NCCL's levels (abort is a warning,
+// version lines are dropped), its subsystem bits (0: default_subsys), and
+// weft's NCCL_DEBUG / NCCL_DEBUG_SUBSYS filtering.
+void weft_plugin_vlog(int level, unsigned long flags, unsigned long default_subsys, const char *file, int line,
+                      const char *fmt, va_list ap);
 
 // A logger with NCCL's ncclDebugLogger_t signature that writes through weft's log.
 void weft_plugin_logger(ncclDebugLogLevel level, unsigned long flags, const char *file, int line, const char *fmt, ...)

@@ -38,17 +38,10 @@ void weft_net_plugin_props(weft_plugin_props_t *out, const char *name, int ptr_s
 }
 
 void weft_net_plugin_log(int level, unsigned long flags, const char *file, int line, const char *fmt, ...) {
-  // NCCL's levels are weft's; an "abort" line is a warning here.
-  int lvl = level == WEFT_LEVEL_ABORT ? WEFT_LEVEL_WARN : level;
-  if (lvl <= WEFT_LEVEL_VERSION || fmt == NULL) return;
-  uint64_t subsys = lvl == WEFT_LEVEL_WARN ? (uint64_t)WEFT_LOG_ALL : flags != 0 ? (uint64_t)flags : WEFT_LOG_NET;
-  if (lvl != WEFT_LEVEL_WARN && !WEFT_LOG_ENABLED(lvl, subsys)) return;
-  char text[1024];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(text, sizeof(text), fmt, ap);
+  weft_plugin_vlog(level, flags, WEFT_LOG_NET, file, line, fmt, ap);
   va_end(ap);
-  weft_debug_log(lvl, subsys, file != NULL ? file : "plugin", line, "%s", text);
 }
 
 static const weft_net_t *load(const char *name, int max_version) {
