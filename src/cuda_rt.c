@@ -54,6 +54,25 @@ static const sym_t syms[] = {
     SYM(cuMemHostRegister, "cuMemHostRegister_v2", 1),
     SYM(cuMemHostUnregister, "cuMemHostUnregister", 1),
     SYM(cuMemHostGetDevicePointer, "cuMemHostGetDevicePointer_v2", 1),
+    SYM(cuCtxPushCurrent, "cuCtxPushCurrent_v2", 1),
+    SYM(cuCtxPopCurrent, "cuCtxPopCurrent_v2", 1),
+    SYM(cuCtxGetDevice, "cuCtxGetDevice", 1),
+    SYM(cuStreamGetCtx, "cuStreamGetCtx", 1),
+    SYM(cuStreamIsCapturing, "cuStreamIsCapturing", 1),
+    SYM(cuStreamSynchronize, "cuStreamSynchronize", 1),
+    SYM(cuMemcpyAsync, "cuMemcpyAsync", 1),
+    SYM(cuMemHostAlloc, "cuMemHostAlloc", 1),
+    SYM(cuMemFreeHost, "cuMemFreeHost", 1),
+    SYM(cuMemGetAllocationGranularity, "cuMemGetAllocationGranularity", 1),
+    SYM(cuMemCreate, "cuMemCreate", 1),
+    SYM(cuMemRelease, "cuMemRelease", 1),
+    SYM(cuMemAddressReserve, "cuMemAddressReserve", 1),
+    SYM(cuMemAddressFree, "cuMemAddressFree", 1),
+    SYM(cuMemMap, "cuMemMap", 1),
+    SYM(cuMemUnmap, "cuMemUnmap", 1),
+    SYM(cuMemSetAccess, "cuMemSetAccess", 1),
+    SYM(cuMemExportToShareableHandle, "cuMemExportToShareableHandle", 1),
+    SYM(cuMemImportFromShareableHandle, "cuMemImportFromShareableHandle", 1),
 };
 #undef SYM
 
@@ -63,7 +82,21 @@ static const char *driver_name(void) {
   return name != NULL ? name : "libcuda.so.1";
 }
 
-static const char *error_text(weft_CUresult r) {
+int weft_cuda_has_engine(const weft_cuda_driver_t *d) {
+  return d != NULL && d->cuCtxGetCurrent && d->cuCtxPushCurrent && d->cuCtxPopCurrent && d->cuCtxGetDevice &&
+         d->cuStreamGetCtx && d->cuStreamIsCapturing && d->cuStreamSynchronize && d->cuMemcpyAsync &&
+         d->cuMemHostAlloc && d->cuMemFreeHost && d->cuMemHostGetDevicePointer && d->cuStreamWriteValue32 &&
+         d->cuStreamWaitValue32;
+}
+
+int weft_cuda_has_vmm(const weft_cuda_driver_t *d) {
+  return d != NULL && d->cuCtxGetCurrent && d->cuCtxGetDevice && d->cuMemGetAllocationGranularity &&
+         d->cuMemCreate && d->cuMemRelease && d->cuMemAddressReserve && d->cuMemAddressFree && d->cuMemMap &&
+         d->cuMemUnmap && d->cuMemSetAccess && d->cuMemExportToShareableHandle &&
+         d->cuMemImportFromShareableHandle;
+}
+
+const char *weft_cuda_error_text(weft_CUresult r) {
   const char *text = NULL;
   if (drv.cuGetErrorString == NULL || drv.cuGetErrorString(r, &text) != WEFT_CUDA_SUCCESS || text == NULL)
     return "unknown error";
@@ -102,7 +135,7 @@ static int load_locked(void) {
   if (test_singular) drv.cuPointerGetAttributes = NULL;
   weft_CUresult r = drv.cuInit(0);
   if (r != WEFT_CUDA_SUCCESS) {
-    snprintf(why, sizeof(why), "%s: cuInit: %d (%s)", lib, r, error_text(r));
+    snprintf(why, sizeof(why), "%s: cuInit: %d (%s)", lib, r, weft_cuda_error_text(r));
     return absent(why);
   }
   int n = 0;

@@ -24,11 +24,39 @@ typedef int weft_CUdevice;  // CUdevice
 typedef unsigned long long weft_CUdeviceptr;  // CUdeviceptr (64-bit hosts only)
 typedef struct CUctx_st *weft_CUcontext;
 typedef struct CUstream_st *weft_CUstream;
+typedef unsigned long long weft_CUmemGenericAllocationHandle;
+
+// cuda.h's CUmemLocation, CUmemAllocationProp and CUmemAccessDesc (VMM).
+typedef struct {
+  int type;  // CUmemLocationType: WEFT_CU_MEM_LOCATION_TYPE_DEVICE
+  int id;    // device ordinal
+} weft_CUmemLocation;
+typedef struct {
+  int type;                   // CUmemAllocationType: WEFT_CU_MEM_ALLOCATION_TYPE_PINNED
+  int requestedHandleTypes;   // CUmemAllocationHandleType bits
+  weft_CUmemLocation location;
+  void *win32HandleMetaData;
+  struct {
+    unsigned char compressionType;
+    unsigned char gpuDirectRDMACapable;
+    unsigned short usage;
+    unsigned char reserved[4];
+  } allocFlags;
+} weft_CUmemAllocationProp;
+typedef struct {
+  weft_CUmemLocation location;
+  int flags;  // CUmemAccess_flags: WEFT_CU_MEM_ACCESS_FLAGS_PROT_READWRITE
+} weft_CUmemAccessDesc;
 
 enum {
   WEFT_CUDA_SUCCESS = 0,
   WEFT_CUDA_ERROR_INVALID_VALUE = 1,
+  WEFT_CUDA_ERROR_OUT_OF_MEMORY = 2,
   WEFT_CUDA_ERROR_NOT_INITIALIZED = 3,
+  WEFT_CUDA_ERROR_INVALID_CONTEXT = 201,
+  WEFT_CUDA_ERROR_INVALID_HANDLE = 400,
+  WEFT_CUDA_ERROR_NOT_SUPPORTED = 801,
+  WEFT_CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED = 900,
   WEFT_CUDA_ERROR_STUB_LIBRARY = 34,
   WEFT_CUDA_ERROR_NO_DEVICE = 100,
   WEFT_CUDA_ERROR_NOT_READY = 600,
@@ -50,6 +78,24 @@ enum {  // CUstreamWaitValue_flags, CUstreamWriteValue_flags, cuMemHostRegister 
   WEFT_CU_STREAM_WRITE_VALUE_DEFAULT = 0x0,
   WEFT_CU_MEMHOSTREGISTER_PORTABLE = 0x01,
   WEFT_CU_MEMHOSTREGISTER_DEVICEMAP = 0x02,
+  WEFT_CU_MEMHOSTALLOC_PORTABLE = 0x01,
+  WEFT_CU_MEMHOSTALLOC_DEVICEMAP = 0x02,
+  WEFT_CU_STREAM_NON_BLOCKING = 0x1,
+};
+enum {  // CUstreamCaptureStatus
+  WEFT_CU_STREAM_CAPTURE_STATUS_NONE = 0,
+  WEFT_CU_STREAM_CAPTURE_STATUS_ACTIVE = 1,
+  WEFT_CU_STREAM_CAPTURE_STATUS_INVALIDATED = 2,
+};
+enum {  // VMM: CUmemAllocationType, CUmemLocationType, CUmemAllocationHandleType,
+        // CUmemAccess_flags, CUmemAllocationGranularity_flags
+  WEFT_CU_MEM_ALLOCATION_TYPE_PINNED = 0x1,
+  WEFT_CU_MEM_LOCATION_TYPE_DEVICE = 0x1,
+  WEFT_CU_MEM_HANDLE_TYPE_NONE = 0x0,
+  WEFT_CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR = 0x1,
+  WEFT_CU_MEM_ACCESS_FLAGS_PROT_READWRITE = 0x3,
+  WEFT_CU_MEM_ALLOC_GRANULARITY_MINIMUM = 0x0,
+  WEFT_CU_MEM_ALLOC_GRANULARITY_RECOMMENDED = 0x1,
 };
 
 // The driver's functions weft uses (exported names: the _v2 ones where cuda.h
@@ -71,7 +117,39 @@ typedef struct {
   weft_CUresult (*cuMemHostRegister)(void *p, size_t bytes, unsigned int flags);  // optional (_v2)
   weft_CUresult (*cuMemHostUnregister)(void *p);  // optional
   weft_CUresult (*cuMemHostGetDevicePointer)(weft_CUdeviceptr *dptr, void *p, unsigned int flags);  // optional (_v2)
+  // The device engine (src/cuda_stream.c): every one of these, or no engine.
+  weft_CUresult (*cuCtxPushCurrent)(weft_CUcontext ctx);   // _v2
+  weft_CUresult (*cuCtxPopCurrent)(weft_CUcontext *ctx);   // _v2
+  weft_CUresult (*cuCtxGetDevice)(weft_CUdevice *dev);
+  weft_CUresult (*cuStreamGetCtx)(weft_CUstream s, weft_CUcontext *ctx);
+  weft_CUresult (*cuStreamIsCapturing)(weft_CUstream s, int *status);  // CUstreamCaptureStatus
+  weft_CUresult (*cuStreamSynchronize)(weft_CUstream s);
+  weft_CUresult (*cuMemcpyAsync)(weft_CUdeviceptr dst, weft_CUdeviceptr src, size_t bytes, weft_CUstream s);
+  weft_CUresult (*cuMemHostAlloc)(void **p, size_t bytes, unsigned int flags);
+  weft_CUresult (*cuMemFreeHost)(void *p);
+  // Virtual memory management (ncclMemAlloc): every one of these, or none.
+  weft_CUresult (*cuMemGetAllocationGranularity)(size_t *granularity, const weft_CUmemAllocationProp *prop,
+                                                 int option);
+  weft_CUresult (*cuMemCreate)(weft_CUmemGenericAllocationHandle *h, size_t bytes,
+                               const weft_CUmemAllocationProp *prop, unsigned long long flags);
+  weft_CUresult (*cuMemRelease)(weft_CUmemGenericAllocationHandle h);
+  weft_CUresult (*cuMemAddressReserve)(weft_CUdeviceptr *p, size_t bytes, size_t alignment, weft_CUdeviceptr addr,
+                                       unsigned long long flags);
+  weft_CUresult (*cuMemAddressFree)(weft_CUdeviceptr p, size_t bytes);
+  weft_CUresult (*cuMemMap)(weft_CUdeviceptr p, size_t bytes, size_t offset, weft_CUmemGenericAllocationHandle h,
+                            unsigned long long flags);
+  weft_CUresult (*cuMemUnmap)(weft_CUdeviceptr p, size_t bytes);
+  weft_CUresult (*cuMemSetAccess)(weft_CUdeviceptr p, size_t bytes, const weft_CUmemAccessDesc *desc, size_t count);
+  weft_CUresult (*cuMemExportToShareableHandle)(void *shareable, weft_CUmemGenericAllocationHandle h, int type,
+                                                unsigned long long flags);
+  weft_CUresult (*cuMemImportFromShareableHandle)(weft_CUmemGenericAllocationHandle *h, void *os_handle, int type);
 } weft_cuda_driver_t;
+
+// The groups of optional calls above, each present only if all its members are.
+int weft_cuda_has_engine(const weft_cuda_driver_t *d);
+int weft_cuda_has_vmm(const weft_cuda_driver_t *d);
+// The driver's text for an error code ("unknown error" when it has none).
+const char *weft_cuda_error_text(weft_CUresult r);
 
 // ---- Loader state ----
 enum { WEFT_CUDA_UNKNOWN = 0, WEFT_CUDA_ABSENT = 1, WEFT_CUDA_PRESENT = 2 };
