@@ -196,12 +196,15 @@ $(FAKE_IBV): tests/unit/fake_ibverbs.c | $(DEPS_STAMP)
 	$(CC) $(CFLAGS_BASE) -shared -o $@ $<
 $(BUILD)/tests/unit/test_net_ib_data: | $(FAKE_IBV)
 
-# The CUDA loader's tests dlopen a stand-in driver (tests/unit/fake_cuda.c) named by WEFT_CUDA_DRIVER_LIB.
+# The CUDA tests dlopen a stand-in driver (tests/fake_cuda/, fake.h says what it models) named by
+# WEFT_CUDA_DRIVER_LIB; only its cu* functions and fake_cuda_* test hooks are exported.
 FAKE_CUDA := $(BUILD)/tests/lib/libweft-fake-cuda.so
-$(FAKE_CUDA): tests/unit/fake_cuda.c | $(DEPS_STAMP)
+$(FAKE_CUDA): $(wildcard tests/fake_cuda/*.c) tests/fake_cuda/fake.h | $(DEPS_STAMP)
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS_BASE) -shared -o $@ $<
-$(BUILD)/tests/unit/test_cuda_rt $(BUILD)/tests/multirank/test_cuda_mem: | $(FAKE_CUDA)
+	$(CC) $(CFLAGS_BASE) -fvisibility=hidden -shared -o $@ $(filter %.c,$^) -pthread
+$(BUILD)/tests/unit/test_cuda_rt $(BUILD)/tests/unit/test_cuda_vmm $(BUILD)/tests/unit/test_fake_cuda $(BUILD)/tests/multirank/test_cuda_mem: | $(FAKE_CUDA)
+$(BUILD)/tests/multirank/test_cuda_stream: | $(FAKE_CUDA)
+$(BUILD)/tests/multirank/test_cuda_mem $(BUILD)/tests/multirank/test_cuda_stream: tests/multirank/cuda_driver.h
 
 $(BUILD)/tests/multirank/%: tests/multirank/%.c tests/multirank/harness.h $(LIB_WEFT)
 	@mkdir -p $(@D)

@@ -1,6 +1,6 @@
 /*
  * test_cuda_rt.c — the CUDA driver loader and pointer classification
- * (src/cuda_rt.c) against fake_cuda.c, a stand-in driver whose
+ * (src/cuda_rt.c) against tests/fake_cuda/, a stand-in driver whose
  * cuPointerGetAttribute(s) report its own ranges as device, managed or
  * registered host memory: host, device (two ordinals), managed, NULL, zero
  * bytes and buffers that run out of an allocation; the fallback to the
@@ -128,14 +128,16 @@ Test(cuda_rt, classifies_with_the_singular_attribute_call, .timeout = 30) {
   cr_expect_null(weft_cuda_driver()->cuPointerGetAttributes);
 }
 
-Test(cuda_rt, driver_table_has_the_stream_calls_optional, .timeout = 30) {
+Test(cuda_rt, driver_table_has_the_engine_and_vmm_calls, .timeout = 30) {
   use_fake(0);
   const weft_cuda_driver_t *d = weft_cuda_driver();
   cr_assert_not_null(d);
   cr_expect_not_null(d->cuInit);
   cr_expect_not_null(d->cuPointerGetAttribute);
   cr_expect_not_null(d->cuMemHostRegister);
-  cr_expect_null(d->cuStreamWaitValue32, "the fake has no stream memory operations: optional, so NULL");
+  cr_expect_not_null(d->cuStreamWaitValue32);
+  cr_expect(weft_cuda_has_engine(d), "the fake driver lacks a call of the device engine's group");
+  cr_expect(weft_cuda_has_vmm(d), "the fake driver lacks a call of the VMM group");
 }
 
 static void expect_no_cuda(const char *lib, const char *why) {
