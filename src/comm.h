@@ -25,7 +25,11 @@ typedef struct {
   ncclDataType_t dtype;
   int64_t scale_i;
   double scale_f;
+  const void *dev_scalar;  // ncclScalarDevice on device memory: read in stream order at each call
 } weft_premul_t;
+
+// The value of one element of `dt` at host address p, into pm's scale_i or scale_f.
+void weft_premul_read_scalar(const void *p, ncclDataType_t dt, weft_premul_t *pm);
 
 typedef struct weft_registration {
   void *buff;
@@ -68,6 +72,8 @@ struct ncclComm {
 
   weft_premul_t premul[WEFT_MAX_PREMUL_OPS];
   weft_registration_t *registrations;
+  struct weft_cuda_chan **cuda_chans;  // CUDA stream channels this communicator used (src/cuda_stream.c)
+  int ncuda_chans;
 };
 
 static inline weft_conn_t *weft_comm_conn(struct ncclComm *c, int cls, int is_send, int peer) {

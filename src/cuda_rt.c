@@ -169,6 +169,15 @@ const weft_cuda_driver_t *weft_cuda_driver(void) { return weft_cuda_load() == WE
 
 int weft_cuda_device_count(void) { return weft_cuda_load() == WEFT_CUDA_PRESENT ? ndevices : 0; }
 
+int weft_cuda_current_device(void) {
+  if (weft_cuda_load() != WEFT_CUDA_PRESENT || drv.cuCtxGetCurrent == NULL || drv.cuCtxGetDevice == NULL) return -1;
+  weft_CUcontext ctx = NULL;
+  weft_CUdevice dev = -1;
+  if (drv.cuCtxGetCurrent(&ctx) != WEFT_CUDA_SUCCESS || ctx == NULL || drv.cuCtxGetDevice(&dev) != WEFT_CUDA_SUCCESS)
+    return -1;
+  return (int)dev;
+}
+
 const char *weft_mem_kind_name(weft_mem_kind_t kind) {
   switch (kind) {
     case WEFT_MEM_HOST: return "host";

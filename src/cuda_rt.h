@@ -163,6 +163,8 @@ int weft_cuda_load(void);
 const weft_cuda_driver_t *weft_cuda_driver(void);
 // Number of devices the driver reported (0 when absent).
 int weft_cuda_device_count(void);
+// The device of the calling thread's current context, or -1 (no CUDA, no context).
+int weft_cuda_current_device(void);
 
 // ---- Pointer classification ----
 typedef enum {

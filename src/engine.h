@@ -68,6 +68,14 @@ typedef struct weft_op {
   void *prof_event;
   struct weft_prof_group *prof_group;
   void **prof_lanes;       // ProxyOp/ProxyStep events: [2 * nlanes] (lane's op, its open step), or NULL
+  struct {                 // device buffers (src/cuda_stream.c); sendbuff/recvbuff then point at host staging
+    int on;                // the call's buffers are device or managed memory
+    int device;            // their device ordinal
+    const void *send;      // the caller's pointers
+    void *recv;
+    const void *scalar;    // ncclScalarDevice PreMulSum scalar in device memory, else NULL
+    const char *scalar_stage;  // its copy in staging, read once the stream reached the call
+  } dev;
   struct weft_op *next;    // group / stream lists
 } weft_op_t;
 

@@ -16,6 +16,7 @@
 #include "api.h"
 #include "checks.h"
 #include "cuda_rt.h"
+#include "cuda_stream.h"
 #include "dtype.h"
 #include "env.h"
 #include "group.h"
@@ -34,8 +35,8 @@ static ncclResult_t check_buffer(const char *api, const char *name, const void *
 }
 
 // Where the buffers live (docs/gpu_memory.md). Without CUDA: one branch.
-// Until the CUDA backend exists only host memory moves, so a device or
-// managed buffer is refused here instead of crashing a host memcpy later.
+// Host buffers run on the host path; device (or managed) buffers on the
+// caller's CUDA stream (src/cuda_stream.c). Both buffers must agree.
 static void describe(char *text, size_t len, const weft_mem_info_t *m) {
   if (m->kind == WEFT_MEM_DEVICE || m->kind == WEFT_MEM_MANAGED)
     snprintf(text, len, "%s memory of device %d", weft_mem_kind_name(m->kind), m->device);
@@ -44,7 +45,8 @@ static void describe(char *text, size_t len, const weft_mem_info_t *m) {
 }
 
 static ncclResult_t check_memory(const char *api, const void *sendbuff, size_t send_bytes, const void *recvbuff,
-                                 size_t recv_bytes) {
+                                 size_t recv_bytes, int *on_device, int *device) {
+  *on_device = 0, *device = -1;
   if (__builtin_expect(atomic_load_explicit(&weft_cuda_state, memory_order_acquire) == WEFT_CUDA_ABSENT, 1))
     return ncclSuccess;
   weft_mem_info_t m[2];
@@ -62,24 +64,23 @@ static ncclResult_t check_memory(const char *api, const void *sendbuff, size_t s
   char text[2][64];
   for (int i = 0; i < 2; i++) describe(text[i], sizeof(text[i]), &m[i]);
   int unused = bytes[0] == 0 ? 0 : bytes[1] == 0 ? 1 : -1;  // a buffer with nothing to move has no kind
-  if (unused < 0 && (m[0].kind != m[1].kind || m[0].device != m[1].device)) {
-    WARN("%s: sendbuff=%p is %s but recvbuff=%p is %s: both buffers must be the same kind of memory", api,
-         sendbuff, text[0], recvbuff, text[1]);
+  int dev0 = m[0].kind != WEFT_MEM_HOST, dev1 = m[1].kind != WEFT_MEM_HOST;
+  if (unused < 0 && (dev0 != dev1 || m[0].device != m[1].device)) {
+    WARN("%s: sendbuff=%p is %s but recvbuff=%p is %s: both buffers must be host memory, or memory of one device",
+         api, sendbuff, text[0], recvbuff, text[1]);
     return ncclInvalidUsage;
   }
-  for (int i = 0; i < 2; i++) {
-    if (i == unused || m[i].kind == WEFT_MEM_HOST) continue;
-    WARN("%s: %s=%p is %s: device buffers need the CUDA backend (libweft-cuda.so), which is not built or loaded; "
-         "this library moves host memory only", api, name[i], buf[i], text[i]);
-    return ncclInvalidUsage;
-  }
+  int used = unused == 0 ? 1 : 0;
+  *on_device = m[used].kind != WEFT_MEM_HOST;
+  *device = m[used].device;
   return ncclSuccess;
 }
 
 // Lower ncclAvg / PreMulSum to the reduce backend's sum + transform.
 static ncclResult_t resolve_op(ncclComm_t comm, const char *api, ncclRedOp_t op, ncclDataType_t dt,
-                               weft_redop_t *out) {
+                               weft_redop_t *out, const void **dev_scalar) {
   memset(out, 0, sizeof(*out));
+  *dev_scalar = NULL;
   out->dtype = dt;
   out->postdiv = 1;
   switch ((int)op) {
@@ -116,6 +117,7 @@ static ncclResult_t resolve_op(ncclComm_t comm, const char *api, ncclRedOp_t op,
   out->prescale = 1;
   out->scale_i = pm.scale_i;
   out->scale_f = pm.scale_f;
+  *dev_scalar = pm.dev_scalar;
   return ncclSuccess;
 }
 
@@ -140,8 +142,8 @@ static ncclResult_t enqueue_checked(weft_coll_t coll, const void *sendbuff, void
     return ncclInvalidArgument;
   }
   weft_stream_t *ws = NULL;
-  WEFTCHECK(weft_stream_resolve(stream, api, &ws));
-
+  weft_cuda_chan_t *chan = NULL;
+  const void *dev_scalar = NULL;
   weft_op_t *o = weft_op_alloc();
   if (o == NULL) return ncclSystemError;
   ncclResult_t res = ncclSuccess;
@@ -155,7 +157,7 @@ static ncclResult_t enqueue_checked(weft_coll_t coll, const void *sendbuff, void
   o->args = (weft_coll_args_t){.coll = coll, .nranks = comm->nranks, .rank = comm->rank, .root = root,
                                .count = count, .host_of = comm->host_of, .nhosts = comm->nhosts};
   o->has_op = weft_coll_has_op(coll);
-  if (o->has_op) WEFTCHECKGOTO(resolve_op(comm, api, op, dtype, &o->redop), res, fail);
+  if (o->has_op) WEFTCHECKGOTO(resolve_op(comm, api, op, dtype, &o->redop, &dev_scalar), res, fail);
   else o->user_op = 0;
   o->redop_acc = o->redop;  // folding partial results: no prescale
   o->redop_acc.prescale = 0;
@@ -169,13 +171,30 @@ static ncclResult_t enqueue_checked(weft_coll_t coll, const void *sendbuff, void
   }
   WEFTCHECKGOTO(check_buffer(api, "sendbuff", sendbuff, weft_coll_send_elems(&o->args)), res, fail);
   WEFTCHECKGOTO(check_buffer(api, "recvbuff", recvbuff, weft_coll_recv_elems(&o->args)), res, fail);
-  if (count == 0) {  // nothing to move: a no-op on every rank, as in NCCL
+  if (count == 0) {  // nothing to move: a no-op on every rank, as in NCCL (any CUDA stream will do)
+    if (weft_cuda_load() != WEFT_CUDA_PRESENT) WEFTCHECKGOTO(weft_stream_resolve(stream, api, &ws), res, fail);
     weft_op_free(o);
     return ncclSuccess;
   }
-  WEFTCHECKGOTO(check_memory(api, sendbuff, weft_coll_send_elems(&o->args) * esize, recvbuff,
-                             weft_coll_recv_elems(&o->args) * esize),
-                res, fail);
+  size_t send_bytes = weft_coll_send_elems(&o->args) * esize, recv_bytes = weft_coll_recv_elems(&o->args) * esize;
+  int on_device, device;
+  WEFTCHECKGOTO(check_memory(api, sendbuff, send_bytes, recvbuff, recv_bytes, &on_device, &device), res, fail);
+  if (on_device) {
+    WEFTCHECKGOTO(weft_cuda_chan_get(comm, stream, device, api, &chan), res, fail);
+    ws = weft_cuda_chan_worker(chan);
+    o->dev.on = 1;
+    o->dev.device = device;
+    o->dev.send = send_bytes > 0 ? sendbuff : NULL;
+    o->dev.recv = recv_bytes > 0 ? recvbuff : NULL;
+    o->dev.scalar = dev_scalar;
+  } else if (dev_scalar != NULL) {
+    WARN("%s: op=%d has its scalar in device memory but the buffers are host memory: use device buffers, or "
+         "create the op with a host scalar", api, (int)op);
+    res = ncclInvalidUsage;
+    goto fail;
+  } else {
+    WEFTCHECKGOTO(weft_stream_resolve(stream, api, &ws), res, fail);
+  }
   weft_tuner_params_t tp = {.slot_bytes = comm->shm->slot_bytes, .nslots = comm->shm->nslots,
                             .oneshot_max = (size_t)weft_env_WEFT_ONESHOT_MAX_BYTES(),
                             .can_read = comm->can_read,
@@ -186,7 +205,7 @@ static ncclResult_t enqueue_checked(weft_coll_t coll, const void *sendbuff, void
   WEFTCHECKGOTO(weft_schedule_build(&o->args, o->algo, &o->sched), res, fail);
   TRACE(WEFT_LOG_COLL, "%s count=%zu %s op=%d root=%d algo=%s steps=%u", api, count, weft_dtype_name(dtype),
         (int)op, root, weft_algo_name(o->algo), o->sched.nsteps);
-  return weft_group_add(o, ws);
+  return weft_group_add(o, ws, chan);
 fail:
   weft_op_free(o);
   return res;

@@ -6,6 +6,10 @@
  * only at the outermost ncclGroupEnd; then every NULL-stream operation of
  * the group runs to completion in the calling thread, all progressing
  * together, and operations on weft streams are handed to their streams.
+ * Operations on device buffers go to their CUDA stream's channel
+ * (src/cuda_stream.c): each channel's share of the group is staged as one
+ * batch before anything is launched, since launching publishes the
+ * (staging) buffer addresses to the peers.
  */
 #include "group.h"
 
@@ -20,6 +24,8 @@
 typedef struct {
   weft_op_t *op;
   weft_stream_t *stream;
+  weft_cuda_chan_t *chan;  // device buffers: the CUDA stream's channel (stream is its worker)
+  weft_cuda_gate_t gate;   // set when the channel's batch is staged
 } queued_t;
 
 // Small groups (and single calls) live in a fixed per-thread array, so the
@@ -47,7 +53,7 @@ static void queue_clear(void) {
   group_error = ncclSuccess;
 }
 
-static ncclResult_t queue_push(weft_op_t *op, weft_stream_t *s) {
+static ncclResult_t queue_push(weft_op_t *op, weft_stream_t *s, weft_cuda_chan_t *chan) {
   if (queue_cap < QUEUE_INLINE) queue_cap = QUEUE_INLINE;
   if (queue_len == queue_cap) {
     int cap = queue_cap * 2;
@@ -61,8 +67,33 @@ static ncclResult_t queue_push(weft_op_t *op, weft_stream_t *s) {
     queue = q;
     queue_cap = cap;
   }
-  queue_items()[queue_len++] = (queued_t){op, s};
+  queue_items()[queue_len++] = (queued_t){op, s, chan, {0}};
   return ncclSuccess;
+}
+
+// Stages each CUDA channel's operations as one batch; the gate goes to the
+// channel's first item. Stops at the first failure.
+static ncclResult_t stage_device_batches(queued_t *q, int n) {
+  for (int i = 0; i < n; i++) {
+    if (q[i].chan == NULL || q[i].gate.chan != NULL) continue;
+    int cnt = 0;
+    for (int j = i; j < n; j++) cnt += q[j].chan == q[i].chan;
+    weft_op_t *local[QUEUE_INLINE];
+    weft_op_t **ops = cnt <= QUEUE_INLINE ? local : calloc((size_t)cnt, sizeof(*ops));
+    if (ops == NULL) return ncclSystemError;
+    for (int j = i, k = 0; j < n; j++)
+      if (q[j].chan == q[i].chan) ops[k++] = q[j].op;
+    ncclResult_t res = weft_cuda_batch_prepare(q[i].chan, ops, cnt, &q[i].gate);
+    if (ops != local) free(ops);
+    if (res != ncclSuccess) return res;
+  }
+  return ncclSuccess;
+}
+
+// The gates of staged batches that will not be submitted.
+static void abandon_gates(queued_t *q, int n) {
+  for (int i = 0; i < n; i++)
+    if (q[i].gate.chan != NULL) weft_cuda_gate_abandon(&q[i].gate);
 }
 
 // Launch and run everything queued; empties the queue.
@@ -79,6 +110,7 @@ static ncclResult_t group_launch(void) {
   queue_cap = QUEUE_INLINE;
   weft_op_t **inline_ops = n <= QUEUE_INLINE ? local_ops : calloc((size_t)n, sizeof(*inline_ops));
   if (inline_ops == NULL) res = ncclSystemError;
+  if (res == ncclSuccess) res = stage_device_batches(q, n);
   for (int i = 0; i < n && res == ncclSuccess; i++) res = weft_op_launch(q[i].op);
   if (weft_profiler_on() && res == ncclSuccess) {
     for (int i = 0; i < n; i++) weft_profiler_op_start(q[i].op, i == 0);
@@ -94,6 +126,7 @@ static ncclResult_t group_launch(void) {
       continue;
     }
     weft_stream_t *s = q[i].stream;
+    weft_cuda_gate_t gate = q[i].gate;  // a channel's items share one stream; its first item holds the gate
     int cnt = 0;
     for (int j = i; j < n; j++) cnt += q[j].op != NULL && q[j].stream == s;
     weft_op_t *local_batch[QUEUE_INLINE];
@@ -105,9 +138,11 @@ static ncclResult_t group_launch(void) {
         q[j].op = NULL;
       }
     }
-    res = weft_stream_submit(s, batch, cnt);
+    q[i].gate.chan = NULL;  // handed over with the batch
+    res = weft_stream_submit_gated(s, batch, cnt, gate.chan != NULL ? &gate : NULL);
     if (batch != local_batch) free(batch);
   }
+  abandon_gates(q, n);  // batches staged but not submitted (a failure above)
   if (res == ncclSuccess && ninline > 0) res = weft_engine_run(inline_ops, ninline);
   for (int i = 0; i < ninline; i++) weft_op_free(inline_ops[i]);
   for (int i = 0; i < n; i++) weft_op_free(q[i].op);
@@ -116,9 +151,9 @@ static ncclResult_t group_launch(void) {
   return res;
 }
 
-ncclResult_t weft_group_add(weft_op_t *op, weft_stream_t *stream) {
-  if (group_depth > 0) return queue_push(op, stream);
-  WEFTCHECK(queue_push(op, stream));
+ncclResult_t weft_group_add(weft_op_t *op, weft_stream_t *stream, weft_cuda_chan_t *chan) {
+  if (group_depth > 0) return queue_push(op, stream, chan);
+  WEFTCHECK(queue_push(op, stream, chan));
   return group_launch();
 }
 

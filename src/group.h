@@ -10,8 +10,9 @@
 #include "stream.h"
 
 // Queue an operation in the current group, or run it now outside a group.
-// Takes ownership of op.
-ncclResult_t weft_group_add(weft_op_t *op, weft_stream_t *stream);
+// Takes ownership of op. stream: NULL (run in the caller) or the host stream
+// that runs it; chan: the CUDA stream channel for device buffers, else NULL.
+ncclResult_t weft_group_add(weft_op_t *op, weft_stream_t *stream, weft_cuda_chan_t *chan);
 // A call inside the current group failed: ncclGroupEnd will return res.
 void weft_group_note_error(ncclResult_t res);
 

@@ -15,6 +15,7 @@
 #include "api.h"
 #include "checks.h"
 #include "comm.h"
+#include "cuda_rt.h"
 #include "rendezvous.h"
 #include "topo.h"
 #include "util.h"
@@ -131,7 +132,7 @@ static ncclResult_t init_rank(ncclComm_t *out, int nranks, const ncclUniqueId *u
   comm->magic = WEFT_COMM_MAGIC;
   comm->rank = rank;
   comm->nranks = nranks;
-  comm->cuda_dev = -1;
+  comm->cuda_dev = weft_cuda_current_device();  // as NCCL: the caller's current device (-1: none)
   weft_bootstrap_reset(&comm->bs);
   pthread_mutex_init(&comm->lock, NULL);
 

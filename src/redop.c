@@ -3,17 +3,19 @@
  *
  * A PreMulSum op is a slot in its communicator's table: the handle is
  * ncclNumOps + slot, and the scalar is captured at creation (host-immediate)
- * or read at creation from the pointer (device residence on a host build:
- * the pointer is host memory too).
+ * or read at creation from the pointer when it is host memory; a scalar in
+ * device (or managed) memory is copied in stream order at each call, as
+ * NCCL reads it when its kernel runs.
  */
 #include <string.h>
 
 #include "api.h"
 #include "checks.h"
 #include "comm.h"
+#include "cuda_stream.h"
 #include "dtype.h"
 
-static void read_scalar(const void *p, ncclDataType_t dt, weft_premul_t *pm) {
+void weft_premul_read_scalar(const void *p, ncclDataType_t dt, weft_premul_t *pm) {
   switch (dt) {
     case ncclInt8: pm->scale_i = *(const int8_t *)p; break;
     case ncclUint8: pm->scale_i = *(const uint8_t *)p; break;
@@ -48,13 +50,16 @@ ncclResult_t pncclRedOpCreatePreMulSum(ncclRedOp_t *op, void *scalar, ncclDataTy
     WARN("ncclRedOpCreatePreMulSum: residence=%d is not a valid ncclScalarResidence_t", (int)residence);
     return ncclInvalidArgument;
   }
+  // A device-resident scalar is never dereferenced here: it may be GPU memory.
+  int dev_scalar = residence == ncclScalarDevice && weft_cuda_scalar_on_device(scalar, weft_dtype_size(datatype));
   pthread_mutex_lock(&comm->lock);
   int slot = -1;
   for (int i = 0; i < WEFT_MAX_PREMUL_OPS && slot < 0; i++)
     if (!comm->premul[i].in_use) slot = i;
   if (slot >= 0) {
     weft_premul_t pm = {.in_use = 1, .dtype = datatype};
-    read_scalar(scalar, datatype, &pm);
+    if (dev_scalar) pm.dev_scalar = scalar;  // read in stream order at each call (src/cuda_stream.c)
+    else weft_premul_read_scalar(scalar, datatype, &pm);
     comm->premul[slot] = pm;
   }
   pthread_mutex_unlock(&comm->lock);

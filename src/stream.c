@@ -8,6 +8,11 @@
  * The first failure is kept and returned by the next synchronize or query.
  * Live streams are kept in a registry so that a stray pointer passed as a
  * stream is rejected instead of dereferenced.
+ *
+ * The same machinery serves CUDA streams (src/cuda_stream.c): each CUDA
+ * stream's channel owns a private host stream (not in the registry) whose
+ * batches carry a gate: the worker waits until the GPU stream reached the
+ * batch, runs it, then releases the GPU stream.
  */
 #include "stream.h"
 
@@ -17,6 +22,7 @@
 
 #include "api.h"
 #include "checks.h"
+#include "cuda_stream.h"
 #include "env.h"
 #include "util.h"
 #include "weft.h"
@@ -25,6 +31,7 @@
 
 typedef struct batch {
   struct batch *next;
+  weft_cuda_gate_t gate;  // CUDA stream batches: where the GPU stream meets it (chan NULL: none)
   int nops;
   weft_op_t *ops[];
 } batch_t;
@@ -94,7 +101,9 @@ static void *worker(void *arg) {
     if (s->head == NULL && s->stop) break;
     batch_t *b = s->head;
     pthread_mutex_unlock(&s->lock);
-    ncclResult_t res = weft_engine_run(b->ops, b->nops);
+    if (b->gate.chan != NULL) weft_cuda_gate_wait(&b->gate, b->ops, b->nops);
+    ncclResult_t res = b->nops > 0 ? weft_engine_run(b->ops, b->nops) : ncclSuccess;
+    if (b->gate.chan != NULL) weft_cuda_gate_open(&b->gate);
     for (int i = 0; i < b->nops; i++) weft_op_release_comm(b->ops[i]);
     pthread_mutex_lock(&s->lock);
     if (res != ncclSuccess && s->error == ncclSuccess) s->error = res;
@@ -128,15 +137,18 @@ static batch_t *take_done(weft_stream_t *s) {
   return d;
 }
 
-ncclResult_t weft_stream_submit(weft_stream_t *s, weft_op_t **ops, int nops) {
+ncclResult_t weft_stream_submit_gated(weft_stream_t *s, weft_op_t **ops, int nops, const weft_cuda_gate_t *gate) {
   batch_t *b = malloc(sizeof(*b) + sizeof(b->ops[0]) * (size_t)nops);
   if (b == NULL) {
     for (int i = 0; i < nops; i++) weft_op_free(ops[i]);
+    // A gated batch must still reach the worker, or its GPU stream waits forever.
+    if (gate != NULL) weft_cuda_gate_open(gate);
     return ncclSystemError;
   }
   b->next = NULL;
+  b->gate = gate != NULL ? *gate : (weft_cuda_gate_t){0};
   b->nops = nops;
-  memcpy(b->ops, ops, sizeof(b->ops[0]) * (size_t)nops);
+  if (nops > 0) memcpy(b->ops, ops, sizeof(b->ops[0]) * (size_t)nops);
   pthread_mutex_lock(&s->lock);
   if (s->tail != NULL) s->tail->next = b;
   else s->head = b;
@@ -149,12 +161,12 @@ ncclResult_t weft_stream_submit(weft_stream_t *s, weft_op_t **ops, int nops) {
   return ncclSuccess;
 }
 
-WEFT_API(ncclResult_t, weftStreamCreate, cudaStream_t *stream);
-ncclResult_t weftStreamCreate(cudaStream_t *stream) {
-  if (stream == NULL) {
-    WARN("weftStreamCreate: stream is NULL");
-    return ncclInvalidArgument;
-  }
+ncclResult_t weft_stream_submit(weft_stream_t *s, weft_op_t **ops, int nops) {
+  return weft_stream_submit_gated(s, ops, nops, NULL);
+}
+
+ncclResult_t weft_stream_create_private(weft_stream_t **out) {
+  *out = NULL;
   weft_stream_t *s = calloc(1, sizeof(*s));
   if (s == NULL) return ncclSystemError;
   s->magic = STREAM_MAGIC;
@@ -169,10 +181,22 @@ ncclResult_t weftStreamCreate(cudaStream_t *stream) {
   pthread_cond_init(&s->idle, NULL);
   int err = pthread_create(&s->thread, NULL, worker, s);
   if (err != 0) {
-    WARN("weftStreamCreate: pthread_create failed: %s", strerror(err));
+    WARN("creating a stream's worker thread failed: %s", strerror(err));
     free(s);
     return ncclSystemError;
   }
+  *out = s;
+  return ncclSuccess;
+}
+
+WEFT_API(ncclResult_t, weftStreamCreate, cudaStream_t *stream);
+ncclResult_t weftStreamCreate(cudaStream_t *stream) {
+  if (stream == NULL) {
+    WARN("weftStreamCreate: stream is NULL");
+    return ncclInvalidArgument;
+  }
+  weft_stream_t *s;
+  WEFTCHECK(weft_stream_create_private(&s));
   pthread_mutex_lock(&live_lock);
   s->next_live = live;
   live = s;
@@ -228,6 +252,11 @@ ncclResult_t weftStreamDestroy(cudaStream_t stream) {
     }
   }
   pthread_mutex_unlock(&live_lock);
+  weft_stream_destroy_private(s);
+  return ncclSuccess;
+}
+
+void weft_stream_destroy_private(weft_stream_t *s) {
   // Pending work finishes first, as with cudaStreamDestroy.
   pthread_mutex_lock(&s->lock);
   s->stop = 1;
@@ -240,5 +269,4 @@ ncclResult_t weftStreamDestroy(cudaStream_t stream) {
   pthread_cond_destroy(&s->idle);
   s->magic = 0;
   free(s);
-  return ncclSuccess;
 }

@@ -1,12 +1,16 @@
 /*
- * test_cuda_mem.c — device buffers through the public API, on machines
- * without a GPU: ranks load fake_cuda.c (a stand-in CUDA driver whose
+ * test_cuda_mem.c — device buffers the library must refuse, on machines
+ * without a GPU: ranks load tests/fake_cuda/ (a stand-in CUDA driver whose
  * "device memory" is a PROT_NONE mapping, so touching it would crash) by
- * WEFT_CUDA_DRIVER_LIB, and pass its pointers to collectives and p2p calls.
+ * WEFT_CUDA_DRIVER_LIB, and pass its pointers to collectives and p2p calls
+ * from a thread with no current CUDA context (test_cuda_stream.c covers
+ * the calls that work).
  *
- * Until the CUDA backend exists, a device or managed buffer is refused with
- * ncclInvalidUsage and a WARN that says so; buffers of different kinds too;
- * the communicator stays usable, and registered host memory still works.
+ * A device or managed buffer on the NULL stream without a current context
+ * is refused with ncclInvalidUsage and a WARN that says so; buffers of
+ * different kinds too; a buffer that runs out of its allocation is
+ * ncclInvalidArgument; the communicator stays usable, and registered host
+ * memory still works.
  * A refused call never reaches the peers, so ranks must agree (as every
  * real program does: its buffers are all device or all host). A rank that
  * alone is refused leaves its peers waiting for a call it will not make:
@@ -63,17 +67,19 @@ static int consistent_body(int rank, int nranks, ncclUniqueId id, void *arg) {
   int peer = (rank + 1) % nranks;
 
   WEFT_TEST_CHECK_RES(ncclAllReduce(dev, dev, N, ncclFloat32, ncclSum, comm, NULL), ncclInvalidUsage);
-  CHECK_LAST_ERROR(comm, "need the CUDA backend");
-  CHECK_LAST_ERROR(comm, "device memory of device 0");
+  CHECK_LAST_ERROR(comm, "no current CUDA context");
   WEFT_TEST_CHECK_RES(ncclAllReduce(man, man, N, ncclFloat32, ncclSum, comm, NULL), ncclInvalidUsage);
-  CHECK_LAST_ERROR(comm, "managed memory");
+  CHECK_LAST_ERROR(comm, "no current CUDA context");
   WEFT_TEST_CHECK_RES(ncclAllReduce(host, dev, N, ncclFloat32, ncclSum, comm, NULL), ncclInvalidUsage);
-  CHECK_LAST_ERROR(comm, "same kind");
+  CHECK_LAST_ERROR(comm, "device memory of device 0");
+  CHECK_LAST_ERROR(comm, "memory of one device");
   WEFT_TEST_CHECK_RES(ncclAllGather(dev, host, N / nranks, ncclFloat32, comm, NULL), ncclInvalidUsage);
-  CHECK_LAST_ERROR(comm, "same kind");
+  CHECK_LAST_ERROR(comm, "memory of one device");
+  WEFT_TEST_CHECK_RES(ncclAllReduce(man, host, N, ncclFloat32, ncclSum, comm, NULL), ncclInvalidUsage);
+  CHECK_LAST_ERROR(comm, "managed memory");
   WEFT_TEST_CHECK_RES(ncclBroadcast(dev, dev, N, ncclFloat32, 0, comm, NULL), ncclInvalidUsage);
   WEFT_TEST_CHECK_RES(ncclSend(dev, N, ncclFloat32, peer, comm, NULL), ncclInvalidUsage);
-  CHECK_LAST_ERROR(comm, "Send: sendbuff");
+  CHECK_LAST_ERROR(comm, "Send: stream");
   WEFT_TEST_CHECK_RES(ncclRecv(dev, N, ncclFloat32, peer, comm, NULL), ncclInvalidUsage);
   // A buffer that runs past the end of its device allocation.
   WEFT_TEST_CHECK_RES(ncclAllReduce(dev + N - 4, dev + N - 4, 64, ncclFloat32, ncclSum, comm, NULL),
@@ -105,7 +111,7 @@ static int consistent_body(int rank, int nranks, ncclUniqueId id, void *arg) {
   return weft_test_failures();
 }
 
-Test(cuda_mem, device_buffers_are_refused_on_every_rank, .timeout = 60) {
+Test(cuda_mem, device_buffers_without_a_context_are_refused_on_every_rank, .timeout = 60) {
   weft_test_env_timeout(20);
   use_fake_driver();
   cr_expect_eq(weft_test_fork_ranks(3, consistent_body, NULL, 45), 0);

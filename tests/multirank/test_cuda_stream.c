@@ -1,0 +1,425 @@
+/*
+ * test_cuda_stream.c — device buffers on CUDA streams (src/cuda_stream.c),
+ * through the public API, with ranks as forked processes.
+ *
+ * The driver is tests/fake_cuda (named by WEFT_CUDA_DRIVER_LIB): its device
+ * memory is a PROT_NONE view (a host memcpy on it would crash) and its
+ * streams are in-order queues run by threads, with stream memory operations,
+ * host functions and capture, as cuda.h describes them. With
+ * WEFT_TEST_REAL_CUDA=1 the same test runs against libcuda.so.1.
+ *
+ * The oracle for every collective is weft's host path: the same call on
+ * host copies of the same bytes (NULL stream, completed on return) must give
+ * bitwise the bytes the device call leaves in device memory once the stream
+ * is synchronised — outputs, and the sentinel bytes around them that no
+ * rank may write. Also: calls return before the stream reaches them and see
+ * what the stream wrote before them; groups; a PreMulSum scalar in device
+ * memory read in stream order; capture refused; bad placements refused.
+ */
+#include <criterion/criterion.h>
+#include <pthread.h>
+#include <unistd.h>
+
+#include "cuda_driver.h"
+#include "harness.h"
+
+static tcu_t cu;
+
+// A rank's driver, context (device = rank % 2 on the fake's two devices) and stream.
+static int rank_setup(int rank, tcu_stream *stream) {
+  if (tcu_open(&cu) != 0) return -1;
+  const char *real = getenv("WEFT_TEST_REAL_CUDA");
+  int dev = real != NULL && real[0] == '1' ? 0 : rank % 2;
+  if (tcu_use_device(&cu, dev) != 0) return -1;
+  return cu.stream_create(stream, 1 /* CU_STREAM_NON_BLOCKING */);
+}
+
+static void driver_setup(void) {
+  const char *real = getenv("WEFT_TEST_REAL_CUDA");
+  if (real == NULL || real[0] != '1') tcu_use_fake_driver();
+}
+
+/* ---------- the sweep: device path against the host path ---------- */
+
+typedef enum { AR, BC, RD, AG, RS, A2A, GA, SC, NCOLL } coll_t;
+static const char *coll_name[] = {"AllReduce", "Broadcast", "Reduce", "AllGather", "ReduceScatter",
+                                  "AlltoAll", "Gather", "Scatter"};
+
+static size_t esize_of(ncclDataType_t t) {
+  switch (t) {
+    case ncclInt8: case ncclUint8: case ncclFloat8e4m3: case ncclFloat8e5m2: return 1;
+    case ncclFloat16: case ncclBfloat16: return 2;
+    case ncclInt32: case ncclUint32: case ncclFloat32: return 4;
+    default: return 8;
+  }
+}
+
+// Elements in the send and the recv buffer of coll with `count` on n ranks.
+static void sizes(coll_t c, size_t count, int n, size_t *s, size_t *r) {
+  size_t all = count * (size_t)n;
+  switch (c) {
+    case AG: case GA: *s = count, *r = all; break;
+    case RS: case SC: *s = all, *r = count; break;
+    case A2A: *s = all, *r = all; break;
+    default: *s = count, *r = count; break;
+  }
+}
+
+static ncclResult_t call(coll_t c, const void *s, void *r, size_t count, ncclDataType_t t, ncclRedOp_t op, int root,
+                         ncclComm_t comm, cudaStream_t st) {
+  switch (c) {
+    case AR: return ncclAllReduce(s, r, count, t, op, comm, st);
+    case BC: return ncclBroadcast(s, r, count, t, root, comm, st);
+    case RD: return ncclReduce(s, r, count, t, op, root, comm, st);
+    case AG: return ncclAllGather(s, r, count, t, comm, st);
+    case RS: return ncclReduceScatter(s, r, count, t, op, comm, st);
+    case A2A: return ncclAlltoAll(s, r, count, t, comm, st);
+    case GA: return ncclGather(s, r, count, t, root, comm, st);
+    default: return ncclScatter(s, r, count, t, root, comm, st);
+  }
+}
+
+static uint64_t rng_state;
+static void fill_random(unsigned char *p, size_t bytes, uint64_t seed) {
+  rng_state = seed * 0x9e3779b97f4a7c15ull + 1;
+  for (size_t i = 0; i < bytes; i++) {
+    rng_state ^= rng_state << 13, rng_state ^= rng_state >> 7, rng_state ^= rng_state << 17;
+    p[i] = (unsigned char)(rng_state >> 24);
+  }
+}
+
+enum { SENTINEL = 0xA5, PAD = 64 };
+
+typedef struct {
+  ncclComm_t comm;
+  tcu_stream stream;
+  int rank, nranks;
+  size_t cap;              // bytes of each space (send space, recv space)
+  unsigned char *h[2];     // host spaces: the host call's buffers
+  unsigned char *d[2];     // device spaces
+  unsigned char *back;     // device bytes read back
+  int cases;
+} sweep_t;
+
+// One call on host and on device; 0 when the device bytes equal the host's.
+static int run_case(sweep_t *w, coll_t c, ncclDataType_t t, ncclRedOp_t op, size_t count, int inplace, int root) {
+  size_t es = esize_of(t), se, re;
+  sizes(c, count, w->nranks, &se, &re);
+  size_t sb = se * es, rb = re * es;
+  // In place: one space; the send region sits inside the recv region (or the reverse for ReduceScatter/Scatter).
+  size_t soff = PAD, roff = PAD;
+  if (inplace) {
+    if (c == AG) soff = PAD + (size_t)w->rank * count * es;
+    if (c == RS) roff = PAD + (size_t)w->rank * count * es;
+  }
+  int sspace = 0, rspace = inplace ? 0 : 1;
+  size_t used = (sb > rb ? sb : rb) + 2 * PAD;
+  for (int k = 0; k < 2; k++) memset(w->h[k], SENTINEL, used);
+  fill_random(w->h[sspace] + soff, sb, ((uint64_t)w->cases << 8) ^ (uint64_t)w->rank);
+  for (int k = 0; k < 2; k++)
+    if (cu.htod(tcu_p(w->d[k]), w->h[k], used) != 0) return -1;
+  ncclResult_t hr = call(c, w->h[sspace] + soff, w->h[rspace] + roff, count, t, op, root, w->comm, NULL);
+  ncclResult_t dr = call(c, w->d[sspace] + soff, w->d[rspace] + roff, count, t, op, root, w->comm,
+                         (cudaStream_t)w->stream);
+  int bad = 0;
+  WEFT_TEST_CHECK(hr == ncclSuccess && dr == ncclSuccess, "%s: host %d, device %d", coll_name[c], hr, dr);
+  WEFT_TEST_CHECK(cu.stream_sync(w->stream) == 0, "cuStreamSynchronize failed");
+  for (int k = 0; k < 2 && hr == ncclSuccess && dr == ncclSuccess; k++) {
+    if (cu.dtoh(w->back, tcu_p(w->d[k]), used) != 0) return -1;
+    for (size_t i = 0; i < used && !bad; i++) {
+      if (w->back[i] == w->h[k][i]) continue;
+      WEFT_TEST_CHECK(0, "%s %d ranks dtype %d op %d count %zu %s root %d: space %d byte %zu: device 0x%02x, "
+                      "host 0x%02x", coll_name[c], w->nranks, (int)t, (int)op, count,
+                      inplace ? "in place" : "out of place", root, k, i, w->back[i], w->h[k][i]);
+      bad = 1;
+    }
+  }
+  w->cases++;
+  return bad;
+}
+
+static int sweep_body(int rank, int nranks, ncclUniqueId id, void *arg) {
+  (void)arg;
+  sweep_t w = {.rank = rank, .nranks = nranks};
+  WEFT_TEST_CHECK(rank_setup(rank, &w.stream) == 0, "driver setup failed");
+  if (weft_test_failures()) return weft_test_failures();
+  w.comm = weft_test_init_rank(nranks, id, rank);
+  if (w.comm == NULL) return weft_test_failures();
+  w.cap = 70000 * 8 * (size_t)nranks + 2 * PAD;
+  for (int k = 0; k < 2; k++) {
+    w.h[k] = malloc(w.cap);
+    w.d[k] = tcu_alloc(&cu, w.cap);
+  }
+  w.back = malloc(w.cap);
+  WEFT_TEST_CHECK(w.h[0] && w.h[1] && w.d[0] && w.d[1] && w.back, "allocation failed");
+  if (weft_test_failures()) return weft_test_failures();
+
+  const ncclRedOp_t ops[] = {ncclSum, ncclProd, ncclMax, ncclMin, ncclAvg};
+  const size_t counts[] = {1, 1027, 70000};
+  for (int t = 0; t < ncclNumTypes; t++)
+    for (int o = 0; o < 5; o++)
+      for (int ci = 0; ci < 3; ci++)
+        for (int ip = 0; ip < 2; ip++)
+          if (run_case(&w, AR, (ncclDataType_t)t, ops[o], counts[ci], ip, 0)) goto out;
+  const ncclDataType_t some[] = {ncclInt8, ncclFloat16, ncclFloat32, ncclUint64};
+  for (int c = BC; c < NCOLL; c++)
+    for (int t = 0; t < 4; t++)
+      for (int o = 0; o < 2; o++)
+        for (int ci = 0; ci < 2; ci++)
+          for (int ip = 0; ip < 2; ip++) {
+            if (ip && (c == A2A || c == GA || c == SC || c == BC)) continue;
+            if (o == 1 && c != RD && c != RS) continue;
+            int root = (ci + t) % nranks;
+            if (run_case(&w, (coll_t)c, some[t], o ? ncclMax : ncclSum, counts[ci], ip, root)) goto out;
+          }
+out:
+  if (rank == 0) fprintf(stderr, "cuda_stream sweep: %d ranks, %d calls compared\n", nranks, w.cases);
+  WEFT_TEST_CHECK_RES(ncclCommDestroy(w.comm), ncclSuccess);
+  for (int k = 0; k < 2; k++) {
+    free(w.h[k]);
+    cu.free(tcu_p(w.d[k]));
+  }
+  free(w.back);
+  cu.stream_destroy(w.stream);
+  return weft_test_failures();
+}
+
+static weft_test_one_id_t sweep_job = {sweep_body, NULL};
+
+Test(cuda_stream, every_collective_matches_the_host_path_2_ranks, .timeout = 240) {
+  weft_test_env_timeout(60);
+  driver_setup();
+  WEFT_TEST_EXPECT_FORK_OK(2, 1, weft_test_one_id_main, &sweep_job, 220);
+}
+
+Test(cuda_stream, every_collective_matches_the_host_path_3_ranks, .timeout = 240) {
+  weft_test_env_timeout(60);
+  driver_setup();
+  WEFT_TEST_EXPECT_FORK_OK(3, 1, weft_test_one_id_main, &sweep_job, 220);
+}
+
+/* ---------- stream semantics ---------- */
+
+// A host function that holds the stream until the test lets it go.
+typedef struct {
+  pthread_mutex_t m;
+  pthread_cond_t cv;
+  int open;
+} latch_t;
+
+static void latch_wait(void *p) {
+  latch_t *l = p;
+  pthread_mutex_lock(&l->m);
+  while (!l->open) pthread_cond_wait(&l->cv, &l->m);
+  pthread_mutex_unlock(&l->m);
+}
+
+static void latch_open(latch_t *l) {
+  pthread_mutex_lock(&l->m);
+  l->open = 1;
+  pthread_cond_broadcast(&l->cv);
+  pthread_mutex_unlock(&l->m);
+}
+
+enum { M = 4096, CALLS = 40 };
+
+static int order_body(int rank, int nranks, ncclUniqueId id, void *arg) {
+  (void)arg;
+  tcu_stream s;
+  WEFT_TEST_CHECK(rank_setup(rank, &s) == 0, "driver setup failed");
+  if (weft_test_failures()) return weft_test_failures();
+  ncclComm_t comm = weft_test_init_rank(nranks, id, rank);
+  if (comm == NULL) return weft_test_failures();
+  int32_t *buf = tcu_alloc(&cu, M * sizeof(int32_t)), *host = NULL;
+  WEFT_TEST_CHECK(cu.host_alloc((void **)&host, M * sizeof(int32_t), 0) == 0 && buf != NULL, "allocation failed");
+  if (weft_test_failures()) return weft_test_failures();
+  for (int i = 0; i < M; i++) host[i] = -1;
+  WEFT_TEST_CHECK(cu.htod(tcu_p(buf), host, M * sizeof(int32_t)) == 0, "htod failed");
+
+  // Hold the stream, then queue: the input written by the stream, the
+  // all-reduce, and the result read back by the stream.
+  latch_t latch = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
+  WEFT_TEST_CHECK(cu.launch_host_fn(s, latch_wait, &latch) == 0, "cuLaunchHostFunc failed");
+  for (int i = 0; i < M; i++) host[i] = rank + i;
+  WEFT_TEST_CHECK(cu.htod_async(tcu_p(buf), host, M * sizeof(int32_t), s) == 0, "htod async failed");
+  double t0 = weft_test_now();
+  WEFT_TEST_CHECK_RES(ncclAllReduce(buf, buf, M, ncclInt32, ncclSum, comm, (cudaStream_t)s), ncclSuccess);
+  double secs = weft_test_now() - t0;
+  WEFT_TEST_CHECK(secs < 1.0, "ncclAllReduce took %.3f s with its stream held", secs);
+  int32_t *out = malloc(M * sizeof(int32_t));
+  WEFT_TEST_CHECK(cu.dtoh_async(out, tcu_p(buf), M * sizeof(int32_t), s) == 0, "dtoh async failed");
+  weft_test_sleep_ms(50);
+  WEFT_TEST_CHECK(cu.stream_query(s) == 600 /* CUDA_ERROR_NOT_READY */, "the held stream is not busy");
+  latch_open(&latch);
+  WEFT_TEST_CHECK(cu.stream_sync(s) == 0, "cuStreamSynchronize failed");
+  for (int i = 0; i < M; i++) {
+    int32_t want = nranks * i + nranks * (nranks - 1) / 2;
+    WEFT_TEST_CHECK(out[i] == want, "out[%d] = %d, expected %d", i, out[i], want);
+    if (out[i] != want) break;
+  }
+
+  // Many calls in flight, one synchronisation: each sees the one before.
+  for (int i = 0; i < M; i++) host[i] = 1;
+  WEFT_TEST_CHECK(cu.htod(tcu_p(buf), host, M * sizeof(int32_t)) == 0, "htod failed");
+  for (int k = 0; k < CALLS; k++) {
+    WEFT_TEST_CHECK_RES(ncclAllReduce(buf, buf, k % 2 ? M : 7, ncclInt32, ncclMax, comm, (cudaStream_t)s),
+                        ncclSuccess);
+    WEFT_TEST_CHECK_RES(ncclAllReduce(buf, buf, M, ncclInt32, ncclSum, comm, (cudaStream_t)s), ncclSuccess);
+  }
+  WEFT_TEST_CHECK(cu.stream_sync(s) == 0, "cuStreamSynchronize failed");
+  WEFT_TEST_CHECK(cu.dtoh(out, tcu_p(buf), M * sizeof(int32_t)) == 0, "dtoh failed");
+  int64_t want = 1;
+  for (int k = 0; k < CALLS; k++) want *= nranks;
+  WEFT_TEST_CHECK(out[0] == (int32_t)want && out[M - 1] == (int32_t)want, "after %d sums: %d and %d, expected %lld",
+                  CALLS, out[0], out[M - 1], (long long)want);
+  free(out);
+  WEFT_TEST_CHECK_RES(ncclCommDestroy(comm), ncclSuccess);
+  cu.free(tcu_p(buf));
+  cu.host_free(host);
+  cu.stream_destroy(s);
+  return weft_test_failures();
+}
+
+static weft_test_one_id_t order_job = {order_body, NULL};
+
+Test(cuda_stream, calls_are_ordered_on_the_stream_and_return_at_once, .timeout = 60) {
+  weft_test_env_timeout(30);
+  driver_setup();
+  WEFT_TEST_EXPECT_FORK_OK(3, 1, weft_test_one_id_main, &order_job, 50);
+}
+
+/* ---------- groups, device scalars, capture, refusals ---------- */
+
+static int misc_body(int rank, int nranks, ncclUniqueId id, void *arg) {
+  (void)arg;
+  tcu_stream s, s2;
+  WEFT_TEST_CHECK(rank_setup(rank, &s) == 0 && cu.stream_create(&s2, 1) == 0, "driver setup failed");
+  if (weft_test_failures()) return weft_test_failures();
+  ncclComm_t comm = weft_test_init_rank(nranks, id, rank);
+  if (comm == NULL) return weft_test_failures();
+  float *a = tcu_alloc(&cu, M * sizeof(float)), *b = tcu_alloc(&cu, M * sizeof(float));
+  float *scalar = tcu_alloc(&cu, sizeof(float)), *h = malloc(M * sizeof(float)), *h2 = malloc(M * sizeof(float));
+  WEFT_TEST_CHECK(a && b && scalar && h && h2, "allocation failed");
+  if (weft_test_failures()) return weft_test_failures();
+  int next = (rank + 1) % nranks, prev = (rank + nranks - 1) % nranks;
+
+  // A group: a ring of send/recv on one stream and an all-reduce on another.
+  for (int i = 0; i < M; i++) h[i] = (float)(rank * 1000 + i);
+  WEFT_TEST_CHECK(cu.htod(tcu_p(a), h, M * sizeof(float)) == 0, "htod failed");
+  WEFT_TEST_CHECK_RES(ncclGroupStart(), ncclSuccess);
+  WEFT_TEST_CHECK_RES(ncclSend(a, M, ncclFloat32, next, comm, (cudaStream_t)s), ncclSuccess);
+  WEFT_TEST_CHECK_RES(ncclRecv(b, M, ncclFloat32, prev, comm, (cudaStream_t)s), ncclSuccess);
+  WEFT_TEST_CHECK_RES(ncclGroupEnd(), ncclSuccess);
+  WEFT_TEST_CHECK_RES(ncclAllReduce(a, a, M, ncclFloat32, ncclSum, comm, (cudaStream_t)s2), ncclSuccess);
+  WEFT_TEST_CHECK(cu.stream_sync(s) == 0 && cu.stream_sync(s2) == 0, "sync failed");
+  WEFT_TEST_CHECK(cu.dtoh(h2, tcu_p(b), M * sizeof(float)) == 0, "dtoh failed");
+  for (int i = 0; i < M; i++)
+    if (h2[i] != (float)(prev * 1000 + i)) {
+      WEFT_TEST_CHECK(0, "received[%d] = %g, expected %g", i, h2[i], (float)(prev * 1000 + i));
+      break;
+    }
+
+  // PreMulSum with the scalar in device memory, changed on the stream between calls.
+  ncclRedOp_t pm;
+  WEFT_TEST_CHECK_RES(ncclRedOpCreatePreMulSum(&pm, scalar, ncclFloat32, ncclScalarDevice, comm), ncclSuccess);
+  for (int i = 0; i < M; i++) h[i] = 1.0f;
+  float two = 2.0f, three = 3.0f;
+  WEFT_TEST_CHECK(cu.htod(tcu_p(a), h, M * sizeof(float)) == 0, "htod failed");
+  WEFT_TEST_CHECK(cu.htod_async(tcu_p(scalar), &two, sizeof(float), s) == 0, "scalar htod failed");
+  WEFT_TEST_CHECK_RES(ncclAllReduce(a, b, M, ncclFloat32, pm, comm, (cudaStream_t)s), ncclSuccess);
+  WEFT_TEST_CHECK(cu.htod_async(tcu_p(scalar), &three, sizeof(float), s) == 0, "scalar htod failed");
+  WEFT_TEST_CHECK_RES(ncclAllReduce(b, b, M, ncclFloat32, pm, comm, (cudaStream_t)s), ncclSuccess);
+  WEFT_TEST_CHECK(cu.stream_sync(s) == 0, "sync failed");
+  WEFT_TEST_CHECK(cu.dtoh(h2, tcu_p(b), M * sizeof(float)) == 0, "dtoh failed");
+  float want = 3.0f * nranks * (2.0f * nranks);
+  WEFT_TEST_CHECK(h2[0] == want && h2[M - 1] == want, "PreMulSum gave %g, expected %g", h2[0], want);
+  // The same op on host buffers cannot read its device scalar.
+  WEFT_TEST_CHECK_RES(ncclAllReduce(h, h, M, ncclFloat32, pm, comm, NULL), ncclInvalidUsage);
+  WEFT_TEST_CHECK_RES(ncclRedOpDestroy(pm, comm), ncclSuccess);
+
+  // Capture into a graph is refused, and the stream is left as it was.
+  WEFT_TEST_CHECK(cu.begin_capture(s, 0) == 0, "begin capture failed");
+  WEFT_TEST_CHECK_RES(ncclAllReduce(a, a, M, ncclFloat32, ncclSum, comm, (cudaStream_t)s), ncclInvalidUsage);
+  WEFT_TEST_CHECK(strstr(ncclGetLastError(comm), "captured") != NULL, "last error: %s", ncclGetLastError(comm));
+  void *graph = NULL;
+  WEFT_TEST_CHECK(cu.end_capture(s, &graph) == 0, "end capture failed");
+  if (graph != NULL) cu.graph_destroy(graph);
+
+  // Refusals: mixed kinds; a stream that is not one; the same calls inside a group.
+  WEFT_TEST_CHECK_RES(ncclAllReduce(h, a, M, ncclFloat32, ncclSum, comm, (cudaStream_t)s), ncclInvalidUsage);
+  WEFT_TEST_CHECK(strstr(ncclGetLastError(comm), "memory of one device") != NULL, "last error: %s",
+                  ncclGetLastError(comm));
+  int junk[64];
+  WEFT_TEST_CHECK_RES(ncclAllReduce(a, a, M, ncclFloat32, ncclSum, comm, (cudaStream_t)junk), ncclInvalidArgument);
+  WEFT_TEST_CHECK_RES(ncclGroupStart(), ncclSuccess);
+  WEFT_TEST_CHECK_RES(ncclAllReduce(h, a, M, ncclFloat32, ncclSum, comm, (cudaStream_t)s), ncclInvalidUsage);
+  WEFT_TEST_CHECK(ncclGroupEnd() != ncclSuccess, "a group with a refused call succeeded");
+
+  // Still usable afterwards, on the legacy NULL stream of the current context.
+  for (int i = 0; i < M; i++) h[i] = 1.0f;
+  WEFT_TEST_CHECK(cu.htod(tcu_p(a), h, M * sizeof(float)) == 0, "htod failed");
+  WEFT_TEST_CHECK_RES(ncclAllReduce(a, a, M, ncclFloat32, ncclSum, comm, NULL), ncclSuccess);
+  WEFT_TEST_CHECK(cu.stream_sync(NULL) == 0, "sync failed");
+  WEFT_TEST_CHECK(cu.dtoh(h2, tcu_p(a), M * sizeof(float)) == 0, "dtoh failed");
+  WEFT_TEST_CHECK(h2[7] == (float)nranks, "NULL stream all-reduce gave %g", h2[7]);
+
+  WEFT_TEST_CHECK_RES(ncclCommDestroy(comm), ncclSuccess);
+  cu.free(tcu_p(a));
+  cu.free(tcu_p(b));
+  cu.free(tcu_p(scalar));
+  free(h);
+  free(h2);
+  cu.stream_destroy(s);
+  cu.stream_destroy(s2);
+  return weft_test_failures();
+}
+
+static weft_test_one_id_t misc_job = {misc_body, NULL};
+
+Test(cuda_stream, groups_device_scalars_capture_and_refusals, .timeout = 60) {
+  weft_test_env_timeout(30);
+  driver_setup();
+  WEFT_TEST_EXPECT_FORK_OK(2, 1, weft_test_one_id_main, &misc_job, 50);
+}
+
+/* ---------- several devices in one process ---------- */
+
+// ncclCommInitAll over both fake devices; one thread drives both
+// communicators in one group, each on a stream of its own device.
+static int multi_body(int rank, int nranks, ncclUniqueId *ids, void *arg) {
+  (void)rank, (void)nranks, (void)ids, (void)arg;
+  if (tcu_open(&cu) != 0) return 1;
+  ncclComm_t comms[2];
+  int devs[2] = {0, 1};
+  WEFT_TEST_CHECK_RES(ncclCommInitAll(comms, 2, devs), ncclSuccess);
+  tcu_stream s[2];
+  int32_t *buf[2];
+  int32_t host[M];
+  for (int d = 0; d < 2; d++) {
+    WEFT_TEST_CHECK(tcu_use_device(&cu, d) == 0 && cu.stream_create(&s[d], 1) == 0, "device %d setup", d);
+    buf[d] = tcu_alloc(&cu, sizeof(host));
+    for (int i = 0; i < M; i++) host[i] = d + 1;
+    WEFT_TEST_CHECK(buf[d] != NULL && cu.htod(tcu_p(buf[d]), host, sizeof(host)) == 0, "device %d buffer", d);
+  }
+  if (weft_test_failures()) return weft_test_failures();
+  WEFT_TEST_CHECK_RES(ncclGroupStart(), ncclSuccess);
+  for (int d = 0; d < 2; d++)
+    WEFT_TEST_CHECK_RES(ncclAllReduce(buf[d], buf[d], M, ncclInt32, ncclSum, comms[d], (cudaStream_t)s[d]),
+                        ncclSuccess);
+  WEFT_TEST_CHECK_RES(ncclGroupEnd(), ncclSuccess);
+  for (int d = 0; d < 2; d++) {
+    WEFT_TEST_CHECK(tcu_use_device(&cu, d) == 0 && cu.stream_sync(s[d]) == 0, "sync %d", d);
+    WEFT_TEST_CHECK(cu.dtoh(host, tcu_p(buf[d]), sizeof(host)) == 0, "dtoh %d", d);
+    WEFT_TEST_CHECK(host[0] == 3 && host[M - 1] == 3, "device %d: %d, expected 3", d, host[0]);
+    cu.free(tcu_p(buf[d]));
+    cu.stream_destroy(s[d]);
+  }
+  for (int d = 0; d < 2; d++) WEFT_TEST_CHECK_RES(ncclCommDestroy(comms[d]), ncclSuccess);
+  return weft_test_failures();
+}
+
+Test(cuda_stream, one_thread_drives_two_devices_in_a_group, .timeout = 60) {
+  weft_test_env_timeout(30);
+  driver_setup();
+  WEFT_TEST_EXPECT_FORK_OK(1, 0, multi_body, NULL, 50);
+}
