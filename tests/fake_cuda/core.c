@@ -71,6 +71,7 @@ EXPORT CUresult cuInit(unsigned int flags) {
     fk.ndev = n < 0 ? 0 : n > FK_MAX_DEVICES ? FK_MAX_DEVICES : (int)n;
     fk.arena_bytes = (size_t)(mb < 1 ? 1 : mb) << 20;
     fk.strict_context = env_long("FAKE_CUDA_STRICT_CONTEXT", 0) != 0;
+    fk.copy_delay_ns = env_long("FAKE_CUDA_COPY_DELAY_US", 0) * 1000;
     for (int d = 0; d < FK_MAX_DEVICES; d++) fk.ctx[d].device = d, fk.arena[d].fd = -1;
     if (fk.ndev == 0) r = CUDA_ERROR_NO_DEVICE;
     else atomic_store(&fk.inited, 1);

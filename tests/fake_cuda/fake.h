@@ -336,6 +336,7 @@ typedef struct {
   int ndev;
   size_t arena_bytes;
   int strict_context;
+  long copy_delay_ns;  // FAKE_CUDA_COPY_DELAY_US: each queued copy waits this long first
   fk_ctx ctx[FK_MAX_DEVICES];
   fk_arena arena[FK_MAX_DEVICES];
   fk_region *regions;

@@ -281,19 +281,31 @@ static CUresult host_alloc(void **pp, size_t bytes, unsigned flags) {
   return r;
 }
 
+// Pinning and unpinning host memory synchronise the context (the CUDA
+// guide's "implicit synchronization"; cudaFreeHost blocks until the device
+// is idle): the caller waits here for every stream of its context to drain.
+// Code that queues a stream wait and only then allocates deadlocks here as
+// it does on a GPU.
+static void implicit_sync(fk_ctx *c) {
+  if (c != NULL) fk_ctx_sync(c);
+}
+
 EXPORT CUresult cuMemHostAlloc(void **pp, size_t bytes, unsigned int flags) {
   FK_API();
+  implicit_sync(fk_current());
   return host_alloc(pp, bytes, flags);
 }
 
 EXPORT CUresult cuMemAllocHost_v2(void **pp, size_t bytes) {
   FK_API();
+  implicit_sync(fk_current());
   return host_alloc(pp, bytes, 0);
 }
 
 EXPORT CUresult cuMemFreeHost(void *p) {
   FK_API();
   if (p == NULL) return CUDA_SUCCESS;
+  implicit_sync(fk_current());
   pthread_mutex_lock(&fk.lock);
   CUresult res = fk_capture_check_unsafe();
   fk_region *r = res == CUDA_SUCCESS ? fk_region_find((uintptr_t)p) : NULL;

@@ -66,7 +66,13 @@ static CUresult run(fk_stream *s, fk_op *op) {
   }
   long ns = 2000;
   switch (op->kind) {
-    case FK_OP_COPY: memmove(dst, src, op->bytes); break;
+    case FK_OP_COPY:
+      if (fk.copy_delay_ns > 0) {  // FAKE_CUDA_COPY_DELAY_US: a device that lags behind the host
+        struct timespec ts = {fk.copy_delay_ns / 1000000000, fk.copy_delay_ns % 1000000000};
+        nanosleep(&ts, NULL);
+      }
+      memmove(dst, src, op->bytes);
+      break;
     case FK_OP_SET: fill(dst, op->value, op->width, op->bytes); break;
     case FK_OP_WRITE:
       if (!(op->flags & CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER)) atomic_thread_fence(memory_order_seq_cst);
