@@ -29,6 +29,7 @@
 
 #include "checks.h"
 #include "cuda_rt.h"
+#include "cuda_staging.h"
 #include "dtype.h"
 #include "env.h"
 #include "stream.h"
@@ -36,17 +37,9 @@
 
 enum { FLAG_REACHED = 0, FLAG_DONE = 16, FLAG_FREED = 32, FLAGS_BYTES = 192 };  // uint32 indices, 64 B apart
 #define STAGE_ALIGN 64
-#define STAGE_MIN_BYTES ((size_t)1 << 16)
-#define POOL_KEEP 4       // idle staging blocks a channel keeps
+#define STAGE_MIN_BYTES ((size_t)1 << 20)
 #define CU_STREAM_PER_THREAD_HANDLE ((weft_CUstream)(uintptr_t)0x2)
 
-typedef struct staging {
-  char *host;
-  size_t bytes;
-  uint32_t k;   // the last batch that used it
-  int busy;     // until the stream wrote freed >= k
-  struct staging *next;
-} staging_t;
 
 struct weft_cuda_chan {
   weft_CUcontext ctx;
@@ -54,6 +47,7 @@ struct weft_cuda_chan {
   pthread_t owner;       // CU_STREAM_PER_THREAD: each thread has its own stream
   int device;
   _Atomic uint32_t *flags;  // pinned, device-mapped host memory
+  int flags_reserved;       // a slot of the context's reserve (else our own allocation)
   weft_CUdeviceptr flags_dev;
   pthread_mutex_t lock;  // issued, pool
   uint32_t issued;       // the last gate number handed out
@@ -97,11 +91,17 @@ static ncclResult_t chan_create(const weft_cuda_driver_t *d, weft_CUcontext ctx,
   c->device = device;
   pthread_mutex_init(&c->lock, NULL);
   void *flags = NULL;
-  weft_CUresult r = d->cuMemHostAlloc(&flags, FLAGS_BYTES, WEFT_CU_MEMHOSTALLOC_PORTABLE | WEFT_CU_MEMHOSTALLOC_DEVICEMAP);
-  if (r == WEFT_CUDA_SUCCESS) {
-    memset(flags, 0, FLAGS_BYTES);
+  weft_CUresult r = WEFT_CUDA_SUCCESS;
+  if (weft_cuda_reserve_counters(ctx, &flags, &c->flags_dev)) {
     c->flags = flags;
-    r = d->cuMemHostGetDevicePointer(&c->flags_dev, flags, 0);
+    c->flags_reserved = 1;
+  } else {
+    r = d->cuMemHostAlloc(&flags, FLAGS_BYTES, WEFT_CU_MEMHOSTALLOC_PORTABLE | WEFT_CU_MEMHOSTALLOC_DEVICEMAP);
+    if (r == WEFT_CUDA_SUCCESS) {
+      memset(flags, 0, FLAGS_BYTES);
+      c->flags = flags;
+      r = d->cuMemHostGetDevicePointer(&c->flags_dev, flags, 0);
+    }
   }
   ncclResult_t res = r == WEFT_CUDA_SUCCESS ? ncclSuccess
                      : cu_fail(api, c->flags == NULL ? "cuMemHostAlloc" : "cuMemHostGetDevicePointer", r);
@@ -128,16 +128,15 @@ static void chan_free(weft_cuda_chan_t *c, const weft_cuda_driver_t *d) {
   if (!drained)
     WARN("CUDA stream %p has not finished weft's copies after %d ms; keeping its staging memory", (void *)c->stream,
          (int)limit);
-  if (drained && d->cuCtxPushCurrent(c->ctx) == WEFT_CUDA_SUCCESS) {
-    for (staging_t *b = c->pool; b != NULL;) {
-      staging_t *next = b->next;
-      d->cuMemFreeHost(b->host);
-      free(b);
-      b = next;
+  if (drained) {  // the staging goes back to the context's reserve; counters too, or are freed
+    weft_cuda_reserve_give(c->ctx, c->pool);
+    if (c->flags_reserved) {
+      weft_cuda_reserve_counters_put(c->ctx, (void *)c->flags);
+    } else if (c->flags != NULL && d->cuCtxPushCurrent(c->ctx) == WEFT_CUDA_SUCCESS) {
+      d->cuMemFreeHost((void *)c->flags);
+      weft_CUcontext popped;
+      d->cuCtxPopCurrent(&popped);
     }
-    if (c->flags != NULL) d->cuMemFreeHost((void *)c->flags);
-    weft_CUcontext popped;
-    d->cuCtxPopCurrent(&popped);
   }
   pthread_mutex_destroy(&c->lock);
   free(c);
@@ -243,28 +242,21 @@ void weft_cuda_comm_release(struct ncclComm *comm) {
 /* ---------- staging ---------- */
 
 // A block of at least `bytes` whose last user the stream has finished with
-// (chan->lock held, context current).
-static staging_t *staging_take(weft_cuda_chan_t *c, const weft_cuda_driver_t *d, size_t bytes, const char *api,
-                               ncclResult_t *res) {
+// (chan->lock held, context current): the channel's own, else one from the
+// context's reserve, else newly pinned (cuda_staging.h says why that is the
+// last resort). Blocks are never freed while the channel lives.
+static staging_t *staging_take(weft_cuda_chan_t *c, const weft_cuda_driver_t *d, size_t bytes, ncclResult_t *res) {
   uint32_t freed = atomic_load_explicit(&c->flags[FLAG_FREED], memory_order_acquire);
   staging_t *best = NULL;
-  int idle = 0;
   for (staging_t *b = c->pool; b != NULL; b = b->next) {
-    if (b->busy && cyclic_ge(freed, b->k)) b->busy = 0;
-    if (b->busy) continue;
-    idle++;
-    if (b->bytes >= bytes && (best == NULL || b->bytes < best->bytes)) best = b;
+    if (b->busy && b->k != 0 && cyclic_ge(freed, b->k)) b->busy = 0;
+    if (!b->busy && b->bytes >= bytes && (best == NULL || b->bytes < best->bytes)) best = b;
   }
   if (best != NULL) return best;
-  // Too many idle blocks, none big enough: free the smallest idle one first.
-  if (idle >= POOL_KEEP) {
-    staging_t **victim = NULL;
-    for (staging_t **p = &c->pool; *p != NULL; p = &(*p)->next)
-      if (!(*p)->busy && (victim == NULL || (*p)->bytes < (*victim)->bytes)) victim = p;
-    staging_t *v = *victim;
-    *victim = v->next;
-    d->cuMemFreeHost(v->host);
-    free(v);
+  if ((best = weft_cuda_reserve_take(c->ctx, bytes)) != NULL) {  // reserved at communicator creation
+    best->next = c->pool;
+    c->pool = best;
+    return best;
   }
   size_t want = STAGE_MIN_BYTES;
   while (want < bytes && want < ((size_t)1 << 62)) want <<= 1;
@@ -277,7 +269,7 @@ static staging_t *staging_take(weft_cuda_chan_t *c, const weft_cuda_driver_t *d,
   weft_CUresult r = d->cuMemHostAlloc(&host, want, WEFT_CU_MEMHOSTALLOC_PORTABLE);
   if (r != WEFT_CUDA_SUCCESS) {
     free(b);
-    *res = cu_fail(api, "cuMemHostAlloc (staging)", r);
+    *res = cu_fail("CUDA stream", "cuMemHostAlloc (staging)", r);
     return NULL;
   }
   INFO(WEFT_LOG_ALLOC, "CUDA stream %p: %zu bytes of pinned staging", (void *)c->stream, want);
@@ -290,112 +282,127 @@ static staging_t *staging_take(weft_cuda_chan_t *c, const weft_cuda_driver_t *d,
 
 static size_t align_up(size_t x) { return (x + STAGE_ALIGN - 1) & ~(size_t)(STAGE_ALIGN - 1); }
 
-// Where one operation's buffers go in staging. In-place calls keep their
-// aliasing: a send region inside the recv region (or the reverse) is staged
-// once, at the same offset.
-typedef struct {
-  size_t send_bytes, recv_bytes;
-  size_t send_at, recv_at, scalar_at, total;
-} layout_t;
+static size_t send_bytes(const weft_op_t *op) {
+  return op->dev.send != NULL ? weft_coll_send_elems(&op->args) * op->esize : 0;
+}
+static size_t recv_bytes(const weft_op_t *op) {
+  return op->dev.recv != NULL ? weft_coll_recv_elems(&op->args) * op->esize : 0;
+}
 
-static void op_layout(const weft_op_t *op, size_t base, layout_t *l) {
-  l->send_bytes = op->dev.send != NULL ? weft_coll_send_elems(&op->args) * op->esize : 0;
-  l->recv_bytes = op->dev.recv != NULL ? weft_coll_recv_elems(&op->args) * op->esize : 0;
+// Places one operation's buffers in staging at `at` (returns the bytes
+// used). In-place calls keep their aliasing: a send region inside the recv
+// region (or the reverse) is staged once, at the same offset.
+static size_t op_place(weft_op_t *op, char *base, size_t at) {
+  size_t sb = send_bytes(op), rb = recv_bytes(op), start = at;
   uintptr_t s = (uintptr_t)op->dev.send, r = (uintptr_t)op->dev.recv;
-  size_t at = base;
-  if (l->send_bytes && l->recv_bytes && s >= r && s + l->send_bytes <= r + l->recv_bytes) {
-    l->recv_at = at, l->send_at = at + (s - r), at += align_up(l->recv_bytes);
-  } else if (l->send_bytes && l->recv_bytes && r >= s && r + l->recv_bytes <= s + l->send_bytes) {
-    l->send_at = at, l->recv_at = at + (r - s), at += align_up(l->send_bytes);
+  char *send_at, *recv_at;
+  if (sb && rb && s >= r && s + sb <= r + rb) {
+    recv_at = base + at, send_at = recv_at + (s - r), at += align_up(rb);
+  } else if (sb && rb && r >= s && r + rb <= s + sb) {
+    send_at = base + at, recv_at = send_at + (r - s), at += align_up(sb);
   } else {
-    l->send_at = at, at += align_up(l->send_bytes);
-    l->recv_at = at, at += align_up(l->recv_bytes);
+    send_at = base + at, at += align_up(sb);
+    recv_at = base + at, at += align_up(rb);
   }
-  l->scalar_at = at;
+  if (base != NULL) {
+    op->sendbuff = sb > 0 ? send_at : NULL;
+    op->recvbuff = rb > 0 ? recv_at : NULL;
+    op->dev.scalar_stage = op->dev.scalar != NULL ? base + at : NULL;
+  }
   if (op->dev.scalar != NULL) at += STAGE_ALIGN;
-  l->total = at - base;
+  return at - start;
 }
 
 /* ---------- batches ---------- */
 
+ncclResult_t weft_cuda_batch_stage(weft_cuda_chan_t *c, weft_op_t **ops, int nops, weft_cuda_gate_t *gate) {
+  const weft_cuda_driver_t *d = weft_cuda_driver();
+  *gate = (weft_cuda_gate_t){0};
+  size_t total = 0;
+  for (int i = 0; i < nops; i++) total += op_place(ops[i], NULL, total);
+  if (d->cuCtxPushCurrent(c->ctx) != WEFT_CUDA_SUCCESS) {
+    WARN("CUDA stream %p: its context can no longer be made current", (void *)c->stream);
+    return ncclUnhandledCudaError;
+  }
+  ncclResult_t res = ncclSuccess;
+  pthread_mutex_lock(&c->lock);
+  staging_t *b = staging_take(c, d, total > 0 ? total : 1, &res);
+  if (b != NULL) b->busy = 1, b->k = 0;  // reserved; its batch number comes when it is queued
+  pthread_mutex_unlock(&c->lock);
+  weft_CUcontext popped;
+  d->cuCtxPopCurrent(&popped);
+  if (b == NULL) return res;
+  for (size_t i = 0, at = 0; i < (size_t)nops; i++) at += op_place(ops[i], b->host, at);
+  *gate = (weft_cuda_gate_t){c, 0, b};
+  return ncclSuccess;
+}
+
+void weft_cuda_batch_unstage(weft_cuda_gate_t *gate) {
+  if (gate->chan == NULL || gate->k != 0) return;
+  pthread_mutex_lock(&gate->chan->lock);
+  gate->block->busy = 0;
+  pthread_mutex_unlock(&gate->chan->lock);
+  *gate = (weft_cuda_gate_t){0};
+}
+
 static weft_CUdeviceptr dptr(const void *p) { return (weft_CUdeviceptr)(uintptr_t)p; }
 
-// Queues the batch's stream work; *waiting says whether the WAIT is queued
+// The stream work of batch k; *waiting says whether its WAIT is queued
 // (from then on the worker must see the gate, or the stream never moves on).
-static ncclResult_t queue_batch(weft_cuda_chan_t *c, const weft_cuda_driver_t *d, weft_op_t **ops, int nops,
-                                const layout_t *lay, char *stage, uint32_t k, int *waiting) {
+static ncclResult_t queue_ops(weft_cuda_chan_t *c, const weft_cuda_driver_t *d, weft_op_t **ops, int nops,
+                              uint32_t k, int *waiting) {
   const char *api = "CUDA stream";
   weft_CUstream s = c->stream;
   for (int i = 0; i < nops; i++) {
-    if (lay[i].send_bytes > 0)
+    size_t sb = send_bytes(ops[i]);
+    if (sb > 0)
       CUCALL(api, "cuMemcpyAsync (device to staging)",
-             d->cuMemcpyAsync(dptr(stage + lay[i].send_at), dptr(ops[i]->dev.send), lay[i].send_bytes, s));
+             d->cuMemcpyAsync(dptr(ops[i]->sendbuff), dptr(ops[i]->dev.send), sb, s));
     if (ops[i]->dev.scalar != NULL)
       CUCALL(api, "cuMemcpyAsync (scalar)",
-             d->cuMemcpyAsync(dptr(stage + lay[i].scalar_at), dptr(ops[i]->dev.scalar), ops[i]->esize, s));
+             d->cuMemcpyAsync(dptr(ops[i]->dev.scalar_stage), dptr(ops[i]->dev.scalar), ops[i]->esize, s));
   }
   CUCALL(api, "cuStreamWriteValue32 (reached)",
          d->cuStreamWriteValue32(s, c->flags_dev + FLAG_REACHED * 4, k, WEFT_CU_STREAM_WRITE_VALUE_DEFAULT));
   CUCALL(api, "cuStreamWaitValue32 (done)",
          d->cuStreamWaitValue32(s, c->flags_dev + FLAG_DONE * 4, k, WEFT_CU_STREAM_WAIT_VALUE_GEQ));
   *waiting = 1;
-  for (int i = 0; i < nops; i++)
-    if (lay[i].recv_bytes > 0)
+  for (int i = 0; i < nops; i++) {
+    size_t rb = recv_bytes(ops[i]);
+    if (rb > 0)
       CUCALL(api, "cuMemcpyAsync (staging to device)",
-             d->cuMemcpyAsync(dptr(ops[i]->dev.recv), dptr(stage + lay[i].recv_at), lay[i].recv_bytes, s));
+             d->cuMemcpyAsync(dptr(ops[i]->dev.recv), dptr(ops[i]->recvbuff), rb, s));
+  }
   CUCALL(api, "cuStreamWriteValue32 (freed)",
          d->cuStreamWriteValue32(s, c->flags_dev + FLAG_FREED * 4, k, WEFT_CU_STREAM_WRITE_VALUE_DEFAULT));
   return ncclSuccess;
 }
 
-ncclResult_t weft_cuda_batch_prepare(weft_cuda_chan_t *c, weft_op_t **ops, int nops, weft_cuda_gate_t *gate) {
+ncclResult_t weft_cuda_batch_queue(weft_cuda_gate_t *gate, weft_op_t **ops, int nops) {
   const weft_cuda_driver_t *d = weft_cuda_driver();
-  *gate = (weft_cuda_gate_t){0};
-  layout_t lay_inline[8];
-  layout_t *lay = nops <= 8 ? lay_inline : malloc(sizeof(*lay) * (size_t)nops);
-  if (lay == NULL) return ncclSystemError;
-  size_t total = 0;
-  for (int i = 0; i < nops; i++) {
-    op_layout(ops[i], total, &lay[i]);
-    total += lay[i].total;
-  }
+  weft_cuda_chan_t *c = gate->chan;
   if (d->cuCtxPushCurrent(c->ctx) != WEFT_CUDA_SUCCESS) {
-    if (lay != lay_inline) free(lay);
+    weft_cuda_batch_unstage(gate);
     WARN("CUDA stream %p: its context can no longer be made current", (void *)c->stream);
     return ncclUnhandledCudaError;
   }
-  ncclResult_t res = ncclSuccess;
-  pthread_mutex_lock(&c->lock);
-  staging_t *b = staging_take(c, d, total > 0 ? total : 1, "CUDA stream", &res);
   int waiting = 0;
-  uint32_t k = 0;
-  if (b != NULL) {
-    k = ++c->issued;
-    if (k == 0) k = ++c->issued;  // 0 never names a batch
-    b->busy = 1;
-    b->k = k;
-    res = queue_batch(c, d, ops, nops, lay, b->host, k, &waiting);
-  }
+  pthread_mutex_lock(&c->lock);
+  uint32_t k = ++c->issued;
+  if (k == 0) k = ++c->issued;  // 0 never names a batch
+  gate->k = gate->block->k = k;
+  ncclResult_t res = queue_ops(c, d, ops, nops, k, &waiting);
   pthread_mutex_unlock(&c->lock);
-  if (res == ncclSuccess) {
-    for (int i = 0; i < nops; i++) {
-      weft_op_t *op = ops[i];
-      op->sendbuff = lay[i].send_bytes > 0 ? b->host + lay[i].send_at : NULL;
-      op->recvbuff = lay[i].recv_bytes > 0 ? b->host + lay[i].recv_at : NULL;
-      op->dev.scalar_stage = op->dev.scalar != NULL ? b->host + lay[i].scalar_at : NULL;
-    }
-    *gate = (weft_cuda_gate_t){c, k};
-  } else if (waiting) {
-    *gate = (weft_cuda_gate_t){c, k};  // the caller abandons it: the worker releases the stream in order
-  } else if (b != NULL && d->cuStreamSynchronize(c->stream) == WEFT_CUDA_SUCCESS) {
-    b->busy = 0;  // the copies already queued into it are done
-  }
+  if (res != ncclSuccess && !waiting) {
+    // Nothing waits on the worker: let the copies already queued finish, then
+    // the block is free again (if the sync fails, it stays reserved).
+    if (d->cuStreamSynchronize(c->stream) == WEFT_CUDA_SUCCESS) gate->block->busy = 0;
+    *gate = (weft_cuda_gate_t){0};
+  }  // with the WAIT queued the caller abandons the gate: the worker releases the stream in order
   weft_CUcontext popped;
   d->cuCtxPopCurrent(&popped);
-  if (lay != lay_inline) free(lay);
   if (res == ncclSuccess)
-    TRACE(WEFT_LOG_COLL, "CUDA stream %p: batch %u of %d call(s), %zu bytes of staging", (void *)c->stream, k, nops,
-          total);
+    TRACE(WEFT_LOG_COLL, "CUDA stream %p: batch %u of %d call(s) queued", (void *)c->stream, k, nops);
   return res;
 }
 
@@ -433,8 +440,11 @@ void weft_cuda_gate_open(const weft_cuda_gate_t *g) {
   atomic_store_explicit(&g->chan->flags[FLAG_DONE], g->k, memory_order_release);
 }
 
-void weft_cuda_gate_abandon(const weft_cuda_gate_t *g) {
-  if (g->chan != NULL) weft_stream_submit_gated(g->chan->worker, NULL, 0, g);
+void weft_cuda_gate_abandon(weft_cuda_gate_t *g) {
+  if (g->chan == NULL) return;
+  if (g->k == 0) weft_cuda_batch_unstage(g);  // staged, never queued
+  else weft_stream_submit_gated(g->chan->worker, NULL, 0, g);
+  *g = (weft_cuda_gate_t){0};
 }
 
 int weft_cuda_scalar_on_device(const void *scalar, size_t bytes) {

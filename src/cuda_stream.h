@@ -27,11 +27,15 @@
 typedef struct weft_cuda_chan weft_cuda_chan_t;
 struct weft_stream;
 
+struct staging;
+
 // A batch's place in its channel: the worker waits for reached >= k before
-// it runs the batch and stores done = k after it (k = 0: no gate).
+// it runs the batch and stores done = k after it. k = 0: staged (its
+// staging block reserved), not queued yet.
 typedef struct {
   weft_cuda_chan_t *chan;
   uint32_t k;
+  struct staging *block;
 } weft_cuda_gate_t;
 
 // The channel of `stream` for comm (made on first use; comm then holds a
@@ -43,20 +47,29 @@ ncclResult_t weft_cuda_chan_get(struct ncclComm *comm, cudaStream_t stream, int 
 // The host stream whose worker runs the channel's batches.
 struct weft_stream *weft_cuda_chan_worker(weft_cuda_chan_t *chan);
 
-// Stage a batch: give each operation host staging (its sendbuff/recvbuff
-// now point there; the device pointers are kept in op->dev) and queue the
-// copies and the two counters on the user's stream. Called before the
-// operations are launched. On failure nothing is left queued that waits.
-ncclResult_t weft_cuda_batch_prepare(weft_cuda_chan_t *chan, weft_op_t **ops, int nops, weft_cuda_gate_t *gate);
+// A batch is made in two phases, each run for every channel of a group
+// before the next: pinning host memory synchronises the context, so no
+// staging may be allocated once any of the group's stream waits is queued.
+// Stage: reserve host staging for the operations (their sendbuff/recvbuff
+// now point there; the device pointers stay in op->dev); may allocate.
+ncclResult_t weft_cuda_batch_stage(weft_cuda_chan_t *chan, weft_op_t **ops, int nops, weft_cuda_gate_t *gate);
+// Queue: the copies and the counters on the user's stream; gate->k is then
+// the batch's number. Allocates nothing. On failure with the WAIT already
+// queued, gate stays set and the caller must abandon it; otherwise gate is
+// cleared. Both run before the operations are launched.
+ncclResult_t weft_cuda_batch_queue(weft_cuda_gate_t *gate, weft_op_t **ops, int nops);
+// Releases a staged batch that will not be queued.
+void weft_cuda_batch_unstage(weft_cuda_gate_t *gate);
 
 // Worker side: wait until the stream reached the gate, then read the
 // operations' device-resident scalars from staging.
 void weft_cuda_gate_wait(const weft_cuda_gate_t *gate, weft_op_t **ops, int nops);
 // Worker side: release the stream (done = k), whatever the batch's outcome.
 void weft_cuda_gate_open(const weft_cuda_gate_t *gate);
-// A prepared batch that will not run (a later step failed): hand the worker
-// an empty batch with its gate, so the stream is released in order.
-void weft_cuda_gate_abandon(const weft_cuda_gate_t *gate);
+// A batch that will not run (a later step failed): a staged one gives its
+// block back; a queued one goes to the worker empty, so the stream is
+// released in order. Clears the gate.
+void weft_cuda_gate_abandon(weft_cuda_gate_t *gate);
 
 // Whether a PreMulSum scalar given with ncclScalarDevice lies in device or
 // managed memory: then it is copied in stream order at each call, never

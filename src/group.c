@@ -71,23 +71,45 @@ static ncclResult_t queue_push(weft_op_t *op, weft_stream_t *s, weft_cuda_chan_t
   return ncclSuccess;
 }
 
-// Stages each CUDA channel's operations as one batch; the gate goes to the
-// channel's first item. Stops at the first failure.
+// The operations of q[i]'s channel from i on (the first cnt fit in ops).
+static int channel_ops(queued_t *q, int n, int i, weft_op_t **ops, int cap) {
+  int cnt = 0;
+  for (int j = i; j < n; j++)
+    if (q[j].chan == q[i].chan) {
+      if (cnt < cap) ops[cnt] = q[j].op;
+      cnt++;
+    }
+  return cnt;
+}
+
+// Each CUDA channel's share of the group becomes one batch, its gate held by
+// the channel's first item. Two passes: staging for every channel first
+// (it may pin host memory, which waits for the context's streams), then the
+// stream work of every channel. Stops at the first failure; the caller
+// abandons whatever gates are set.
 static ncclResult_t stage_device_batches(queued_t *q, int n) {
-  for (int i = 0; i < n; i++) {
-    if (q[i].chan == NULL || q[i].gate.chan != NULL) continue;
-    int cnt = 0;
-    for (int j = i; j < n; j++) cnt += q[j].chan == q[i].chan;
-    weft_op_t *local[QUEUE_INLINE];
-    weft_op_t **ops = cnt <= QUEUE_INLINE ? local : calloc((size_t)cnt, sizeof(*ops));
-    if (ops == NULL) return ncclSystemError;
-    for (int j = i, k = 0; j < n; j++)
-      if (q[j].chan == q[i].chan) ops[k++] = q[j].op;
-    ncclResult_t res = weft_cuda_batch_prepare(q[i].chan, ops, cnt, &q[i].gate);
-    if (ops != local) free(ops);
-    if (res != ncclSuccess) return res;
+  weft_op_t *local[QUEUE_INLINE], **ops = local;
+  int cap = QUEUE_INLINE;
+  ncclResult_t res = ncclSuccess;
+  for (int pass = 0; pass < 2 && res == ncclSuccess; pass++) {
+    for (int i = 0; i < n && res == ncclSuccess; i++) {
+      if (q[i].chan == NULL) continue;
+      int lead = 1;
+      for (int j = 0; j < i && lead; j++) lead = q[j].chan != q[i].chan;
+      if (!lead) continue;
+      int cnt = channel_ops(q, n, i, ops, cap);
+      if (cnt > cap) {
+        if (ops != local) free(ops);
+        if ((ops = calloc((size_t)cnt, sizeof(*ops))) == NULL) return ncclSystemError;
+        cap = cnt;
+        channel_ops(q, n, i, ops, cap);
+      }
+      res = pass == 0 ? weft_cuda_batch_stage(q[i].chan, ops, cnt, &q[i].gate)
+                      : weft_cuda_batch_queue(&q[i].gate, ops, cnt);
+    }
   }
-  return ncclSuccess;
+  if (ops != local) free(ops);
+  return res;
 }
 
 // The gates of staged batches that will not be submitted.

@@ -16,6 +16,7 @@
 #include "checks.h"
 #include "comm.h"
 #include "cuda_rt.h"
+#include "cuda_staging.h"
 #include "rendezvous.h"
 #include "topo.h"
 #include "util.h"
@@ -133,6 +134,7 @@ static ncclResult_t init_rank(ncclComm_t *out, int nranks, const ncclUniqueId *u
   comm->rank = rank;
   comm->nranks = nranks;
   comm->cuda_dev = weft_cuda_current_device();  // as NCCL: the caller's current device (-1: none)
+  if (comm->cuda_dev >= 0) weft_cuda_reserve_init();  // pinned staging, before any rank can queue work
   weft_bootstrap_reset(&comm->bs);
   pthread_mutex_init(&comm->lock, NULL);
 

@@ -145,7 +145,7 @@ static int sweep_body(int rank, int nranks, ncclUniqueId id, void *arg) {
   if (weft_test_failures()) return weft_test_failures();
   w.comm = weft_test_init_rank(nranks, id, rank);
   if (w.comm == NULL) return weft_test_failures();
-  w.cap = 70000 * 8 * (size_t)nranks + 2 * PAD;
+  w.cap = 70000 * 8 * (size_t)nranks + 2 * PAD;  // within the staging reserved at init
   for (int k = 0; k < 2; k++) {
     w.h[k] = malloc(w.cap);
     w.d[k] = tcu_alloc(&cu, w.cap);
@@ -318,6 +318,24 @@ static int misc_body(int rank, int nranks, ncclUniqueId id, void *arg) {
       WEFT_TEST_CHECK(0, "received[%d] = %g, expected %g", i, h2[i], (float)(prev * 1000 + i));
       break;
     }
+
+  // Groups larger than the staging reserved at init, back to back: staging
+  // is pinned at call time, which (as on a GPU, and in the stand-in driver)
+  // waits for the context's streams; it must never wait for a stream wait
+  // of the same group, or for one the worker has not been handed.
+  enum { BIG = 3 << 20 };  // floats: 12 MiB per buffer, more than a reserved block
+  float *big_a = tcu_alloc(&cu, BIG * sizeof(float)), *big_b = tcu_alloc(&cu, BIG * sizeof(float));
+  WEFT_TEST_CHECK(big_a != NULL && big_b != NULL, "allocation failed");
+  for (int rep = 0; rep < 2 && big_a != NULL && big_b != NULL; rep++) {
+    WEFT_TEST_CHECK_RES(ncclGroupStart(), ncclSuccess);
+    WEFT_TEST_CHECK_RES(ncclSend(big_a, BIG, ncclFloat32, next, comm, (cudaStream_t)s), ncclSuccess);
+    WEFT_TEST_CHECK_RES(ncclRecv(big_b, BIG, ncclFloat32, prev, comm, (cudaStream_t)s), ncclSuccess);
+    WEFT_TEST_CHECK_RES(ncclAllReduce(big_a, big_a, BIG, ncclFloat32, ncclSum, comm, (cudaStream_t)s2), ncclSuccess);
+    WEFT_TEST_CHECK_RES(ncclGroupEnd(), ncclSuccess);
+  }
+  WEFT_TEST_CHECK(cu.stream_sync(s) == 0 && cu.stream_sync(s2) == 0, "sync failed");
+  cu.free(tcu_p(big_a));
+  cu.free(tcu_p(big_b));
 
   // PreMulSum with the scalar in device memory, changed on the stream between calls.
   ncclRedOp_t pm;
