@@ -117,7 +117,7 @@ $(BUILD)/bin/weftrun $(BUILD)/bin/weft-demo $(BUILD)/bin/weft-calibrate:
 	$(CC) $(PROG_CFLAGS) -o $@ $(filter %.c,$^) -L$(BUILD)/lib -lweft $(RPATH) $(LDLIBS)
 
 # nccl-tests-style benchmarks: one small file per collective + the shared driver.
-PERF_COMMON := perf/common.c perf/common_args.c perf/common_check.c perf/common_out.c
+PERF_COMMON := perf/common.c perf/common_args.c perf/common_check.c perf/common_device.c perf/common_out.c
 $(BUILD)/bin/%_perf: perf/%_perf.c $(PERF_COMMON) perf/common.h perf/common_internal.h $(LIB_WEFT)
 	@mkdir -p $(@D)
 	$(CC) $(PROG_CFLAGS) -Iperf -o $@ $< $(PERF_COMMON) -L$(BUILD)/lib -lweft $(RPATH) $(LDLIBS)

@@ -91,7 +91,8 @@ static double combine_time(perf_thread_t *th, double sec) {
 
 static void sync_streams(perf_thread_t *th) {
   for (int l = 0; l < o->ngpus; l++)
-    if (th->streams[l] != NULL) NCCLCHECK(weftStreamSynchronize(th->streams[l]));
+    if (o->device) perf_dev_sync(th->streams[l]);
+    else if (th->streams[l] != NULL) NCCLCHECK(weftStreamSynchronize(th->streams[l]));
 }
 
 // Issues call number `iter` on every rank of th.
@@ -219,6 +220,7 @@ static void time_test(perf_thread_t *th, int t, int op, int root) {
 
 static void *thread_main(void *arg) {
   perf_thread_t *th = arg;
+  if (o->device) perf_dev_bind(th->first);
   const perf_coll_t *c = perf_coll;
   int t0 = o->type < 0 ? 0 : o->type, t1 = o->type < 0 ? PERF_NTYPES - 1 : o->type;
   int o0 = c->opname || o->op < 0 ? 0 : o->op, o1 = c->opname   ? 0
@@ -365,7 +367,7 @@ int perf_main(const perf_coll_t *c, int argc, char **argv) {
   int T = o->nthreads, G = o->ngpus, local = T * G;
   ncclComm_t *comms = calloc((size_t)local, sizeof(*comms));
   cudaStream_t *streams = calloc((size_t)local, sizeof(*streams));
-  char **bufs = calloc(3 * (size_t)local, sizeof(*bufs));  // send, recv, snap
+  char **bufs = calloc(5 * (size_t)local, sizeof(*bufs));  // send, recv, snap; --device: host send, recv
   void **handles = calloc(2 * (size_t)local, sizeof(*handles));
   perf_thread_t *th = calloc((size_t)T, sizeof(*th));
   double *dtmp = calloc((size_t)local, 8);
@@ -382,7 +384,9 @@ int perf_main(const perf_coll_t *c, int argc, char **argv) {
   int reduced = limit_maxbytes(comms, local, itmp);
 
   size_t bytes = o->maxbytes + 8 * (size_t)o->unalign + 64;
+  if (o->device) perf_dev_open();
   for (int i = 0; i < local; i++) {
+    if (o->device) perf_dev_bind(perf_proc * local + i);  // ncclMemAlloc gives memory of the current device
     for (int k = 0; k < 2; k++) {
       if (ncclMemAlloc((void **)&bufs[k * local + i], bytes) != ncclSuccess)
         die(3, "cannot allocate the message buffers; lower -e");
@@ -391,7 +395,13 @@ int perf_main(const perf_coll_t *c, int argc, char **argv) {
     }
     if (o->check && (bufs[2 * local + i] = malloc(bytes)) == NULL)
       die(3, "cannot allocate the check buffers; lower -e or use -c 0");
-    if (!(o->stream_null || o->blocking == 1 || o->blocking == 2))
+    for (int k = 0; k < 2; k++) {  // what the checks read and write
+      bufs[(3 + k) * local + i] = !o->device ? bufs[k * local + i] : o->check ? malloc(bytes) : NULL;
+      if (o->device && o->check && bufs[(3 + k) * local + i] == NULL) die(3, "cannot allocate the host copies");
+    }
+    if (o->device)
+      streams[i] = o->stream_null ? NULL : perf_dev_stream();
+    else if (!(o->stream_null || o->blocking == 1 || o->blocking == 2))
       NCCLCHECK(weftStreamCreate(&streams[i]));
   }
 
@@ -409,6 +419,8 @@ int perf_main(const perf_coll_t *c, int argc, char **argv) {
                             .send = bufs + t * G,
                             .recv = bufs + local + t * G,
                             .snap = bufs + 2 * local + t * G,
+                            .hsend = bufs + 3 * local + t * G,
+                            .hrecv = bufs + 4 * local + t * G,
                             .dtmp = dtmp + t * G,
                             .itmp = itmp + t * G};
   if (!c->pow2_only || pow2) {
@@ -432,7 +444,9 @@ int perf_main(const perf_coll_t *c, int argc, char **argv) {
   if (perf_proc == 0) perf_out_footer(errors, bw, minbw != NULL, slow);
 
   for (int i = 0; i < local; i++) {
-    if (streams[i]) NCCLCHECK(weftStreamDestroy(streams[i]));
+    if (o->device && streams[i]) perf_dev_stream_destroy(streams[i]);
+    else if (streams[i]) NCCLCHECK(weftStreamDestroy(streams[i]));
+    if (o->device) free(bufs[3 * local + i]), free(bufs[4 * local + i]);
     for (int k = 0; k < 2; k++) {
       if (o->reg) NCCLCHECK(ncclCommDeregister(comms[i], handles[k * local + i]));
       NCCLCHECK(ncclMemFree(bufs[k * local + i]));

@@ -56,6 +56,7 @@ static void usage(FILE *f) {
           "  -R,--local_register <0/1> register buffers with ncclCommRegister (0)\n"
           "  -u,--unalign <n>         offset buffers by n elements (0)\n"
           "  -J,--output_file <file>  also write every row as JSON\n"
+          "  --device <0/1>           buffers in GPU memory, calls on CUDA streams (0)\n"
           "  -G -T -S -I -K -M -p -x -D -V: accepted for nccl-tests compatibility, ignored\n"
           "  -h,--help\n"
           "Ranks: one process (-t), weftrun -n P (P*t*g ranks), or torchrun/Slurm/MPI\n"
@@ -131,7 +132,8 @@ static int int_flag(int c, const char *val, int *done) {
       {'a', offsetof(perf_opts_t, average), 0, 3, "must be 0..3"},
       {'C', offsetof(perf_opts_t, cputime), 0, 1, "must be 0 or 1"},
       {'R', offsetof(perf_opts_t, reg), 0, 2, "must be 0, 1 or 2"},
-      {'u', offsetof(perf_opts_t, unalign), 0, 1 << 20, "must be 0 or more"}};
+      {'u', offsetof(perf_opts_t, unalign), 0, 1 << 20, "must be 0 or more"},
+      {'E', offsetof(perf_opts_t, device), 0, 1, "--device must be 0 or 1"}};
   *done = 0;
   for (size_t k = 0; k < sizeof(ints) / sizeof(ints[0]); k++) {
     long v;
@@ -157,7 +159,7 @@ int perf_args_parse(int argc, char **argv) {
       {"local_register", 1, 0, 'R'}, {"cta_policy", 1, 0, 'x'},
       {"device_implementation", 1, 0, 'D'}, {"device_cta_count", 1, 0, 'V'},
       {"memory", 1, 0, 'M'}, {"unalign", 1, 0, 'u'}, {"per_iter_timing", 1, 0, 'I'},
-      {"per_iter_skip", 1, 0, 'K'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+      {"per_iter_skip", 1, 0, 'K'}, {"device", 1, 0, 'E'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
   // clang-format on
   static const char shortopts[] = "t:g:b:e:i:f:n:m:w:N:p:I:K:c:o:d:r:z:y:T:hG:C:a:R:x:D:V:J:S:M:u:";
   perf_opts_t *o = &perf_opts;

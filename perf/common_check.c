@@ -143,18 +143,30 @@ static double expect(const gen_t *g, perf_src_t k, int src, size_t idx) {
   return acc;
 }
 
+// Elements of the receive buffer a call touches, from its base: in place,
+// the send region lies inside it too.
+static size_t recv_extent(const perf_thread_t *th, int rank, int inplace) {
+  if (!inplace) return th->c.recv;
+  size_t s = th->c.send_inplace * (size_t)rank + th->c.send, r = th->c.recv_inplace * (size_t)rank + th->c.recv;
+  return s > r ? s : r;
+}
+
 void perf_check_fill(perf_thread_t *th, int t, int op, uint64_t seed, int inplace) {
   size_t e = (size_t)perf_types[t].size;
   gen_t g;
   gen_init(&g, t, op, seed);
   for (int l = 0; l < perf_opts.ngpus; l++) {
     int rank = th->first + l;
-    char *rb = perf_recv_base(th, l, t);
+    char *rb = perf_hrecv_base(th, l, t);
     memset(rb, 0, th->c.recv * e);
-    char *data = inplace ? rb + th->c.send_inplace * (size_t)rank * e : perf_send_base(th, l, t);
+    char *data = inplace ? rb + th->c.send_inplace * (size_t)rank * e : perf_hsend_base(th, l, t);
     for (size_t i = 0; i < th->c.send; i++)
       perf_check_put(t, data, i, (double)gen_value(&g, rank, i));
     memcpy(th->snap[l], rb + (inplace ? th->c.recv_inplace * (size_t)rank * e : 0), th->c.recv * e);
+    if (perf_opts.device) {  // the device buffers get the same bytes
+      perf_dev_put(rank, perf_recv_base(th, l, t), rb, recv_extent(th, rank, inplace) * e);
+      if (!inplace) perf_dev_put(rank, perf_send_base(th, l, t), data, th->c.send * e);
+    }
   }
 }
 
@@ -168,8 +180,10 @@ int64_t perf_check_count(perf_thread_t *th, int t, int op, int root, uint64_t se
   int64_t wrong = 0;
   for (int l = 0; l < perf_opts.ngpus; l++) {
     int rank = th->first + l;
+    if (perf_opts.device)
+      perf_dev_get(rank, perf_hrecv_base(th, l, t), perf_recv_base(th, l, t), recv_extent(th, rank, inplace) * e);
     const char *got =
-        perf_recv_base(th, l, t) + (inplace ? th->c.recv_inplace * (size_t)rank * e : 0);
+        perf_hrecv_base(th, l, t) + (inplace ? th->c.recv_inplace * (size_t)rank * e : 0);
     for (size_t j = 0; j < th->c.recv; j++) {
       int src = 0;
       size_t idx = 0;

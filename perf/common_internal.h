@@ -33,6 +33,7 @@ extern const char *const perf_opnames[PERF_NOPS];
 typedef struct {
   int nthreads, ngpus, iters, warmup, agg, check, blocking, stream_null, average, cycles;
   int cputime, unalign, reg;
+  int device;  // --device 1: buffers in GPU memory, calls on CUDA streams (common_device.c)
   int type, op, root;  // -1: all
   size_t minbytes, maxbytes, stepbytes, stepfactor;
   const char *json;
@@ -53,6 +54,7 @@ typedef struct {      // one thread and the ranks it drives
   ncclComm_t *comms;  // perf_opts.ngpus of each
   cudaStream_t *streams;
   char **send, **recv, **snap;  // snap: the checked region before the call
+  char **hsend, **hrecv;        // host views for the checks (--device 1: copies; else send, recv)
   double *dtmp;
   int64_t *itmp;
   perf_counts_t c;  // counts at the current size
@@ -73,6 +75,24 @@ static inline char *perf_recv_base(const perf_thread_t *th, int l, int t) {
 static inline char *perf_send_base(const perf_thread_t *th, int l, int t) {
   return th->send[l] + (size_t)perf_opts.unalign * (size_t)perf_types[t].size;
 }
+
+// Host views of the same (what the checks read and write).
+static inline char *perf_hrecv_base(const perf_thread_t *th, int l, int t) {
+  return th->hrecv[l] + (size_t)perf_opts.unalign * (size_t)perf_types[t].size;
+}
+static inline char *perf_hsend_base(const perf_thread_t *th, int l, int t) {
+  return th->hsend[l] + (size_t)perf_opts.unalign * (size_t)perf_types[t].size;
+}
+
+// common_device.c (--device 1): the CUDA driver, opened at run time.
+void perf_dev_open(void);
+void perf_dev_bind(int rank);  // make rank's device current on this thread
+int perf_dev_of(int rank);
+cudaStream_t perf_dev_stream(void);
+void perf_dev_stream_destroy(cudaStream_t s);
+void perf_dev_sync(cudaStream_t s);
+void perf_dev_put(int rank, void *dev, const void *host, size_t bytes);  // binds rank's device
+void perf_dev_get(int rank, void *host, const void *dev, size_t bytes);
 
 // common_args.c: reads argv into perf_opts; -1 to go on, else the exit
 // status (0 after -h, 2 after a usage error, explained on stderr).

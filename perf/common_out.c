@@ -111,8 +111,8 @@ void perf_out_header(const perf_rank_info_t *info, int reduced) {
   for (int i = 0; i < perf_nnotes; i++) printf("# %s\n", perf_notes[i]);
   printf("#\n# Using devices\n");
   for (int r = 0; r < perf_nranks; r++)
-    printf("#  Rank %2d Group %2d Pid %6d on %10s device %2d [host] host memory\n", r, 0,
-           (int)info[r].pid, info[r].host, -1);
+    printf("#  Rank %2d Group %2d Pid %6d on %10s device %2d %s\n", r, 0, (int)info[r].pid, info[r].host,
+           o->device ? perf_dev_of(r) : -1, o->device ? "[cuda] device memory" : "[host] host memory");
   if (reduced) printf("#\n# Reducing maxBytes to %zu due to memory limitation\n", o->maxbytes);
 
   const char *tcol = o->cputime ? "cputime" : "time";

@@ -28,6 +28,17 @@
 # GPU"): those runs are reported N/A. Processes name distinct hosts with
 # NCCL_HOSTID so it accepts them (traffic goes over loopback sockets).
 #
+# Prebuilt inputs (a device machine with no compiler headers or no network):
+# WEFT_LIB_DIR (a folder holding weft's libnccl.so.2: no weft build; the
+# weftrun runs are skipped), NCCL_TESTS_BIN (a folder of nccl-tests
+# *_perf binaries: no nccl-tests build), EXTRA_LIB_DIR (shared libraries
+# weft needs that the machine lacks, e.g. libhwloc, libxml2, libnuma),
+# COLLS (the collectives to run), NRANKS ("2 4"), RUN_TIMEOUT (seconds per
+# nccl-tests run, 120), PERF_DEVICE (set: weft's own *_perf under weftrun
+# run with --device 1, up to MAXBYTES, plus PERF_ARGS), SKIP_TORCH (set: no
+# PyTorch or copy-bandwidth checks), SKIP_NVIDIA (set: no
+# NVIDIA nccl-tests runs, e.g. when threads on one GPU are all it could do).
+#
 # Environment: OUT (results, default build/gpu-check), MAXBYTES (1G),
 # HOSTMAX (64M: the largest size of the weftrun host-memory runs),
 # ITERS (5), JOBS (16), NVIDIA_NCCL (path of NVIDIA's libnccl.so.2; found
@@ -47,6 +58,17 @@ jobs=${JOBS:-16}
 py=${PYTHON:-python3}
 mkdir -p "$out"
 t0=$(date +%s)
+if [ -n "${EXTRA_LIB_DIR:-}" ]; then  # only the libraries the machine lacks, so none shadows its own
+  mkdir -p "$out/extra-lib"
+  for f in "$EXTRA_LIB_DIR"/*.so*; do
+    ldconfig -p 2>/dev/null | grep -q "^[[:space:]]*$(basename "$f") " || ln -sf "$(readlink -f "$f")" "$out/extra-lib/"
+  done
+  echo "== carried libraries used: $(ls "$out/extra-lib" | tr '\n' ' ')"
+  export LD_LIBRARY_PATH=$out/extra-lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+fi
+for d in /usr/local/cuda/lib64 /usr/local/cuda/lib; do
+  [ -d "$d" ] && export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$d
+done
 npass=0 nfail=0 nskip=0 nna=0
 export NCCL_SOCKET_IFNAME=${NCCL_SOCKET_IFNAME:-lo}
 
@@ -79,7 +101,14 @@ for h in hwloc.h numa.h; do echo "#include <$h>" | gcc -E - >/dev/null 2>&1 || m
 echo '#include <libxml/parser.h>' | gcc -E $(pkg-config --cflags libxml-2.0 2>/dev/null || echo -I/usr/include/libxml2) - \
   >/dev/null 2>&1 || missing="$missing libxml/parser.h"
 weft_ok=0
-if [ -n "$missing" ]; then
+if [ -n "${WEFT_LIB_DIR:-}" ]; then
+  if [ -f "$WEFT_LIB_DIR/libnccl.so.2" ]; then
+    weft_ok=2
+    say weft-build PASS "prebuilt: $WEFT_LIB_DIR/libnccl.so.2 ($(LD_LIBRARY_PATH=$LD_LIBRARY_PATH ldd "$WEFT_LIB_DIR/libnccl.so.2" | grep -c 'not found') missing libraries)"
+  else
+    say weft-build FAIL "WEFT_LIB_DIR=$WEFT_LIB_DIR has no libnccl.so.2"
+  fi
+elif [ -n "$missing" ]; then
   say weft-build FAIL "missing headers:$missing (carry the -dev packages; see tests/gpu/README.md)"
 else
   mkdir -p build && touch build/.deps-ok
@@ -92,11 +121,14 @@ else
     say weft-build FAIL "see $out/weft-build.log: $(grep -m1 -i error "$out/weft-build.log")"
   fi
 fi
-weftdir=$root/build/lib
+weftdir=${WEFT_LIB_DIR:-$root/build/lib}
 
 # ---- 2. nccl-tests.
 bindir=""
-if [ -z "$tests" ] || [ ! -f "$tests/src/common.cu" ]; then
+if [ -n "${NCCL_TESTS_BIN:-}" ]; then
+  bindir=$NCCL_TESTS_BIN
+  say nccl-tests-build PASS "prebuilt: $(ls "$bindir"/*_perf 2>/dev/null | wc -l) binaries in $bindir"
+elif [ -z "$tests" ] || [ ! -f "$tests/src/common.cu" ]; then
   say nccl-tests-build SKIP "no nccl-tests checkout given (usage: perf/gpu_check.sh /path/to/nccl-tests)"
 elif [ $weft_ok = 0 ]; then
   say nccl-tests-build SKIP "weft did not build"
@@ -126,7 +158,7 @@ run_perf() {
   local lib=$1 dir=$2 label=$3
   shift 3
   local log=$out/$label.log
-  LD_LIBRARY_PATH=$dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} timeout 120 "$@" >"$log" 2>&1
+  LD_LIBRARY_PATH=$dir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} timeout "${RUN_TIMEOUT:-120}" "$@" >"$log" 2>&1
   local rc=$?
   local wrong
   wrong=$(awk '/^ +[0-9]+ +[0-9]+ / {for (i = 1; i <= NF; i++) if ($i ~ /^[0-9]+$/ && (i == 9 || i == 13)) s += $i} END {print s + 0}' "$log")
@@ -140,12 +172,14 @@ run_perf() {
 }
 
 # ---- 3. Collectives.
-colls="all_reduce all_gather reduce_scatter broadcast reduce alltoall sendrecv"
+colls=${COLLS:-all_reduce all_gather reduce_scatter broadcast reduce alltoall sendrecv}
 args=(-b 8 -e "$maxbytes" -f 4 -g 1 -n "$iters" -w 1 -c 1)
-for lib in nvidia weft; do
+libs="nvidia weft"
+[ -n "${SKIP_NVIDIA:-}" ] && libs=weft
+for lib in $libs; do
   if [ $lib = nvidia ]; then dir=$nvdir; else dir=$weftdir; fi
   for c in $colls; do
-    for n in 2 4; do
+    for n in ${NRANKS:-2 4}; do
       if [ -z "$gpu" ]; then
         say "$lib-$c-t$n" SKIP "no GPU visible"
       elif [ -z "$bindir" ]; then
@@ -159,11 +193,18 @@ for lib in nvidia weft; do
         run_perf $lib "$dir" "$lib-$c-p$n" mpirun $mpiflags -np $n -x LD_LIBRARY_PATH -x NCCL_SOCKET_IFNAME \
           sh -c 'NCCL_HOSTID=gpu-check-${OMPI_COMM_WORLD_RANK:-${PMI_RANK:-0}} exec "$0" "$@"' \
           "$mpibin/${c}_perf_mpi" "${args[@]}" -t 1
-      elif [ $lib = weft ] && [ $weft_ok = 1 ]; then
+      elif [ $lib = weft ] && [ $weft_ok != 0 ] && [ -x build/bin/weftrun ]; then
         # No MPI: nccl-tests is then one process, so the process mode is
-        # weft's own benchmark under weftrun (host memory, not the GPU).
-        run_perf weft "$weftdir" "weft-$c-weftrun$n" build/bin/weftrun -n $n build/bin/${c}_perf \
-          -b 8 -e "$hostmax" -f 4 -n "$iters" -w 1 -c 1
+        # weft's own benchmark under weftrun: on the GPU with PERF_DEVICE=1
+        # (--device 1: buffers from ncclMemAlloc, calls on CUDA streams),
+        # else on host memory.
+        if [ -n "${PERF_DEVICE:-}" ] && [ -n "$gpu" ]; then
+          run_perf weft "$weftdir" "weft-$c-weftrun$n-gpu" build/bin/weftrun -n $n build/bin/${c}_perf --device 1 \
+            -b 8 -e "$maxbytes" -f 4 -n "$iters" -w 1 -c 1 ${PERF_ARGS:-}
+        else
+          run_perf weft "$weftdir" "weft-$c-weftrun$n" build/bin/weftrun -n $n build/bin/${c}_perf \
+            -b 8 -e "$hostmax" -f 4 -n "$iters" -w 1 -c 1
+        fi
       elif [ -z "$gpu" ]; then
         say "$lib-$c-p$n" SKIP "no GPU visible"
       elif [ -z "$mpibin" ]; then
@@ -175,14 +216,36 @@ for lib in nvidia weft; do
   done
 done
 
-# ---- 4. PyTorch.
+# ---- 4. The device's copy bandwidth, beside all_reduce's busbw above.
+[ -z "${SKIP_TORCH:-}" ] && timeout 60 "$py" - >"$out/copy-bw.log" 2>&1 <<'PY'
+import torch
+n = 1 << 30
+d = torch.empty(n, dtype=torch.uint8, device="cuda"); d2 = torch.empty_like(d)
+h = torch.empty(n, dtype=torch.uint8, pin_memory=True)
+def bw(f):
+    f(); torch.cuda.synchronize()
+    e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    best = 0.0
+    for _ in range(5):
+        e0.record(); f(); e1.record(); torch.cuda.synchronize()
+        best = max(best, n / (e0.elapsed_time(e1) / 1e3) / 1e9)
+    return best
+print("copy GB/s (1 GiB, best of 5): device-to-device %.0f (bytes copied; x2 for read+write), "
+      "host-to-device %.1f, device-to-host %.1f" % (bw(lambda: d2.copy_(d)), bw(lambda: d.copy_(h, non_blocking=True)),
+                                                   bw(lambda: h.copy_(d, non_blocking=True))))
+PY
+[ -z "${SKIP_TORCH:-}" ] && say copy-bandwidth "$([ $? = 0 ] && echo PASS || echo FAIL)" "$(tail -1 "$out/copy-bw.log")"
+
+# ---- 5. PyTorch.
 tc=perf/gpu_torch_check.py
-if ! timeout 60 "$py" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
+if [ -n "${SKIP_TORCH:-}" ]; then
+  say torch SKIP "SKIP_TORCH is set"
+elif ! timeout 60 "$py" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
   say torch SKIP "no PyTorch with CUDA in $py"
 else
   timeout 180 "$py" $tc --backend nccl --out "$out/torch-nvidia.json" >"$out/torch-nvidia.log" 2>&1
   say torch-nvidia "$([ $? = 0 ] && echo PASS || echo FAIL)" "$(tail -1 "$out/torch-nvidia.log")"
-  if [ $weft_ok = 1 ]; then
+  if [ $weft_ok != 0 ]; then
     LD_PRELOAD=$weftdir/libnccl.so.2 timeout 180 "$py" $tc --backend nccl --out "$out/torch-weft.json" \
       >"$out/torch-weft.log" 2>&1
     say torch-weft "$([ $? = 0 ] && echo PASS || echo FAIL)" "$(tail -1 "$out/torch-weft.log")"

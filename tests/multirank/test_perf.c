@@ -220,6 +220,40 @@ Test(perf, every_benchmark_under_weftrun, .timeout = 180) {
   }
 }
 
+// --device 1: buffers from ncclMemAlloc on the current device, calls on
+// CUDA streams, checked through host copies; against the stand-in driver
+// (tests/fake_cuda), as processes (weftrun -n 2) and as one thread driving
+// two devices in groups (-g 2).
+Test(perf, every_benchmark_on_device_buffers, .timeout = 240) {
+  char weftrun[512], fake[600], env_lib[640];
+  bin_path(weftrun, sizeof(weftrun), "weftrun");
+  const char *b = getenv("WEFT_BUILD_DIR");
+  snprintf(fake, sizeof(fake), "%s/tests/lib/libweft-fake-cuda.so", b && b[0] ? b : "build");
+  snprintf(env_lib, sizeof(env_lib), "WEFT_CUDA_DRIVER_LIB=%s", fake);
+  char *env[] = {env_lib, NULL};
+  for (size_t k = 0; k < NBENCH; k++) {
+    char path[512], name[64];
+    snprintf(name, sizeof(name), "%s_perf", benches[k]);
+    bin_path(path, sizeof(path), name);
+    for (int form = 0; form < 2; form++) {
+      char *argv[MAX_ARGS];
+      if (form == 0)
+        make_argv(argv, (const char *const[]){weftrun, "-n", "2", "-t", "60", path, "--device", "1", SWEEP, NULL});
+      else
+        make_argv(argv, (const char *const[]){path, "--device", "1", "-g", "2", SWEEP, NULL});
+      char *text = NULL;
+      int status = run_env(argv, env, &text);
+      report_t r;
+      parse(text, &r);
+      cr_expect(status == 0 && r.footer_ok && r.bad_rows == 0 && r.rows == SWEEP_ROWS,
+                "%s --device 1 (%s): exit %d, %d rows, %d wrong\n%s", name, form ? "-g 2" : "weftrun -n 2",
+                status, r.rows, r.bad_rows, text);
+      free(text);
+      free_argv(argv);
+    }
+  }
+}
+
 // Processes x threads x ranks per thread: weftrun -n 2 with -t 2 -g 2 is 8 ranks.
 Test(perf, ranks_per_process_and_thread_compose, .timeout = 60) {
   char weftrun[512], path[512];
