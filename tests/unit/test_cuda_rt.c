@@ -17,33 +17,11 @@
 #include <unistd.h>
 
 #include "cuda_rt.h"
+#include "log_capture.h"
 #include "debug.h"
 #include "env.h"
 
 static char fake_path[512];
-static char log_path[64];
-
-// Logs INFO/INIT lines to a file this test reads back.
-static void log_to_file(void) {
-  snprintf(log_path, sizeof(log_path), "/tmp/weft-cuda-rt-%d.log", (int)getpid());
-  unlink(log_path);
-  setenv("NCCL_DEBUG", "INFO", 1);
-  setenv("NCCL_DEBUG_SUBSYS", "INIT", 1);
-  setenv("NCCL_DEBUG_FILE", log_path, 1);
-  weft_env_reset();
-  weft_debug_reset();
-}
-
-// How many lines of the log contain `needle`.
-static int log_count(const char *needle) {
-  FILE *f = fopen(log_path, "r");
-  if (f == NULL) return 0;
-  char line[1024];
-  int n = 0;
-  while (fgets(line, sizeof(line), f) != NULL) n += strstr(line, needle) != NULL;
-  fclose(f);
-  return n;
-}
 
 static void use_fake(int singular_only) {
   const char *b = getenv("WEFT_BUILD_DIR");
@@ -141,7 +119,7 @@ Test(cuda_rt, driver_table_has_the_engine_and_vmm_calls, .timeout = 30) {
 }
 
 static void expect_no_cuda(const char *lib, const char *why) {
-  log_to_file();
+  log_to_file("cuda-rt", "INIT");
   weft_cuda_test_reset(lib, 0);
   char buf[64] = {0};
   for (int i = 0; i < 1000; i++) {

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "cuda_rt.h"
+#include "log_capture.h"
 #include "debug.h"
 #include "env.h"
 #include "mem.h"
@@ -30,7 +31,6 @@
 #define GRANULARITY (2 * MIB)  // the fake's cuMemGetAllocationGranularity
 
 static char fake_path[512];
-static char log_path[64];
 
 static void use_fake(void) {
   const char *b = getenv("WEFT_BUILD_DIR");
@@ -60,26 +60,6 @@ static void make_current(int ordinal) {
   cr_assert_eq(((retain_fn)fake_sym("cuDevicePrimaryCtxRetain"))(&ctx, dev), 0);
   cr_assert_not_null(ctx);
   cr_assert_eq(((set_fn)fake_sym("cuCtxSetCurrent"))(ctx), 0);
-}
-
-static void log_to_file(const char *subsys) {
-  snprintf(log_path, sizeof(log_path), "/tmp/weft-cuda-vmm-%d.log", (int)getpid());
-  unlink(log_path);
-  setenv("NCCL_DEBUG", "INFO", 1);
-  setenv("NCCL_DEBUG_SUBSYS", subsys, 1);
-  setenv("NCCL_DEBUG_FILE", log_path, 1);
-  weft_env_reset();
-  weft_debug_reset();
-}
-
-static int log_count(const char *needle) {
-  FILE *f = fopen(log_path, "r");
-  if (f == NULL) return 0;
-  char line[1024];
-  int n = 0;
-  while (fgets(line, sizeof(line), f) != NULL) n += strstr(line, needle) != NULL;
-  fclose(f);
-  return n;
 }
 
 // What ncclMemAlloc gives when it must give host memory: writable, HOST, a memfd block.
@@ -119,7 +99,7 @@ Test(cuda_vmm, driver_none_gives_host_memory, .timeout = 30) {
 
 Test(cuda_vmm, current_context_gives_device_memory, .timeout = 30) {
   use_fake();
-  log_to_file("ALLOC");
+  log_to_file("cuda-vmm", "ALLOC");
   make_current(1);
   void *p = NULL;
   cr_assert_eq(ncclMemAlloc(&p, 1000), ncclSuccess);
@@ -194,7 +174,7 @@ static size_t mapped_bytes(void) {
 }
 
 static void expect_clean_failure(const char *call) {
-  log_to_file("ALLOC");
+  log_to_file("cuda-vmm", "ALLOC");
   setenv("FAKE_CUDA_FAIL", call, 1);
   use_fake();
   make_current(1);
@@ -239,7 +219,7 @@ Test(cuda_vmm, failing_reserve_unwinds, .timeout = 30) { expect_clean_failure("c
 // ncclCommRegister's INFO line says what the buffer is.
 Test(cuda_vmm, registration_names_the_memory, .timeout = 60) {
   use_fake();
-  log_to_file("REG");
+  log_to_file("cuda-vmm", "REG");
   setenv("NCCL_SOCKET_IFNAME", "lo", 1);
   setenv("WEFT_TIMEOUT", "20", 1);
   weft_env_reset();
