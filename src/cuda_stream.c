@@ -29,6 +29,7 @@
 
 #include "checks.h"
 #include "cuda_rt.h"
+#include "cuda_ring.h"
 #include "cuda_staging.h"
 #include "dtype.h"
 #include "env.h"
@@ -38,6 +39,7 @@
 enum { FLAG_REACHED = 0, FLAG_DONE = 16, FLAG_FREED = 32, FLAGS_BYTES = 192 };  // uint32 indices, 64 B apart
 #define STAGE_ALIGN 64
 #define STAGE_MIN_BYTES ((size_t)1 << 20)
+#define DEDICATED_MAX 4  // dedicated blocks of one size a channel may have in flight before calls wait
 #define CU_STREAM_PER_THREAD_HANDLE ((weft_CUstream)(uintptr_t)0x2)
 
 
@@ -49,9 +51,11 @@ struct weft_cuda_chan {
   _Atomic uint32_t *flags;  // pinned, device-mapped host memory
   int flags_reserved;       // a slot of the context's reserve (else our own allocation)
   weft_CUdeviceptr flags_dev;
-  pthread_mutex_t lock;  // issued, pool
+  pthread_mutex_t lock;  // issued, ring, pool
   uint32_t issued;       // the last gate number handed out
-  staging_t *pool;
+  staging_t *ring_block; // the staging ring's memory (NULL: none, every batch takes a block)
+  weft_ring_t ring;
+  staging_t *pool;       // dedicated blocks, for batches the ring cannot hold
   weft_stream_t *worker;
   int users;             // communicators holding it (registry lock)
   struct weft_cuda_chan *next;
@@ -105,6 +109,8 @@ static ncclResult_t chan_create(const weft_cuda_driver_t *d, weft_CUcontext ctx,
   }
   ncclResult_t res = r == WEFT_CUDA_SUCCESS ? ncclSuccess
                      : cu_fail(api, c->flags == NULL ? "cuMemHostAlloc" : "cuMemHostGetDevicePointer", r);
+  if (res == ncclSuccess && (c->ring_block = weft_cuda_reserve_take(ctx, 1)) != NULL)
+    weft_ring_init(&c->ring, c->ring_block->bytes);
   if (res == ncclSuccess) res = weft_stream_create_private(&c->worker);
   if (res != ncclSuccess) {
     chan_free(c, d);
@@ -129,6 +135,7 @@ static void chan_free(weft_cuda_chan_t *c, const weft_cuda_driver_t *d) {
     WARN("CUDA stream %p has not finished weft's copies after %d ms; keeping its staging memory", (void *)c->stream,
          (int)limit);
   if (drained) {  // the staging goes back to the context's reserve; counters too, or are freed
+    if (c->ring_block != NULL) c->ring_block->next = c->pool, c->pool = c->ring_block;
     weft_cuda_reserve_give(c->ctx, c->pool);
     if (c->flags_reserved) {
       weft_cuda_reserve_counters_put(c->ctx, (void *)c->flags);
@@ -245,18 +252,27 @@ void weft_cuda_comm_release(struct ncclComm *comm) {
 // (chan->lock held, context current): the channel's own, else one from the
 // context's reserve, else newly pinned (cuda_staging.h says why that is the
 // last resort). Blocks are never freed while the channel lives.
-static staging_t *staging_take(weft_cuda_chan_t *c, const weft_cuda_driver_t *d, size_t bytes, ncclResult_t *res) {
+static staging_t *staging_take(weft_cuda_chan_t *c, const weft_cuda_driver_t *d, size_t bytes, ncclResult_t *res,
+                               int *must_wait) {
   uint32_t freed = atomic_load_explicit(&c->flags[FLAG_FREED], memory_order_acquire);
   staging_t *best = NULL;
+  int in_flight = 0;  // big enough, busy with queued batches: they will come back
+  *must_wait = 0;
   for (staging_t *b = c->pool; b != NULL; b = b->next) {
     if (b->busy && b->k != 0 && cyclic_ge(freed, b->k)) b->busy = 0;
-    if (!b->busy && b->bytes >= bytes && (best == NULL || b->bytes < best->bytes)) best = b;
+    if (b->bytes < bytes) continue;
+    if (!b->busy && (best == NULL || b->bytes < best->bytes)) best = b;
+    in_flight += b->busy && b->k != 0;
   }
   if (best != NULL) return best;
   if ((best = weft_cuda_reserve_take(c->ctx, bytes)) != NULL) {  // reserved at communicator creation
     best->next = c->pool;
     c->pool = best;
     return best;
+  }
+  if (in_flight >= DEDICATED_MAX) {  // back-pressure: no more pinned memory for calls in flight
+    *must_wait = 1;
+    return NULL;
   }
   size_t want = STAGE_MIN_BYTES;
   while (want < bytes && want < ((size_t)1 << 62)) want <<= 1;
@@ -315,34 +331,83 @@ static size_t op_place(weft_op_t *op, char *base, size_t at) {
 
 /* ---------- batches ---------- */
 
+// Room for `total` bytes: a region of the ring when it has or will have
+// one (waiting for the stream, which frees regions in order), else a
+// dedicated block. chan->lock held; it is let go while waiting.
+static ncclResult_t stage_room(weft_cuda_chan_t *c, const weft_cuda_driver_t *d, size_t total, weft_cuda_gate_t *g,
+                               char **host) {
+  int64_t start = weft_now_ms(), limit = weft_timeout_ms(), nap = 2000;
+  for (;;) {
+    int wait = 0;
+    if (c->ring_block != NULL) {
+      weft_ring_reclaim(&c->ring, atomic_load_explicit(&c->flags[FLAG_FREED], memory_order_acquire));
+      size_t off;
+      int rc = weft_ring_take(&c->ring, total, &off, &g->slot);
+      if (rc == WEFT_RING_OK) {
+        *host = c->ring_block->host + off;
+        return ncclSuccess;
+      }
+      wait = rc == WEFT_RING_WAIT;
+    }
+    g->slot = -1;
+    if (!wait) {
+      ncclResult_t res = ncclSuccess;
+      staging_t *b = staging_take(c, d, total, &res, &wait);
+      if (b != NULL) {
+        b->busy = 1, b->k = 0;  // reserved; its batch number comes when it is queued
+        g->block = b;
+        *host = b->host;
+        return ncclSuccess;
+      }
+      if (!wait) return res;
+    }
+    if (limit > 0 && weft_now_ms() - start > limit) {  // the stream does not move
+      WARN("CUDA stream %p: no staging freed for %lld ms: is earlier work on it stuck?", (void *)c->stream,
+           (long long)limit);
+      return ncclInternalError;
+    }
+    pthread_mutex_unlock(&c->lock);
+    nap_ns(nap);
+    if (nap < 100000) nap *= 2;
+    pthread_mutex_lock(&c->lock);
+  }
+}
+
 ncclResult_t weft_cuda_batch_stage(weft_cuda_chan_t *c, weft_op_t **ops, int nops, weft_cuda_gate_t *gate) {
   const weft_cuda_driver_t *d = weft_cuda_driver();
-  *gate = (weft_cuda_gate_t){0};
+  *gate = (weft_cuda_gate_t){.slot = -1};
   size_t total = 0;
   for (int i = 0; i < nops; i++) total += op_place(ops[i], NULL, total);
   if (d->cuCtxPushCurrent(c->ctx) != WEFT_CUDA_SUCCESS) {
     WARN("CUDA stream %p: its context can no longer be made current", (void *)c->stream);
     return ncclUnhandledCudaError;
   }
-  ncclResult_t res = ncclSuccess;
+  weft_cuda_gate_t g = {.chan = c, .slot = -1};
+  char *host = NULL;
   pthread_mutex_lock(&c->lock);
-  staging_t *b = staging_take(c, d, total > 0 ? total : 1, &res);
-  if (b != NULL) b->busy = 1, b->k = 0;  // reserved; its batch number comes when it is queued
+  ncclResult_t res = stage_room(c, d, total > 0 ? total : 1, &g, &host);
   pthread_mutex_unlock(&c->lock);
   weft_CUcontext popped;
   d->cuCtxPopCurrent(&popped);
-  if (b == NULL) return res;
-  for (size_t i = 0, at = 0; i < (size_t)nops; i++) at += op_place(ops[i], b->host, at);
-  *gate = (weft_cuda_gate_t){c, 0, b};
+  if (res != ncclSuccess) return res;
+  for (size_t i = 0, at = 0; i < (size_t)nops; i++) at += op_place(ops[i], host, at);
+  *gate = g;
   return ncclSuccess;
+}
+
+// The batch's staging is not in use any more (it was never queued, or its
+// stream work was synchronised). chan->lock held.
+static void release_room(weft_cuda_gate_t *g) {
+  if (g->slot >= 0) weft_ring_drop(&g->chan->ring, g->slot);
+  else if (g->block != NULL) g->block->busy = 0;
 }
 
 void weft_cuda_batch_unstage(weft_cuda_gate_t *gate) {
   if (gate->chan == NULL || gate->k != 0) return;
   pthread_mutex_lock(&gate->chan->lock);
-  gate->block->busy = 0;
+  release_room(gate);
   pthread_mutex_unlock(&gate->chan->lock);
-  *gate = (weft_cuda_gate_t){0};
+  *gate = (weft_cuda_gate_t){.slot = -1};
 }
 
 static weft_CUdeviceptr dptr(const void *p) { return (weft_CUdeviceptr)(uintptr_t)p; }
@@ -390,14 +455,20 @@ ncclResult_t weft_cuda_batch_queue(weft_cuda_gate_t *gate, weft_op_t **ops, int 
   pthread_mutex_lock(&c->lock);
   uint32_t k = ++c->issued;
   if (k == 0) k = ++c->issued;  // 0 never names a batch
-  gate->k = gate->block->k = k;
+  gate->k = k;
+  if (gate->slot >= 0) weft_ring_set_k(&c->ring, gate->slot, k);
+  else gate->block->k = k;
   ncclResult_t res = queue_ops(c, d, ops, nops, k, &waiting);
   pthread_mutex_unlock(&c->lock);
   if (res != ncclSuccess && !waiting) {
     // Nothing waits on the worker: let the copies already queued finish, then
-    // the block is free again (if the sync fails, it stays reserved).
-    if (d->cuStreamSynchronize(c->stream) == WEFT_CUDA_SUCCESS) gate->block->busy = 0;
-    *gate = (weft_cuda_gate_t){0};
+    // the staging is free again (if the sync fails, it stays taken).
+    if (d->cuStreamSynchronize(c->stream) == WEFT_CUDA_SUCCESS) {
+      pthread_mutex_lock(&c->lock);
+      release_room(gate);
+      pthread_mutex_unlock(&c->lock);
+    }
+    *gate = (weft_cuda_gate_t){.slot = -1};
   }  // with the WAIT queued the caller abandons the gate: the worker releases the stream in order
   weft_CUcontext popped;
   d->cuCtxPopCurrent(&popped);
@@ -444,7 +515,7 @@ void weft_cuda_gate_abandon(weft_cuda_gate_t *g) {
   if (g->chan == NULL) return;
   if (g->k == 0) weft_cuda_batch_unstage(g);  // staged, never queued
   else weft_stream_submit_gated(g->chan->worker, NULL, 0, g);
-  *g = (weft_cuda_gate_t){0};
+  *g = (weft_cuda_gate_t){.slot = -1};
 }
 
 int weft_cuda_scalar_on_device(const void *scalar, size_t bytes) {

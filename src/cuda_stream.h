@@ -35,7 +35,8 @@ struct staging;
 typedef struct {
   weft_cuda_chan_t *chan;
   uint32_t k;
-  struct staging *block;
+  int slot;               // the batch's region of the channel's staging ring, or -1
+  struct staging *block;  // else its dedicated staging block
 } weft_cuda_gate_t;
 
 // The channel of `stream` for comm (made on first use; comm then holds a

@@ -441,3 +441,69 @@ Test(cuda_stream, one_thread_drives_two_devices_in_a_group, .timeout = 60) {
   driver_setup();
   WEFT_TEST_EXPECT_FORK_OK(1, 0, multi_body, NULL, 50);
 }
+
+/* ---------- ranks that are threads of one process, on one device ---------- */
+
+// Two ranks share one context and one device, each with its own stream, as
+// nccl-tests' thread mode or a framework with a thread per rank does. One
+// rank's stream waits for the other's call; nothing either rank does in a
+// call may wait for the context's streams (pinning memory would): the
+// staging is reserved when the communicators are made.
+typedef struct {
+  int rank;
+  ncclUniqueId id;
+  int failures;
+} thread_rank_t;
+
+static void *thread_rank(void *arg) {
+  thread_rank_t *t = arg;
+  int fails = 0;
+#define TCHECK(cond) (fails += !(cond))
+  TCHECK(tcu_use_device(&cu, 0) == 0);
+  ncclComm_t comm = NULL;
+  TCHECK(ncclCommInitRank(&comm, 2, t->id, t->rank) == ncclSuccess);
+  tcu_stream s = NULL;
+  TCHECK(cu.stream_create(&s, 1) == 0);
+  int32_t *buf = tcu_alloc(&cu, M * sizeof(int32_t)), *peer = tcu_alloc(&cu, M * sizeof(int32_t));
+  int32_t *host = malloc(M * sizeof(int32_t));
+  TCHECK(comm != NULL && s != NULL && buf != NULL && peer != NULL && host != NULL);
+  if (fails == 0) {
+    for (int i = 0; i < M; i++) host[i] = t->rank + 1;
+    TCHECK(cu.htod(tcu_p(buf), host, M * sizeof(int32_t)) == 0);
+    for (int k = 0; k < 20; k++) {  // calls in flight on both streams; each depends on the other rank
+      TCHECK(ncclAllReduce(buf, buf, M, ncclInt32, ncclMax, comm, (cudaStream_t)s) == ncclSuccess);
+      TCHECK(ncclGroupStart() == ncclSuccess);
+      TCHECK(ncclSend(buf, M, ncclInt32, 1 - t->rank, comm, (cudaStream_t)s) == ncclSuccess);
+      TCHECK(ncclRecv(peer, M, ncclInt32, 1 - t->rank, comm, (cudaStream_t)s) == ncclSuccess);
+      TCHECK(ncclGroupEnd() == ncclSuccess);
+    }
+    TCHECK(cu.stream_sync(s) == 0);
+    TCHECK(cu.dtoh(host, tcu_p(peer), M * sizeof(int32_t)) == 0);
+    TCHECK(host[0] == 2 && host[M - 1] == 2);
+  }
+  if (comm != NULL) TCHECK(ncclCommDestroy(comm) == ncclSuccess);
+  cu.free(tcu_p(buf));
+  cu.free(tcu_p(peer));
+  if (s != NULL) cu.stream_destroy(s);
+  free(host);
+#undef TCHECK
+  t->failures = fails;
+  return NULL;
+}
+
+static int threads_body(int rank, int nranks, ncclUniqueId *ids, void *arg) {
+  (void)rank, (void)nranks, (void)arg;
+  if (tcu_open(&cu) != 0) return 1;
+  thread_rank_t t[2] = {{0, ids[0], 0}, {1, ids[0], 0}};
+  pthread_t th[2];
+  for (int i = 0; i < 2; i++) WEFT_TEST_CHECK(pthread_create(&th[i], NULL, thread_rank, &t[i]) == 0, "pthread");
+  for (int i = 0; i < 2; i++) pthread_join(th[i], NULL);
+  for (int i = 0; i < 2; i++) WEFT_TEST_CHECK(t[i].failures == 0, "thread rank %d: %d failed checks", i, t[i].failures);
+  return weft_test_failures();
+}
+
+Test(cuda_stream, two_ranks_as_threads_share_a_device, .timeout = 60) {
+  weft_test_env_timeout(20);
+  driver_setup();
+  WEFT_TEST_EXPECT_FORK_OK(1, 1, threads_body, NULL, 50);
+}
