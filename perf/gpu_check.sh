@@ -34,8 +34,9 @@
 # *_perf binaries: no nccl-tests build), EXTRA_LIB_DIR (shared libraries
 # weft needs that the machine lacks, e.g. libhwloc, libxml2, libnuma),
 # COLLS (the collectives to run), NRANKS ("2 4"), RUN_TIMEOUT (seconds per
-# nccl-tests run, 120), PERF_DEVICE (set: weft's own *_perf under weftrun
-# run with --device 1, up to MAXBYTES, plus PERF_ARGS), SKIP_TORCH (set: no
+# nccl-tests run, 120), PERF_DEVICE (set: weft's own *_perf with --device 1
+# under weftrun and as threads of one process, up to MAXBYTES, plus
+# PERF_ARGS), SKIP_TORCH (set: no
 # PyTorch or copy-bandwidth checks), SKIP_NVIDIA (set: no
 # NVIDIA nccl-tests runs, e.g. when threads on one GPU are all it could do).
 #
@@ -200,6 +201,9 @@ for lib in $libs; do
         # else on host memory.
         if [ -n "${PERF_DEVICE:-}" ] && [ -n "$gpu" ]; then
           run_perf weft "$weftdir" "weft-$c-weftrun$n-gpu" build/bin/weftrun -n $n build/bin/${c}_perf --device 1 \
+            -b 8 -e "$maxbytes" -f 4 -n "$iters" -w 1 -c 1 ${PERF_ARGS:-}
+          # The same ranks as threads of one process, sharing the GPU's context.
+          run_perf weft "$weftdir" "weft-$c-threads$n-gpu" build/bin/${c}_perf --device 1 -t $n \
             -b 8 -e "$maxbytes" -f 4 -n "$iters" -w 1 -c 1 ${PERF_ARGS:-}
         else
           run_perf weft "$weftdir" "weft-$c-weftrun$n" build/bin/weftrun -n $n build/bin/${c}_perf \
