@@ -17,26 +17,12 @@
 #include <unistd.h>
 
 #include "cuda_rt.h"
+#include "fake_driver.h"
 #include "log_capture.h"
 #include "debug.h"
 #include "env.h"
 
-static char fake_path[512];
-
-static void use_fake(int singular_only) {
-  const char *b = getenv("WEFT_BUILD_DIR");
-  snprintf(fake_path, sizeof(fake_path), "%s/tests/lib/libweft-fake-cuda.so", b && b[0] ? b : "build");
-  weft_cuda_test_reset(fake_path, singular_only);
-}
-
-static void *fake_sym(const char *name) {
-  void *h = dlopen(fake_path, RTLD_NOW | RTLD_NOLOAD);
-  cr_assert_not_null(h, "the fake driver is not loaded");
-  void *f = dlsym(h, name);
-  dlclose(h);
-  cr_assert_not_null(f, "fake driver lacks %s", name);
-  return f;
-}
+static void use_fake(int singular_only) { fake_driver_use(singular_only); }
 
 static weft_mem_info_t classify(const void *p, size_t bytes) {
   weft_mem_info_t m;

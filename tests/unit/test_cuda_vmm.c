@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "cuda_rt.h"
+#include "fake_driver.h"
 #include "log_capture.h"
 #include "debug.h"
 #include "env.h"
@@ -30,23 +31,10 @@
 #define MIB ((size_t)1 << 20)
 #define GRANULARITY (2 * MIB)  // the fake's cuMemGetAllocationGranularity
 
-static char fake_path[512];
-
 static void use_fake(void) {
-  const char *b = getenv("WEFT_BUILD_DIR");
-  snprintf(fake_path, sizeof(fake_path), "%s/tests/lib/libweft-fake-cuda.so", b && b[0] ? b : "build");
-  weft_cuda_test_reset(fake_path, 0);
+  fake_driver_use(0);
   cr_assert_eq(weft_cuda_load(), WEFT_CUDA_PRESENT, "the fake driver %s did not load", fake_path);
   cr_assert(weft_cuda_has_vmm(weft_cuda_driver()), "the fake driver lacks the VMM calls");
-}
-
-static void *fake_sym(const char *name) {
-  void *h = dlopen(fake_path, RTLD_NOW | RTLD_NOLOAD);
-  cr_assert_not_null(h, "the fake driver is not loaded");
-  void *f = dlsym(h, name);
-  dlclose(h);
-  cr_assert_not_null(f, "fake driver lacks %s", name);
-  return f;
 }
 
 // Makes device `ordinal`'s primary context current on this thread.
