@@ -42,7 +42,6 @@ enum { FLAG_REACHED = 0, FLAG_DONE = 16, FLAG_FREED = 32, FLAGS_BYTES = 192 };  
 #define DEDICATED_MAX 4  // dedicated blocks of one size a channel may have in flight before calls wait
 #define CU_STREAM_PER_THREAD_HANDLE ((weft_CUstream)(uintptr_t)0x2)
 
-
 struct weft_cuda_chan {
   weft_CUcontext ctx;
   weft_CUstream stream;
@@ -483,12 +482,14 @@ void weft_cuda_gate_wait(const weft_cuda_gate_t *g, weft_op_t **ops, int nops) {
   _Atomic uint32_t *reached = &g->chan->flags[FLAG_REACHED];
   int64_t start = weft_now_ns(), spin_ns = weft_env_WEFT_SPIN_NS(), nap = 1000;
   int64_t warn_at = weft_timeout_ms() > 0 ? start + weft_timeout_ms() * 1000000 : 0;
+  int spinning = 1;  // for WEFT_SPIN_NS, then naps of 1 µs doubling up to 200 µs
   for (unsigned i = 0; !cyclic_ge(atomic_load_explicit(reached, memory_order_acquire), g->k); i++) {
-    int64_t now = (i & 15) == 0 ? weft_now_ns() : start;
-    if (now - start < spin_ns) {
-      if ((i & 63) == 0) sched_yield();
+    if (spinning) {
+      if ((i & 15) == 0 && weft_now_ns() - start >= spin_ns) spinning = 0;
+      else if ((i & 63) == 0) sched_yield();
       continue;
     }
+    int64_t now = weft_now_ns();
     if (warn_at != 0 && now > warn_at) {
       WARN("CUDA stream %p has not reached weft's call (batch %u) after %d ms: is earlier work on it stuck?",
            (void *)g->chan->stream, g->k, (int)weft_timeout_ms());
