@@ -245,6 +245,7 @@ typedef struct {
 
 static void *init_one(void *arg) {
   init_job_t *j = arg;
+  if (o->device) perf_dev_bind(j->rank);  // as with NCCL: the communicator belongs to the current device
   j->res = ncclCommInitRank(j->slot, perf_nranks, j->id, j->rank);
   return NULL;
 }
@@ -279,6 +280,7 @@ static void make_comms(ncclComm_t *comms, int local) {
       die(2,
           "under torchrun/Slurm/MPI each process is one rank: -t and -g must be 1 "
           "(use weftrun for several ranks per process)");
+    if (o->device) perf_dev_bind(getenv("LOCAL_RANK") ? atoi(getenv("LOCAL_RANK")) : 0);
     NCCLCHECK(weftInitFromEnv(&comms[0]));
     NCCLCHECK(ncclCommUserRank(comms[0], &perf_proc));
     NCCLCHECK(ncclCommCount(comms[0], &perf_nranks));
@@ -373,6 +375,7 @@ int perf_main(const perf_coll_t *c, int argc, char **argv) {
   double *dtmp = calloc((size_t)local, 8);
   int64_t *itmp = calloc((size_t)local, 8);
   if (!comms || !streams || !bufs || !handles || !th || !dtmp || !itmp) die(3, "out of memory");
+  if (o->device) perf_dev_open();
   make_comms(comms, local);
   if (c->rooted && o->root >= perf_nranks) {
     if (perf_proc == 0)
@@ -384,7 +387,6 @@ int perf_main(const perf_coll_t *c, int argc, char **argv) {
   int reduced = limit_maxbytes(comms, local, itmp);
 
   size_t bytes = o->maxbytes + 8 * (size_t)o->unalign + 64;
-  if (o->device) perf_dev_open();
   for (int i = 0; i < local; i++) {
     if (o->device) perf_dev_bind(perf_proc * local + i);  // ncclMemAlloc gives memory of the current device
     for (int k = 0; k < 2; k++) {
