@@ -203,7 +203,13 @@ $(FAKE_CUDA): $(wildcard tests/fake_cuda/*.c) tests/fake_cuda/fake.h | $(DEPS_ST
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_BASE) -fvisibility=hidden -shared -o $@ $(filter %.c,$^) -pthread
 $(BUILD)/tests/unit/test_cuda_rt $(BUILD)/tests/unit/test_cuda_vmm $(BUILD)/tests/unit/test_fake_cuda $(BUILD)/tests/multirank/test_cuda_mem: | $(FAKE_CUDA)
-$(BUILD)/tests/multirank/test_cuda_stream: | $(FAKE_CUDA)
+# The direct path's tests load a stand-in libweft-cuda.so (tests/fake_cuda_kernels/) that runs weft's
+# host reductions as host functions on the stand-in driver's streams.
+FAKE_KERNELS := $(BUILD)/tests/lib/libweft-fake-cuda-kernels.so
+$(FAKE_KERNELS): tests/fake_cuda_kernels/kernels.c $(addprefix $(BUILD)/obj/src/,reduce.o reduce_int.o reduce_float.o dtype.o) | $(DEPS_STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_BASE) -fvisibility=hidden -Iinclude -Isrc -shared -o $@ $^ -ldl -lm
+$(BUILD)/tests/multirank/test_cuda_stream $(BUILD)/tests/multirank/test_perf: | $(FAKE_CUDA) $(FAKE_KERNELS)
 $(BUILD)/tests/multirank/test_cuda_mem $(BUILD)/tests/multirank/test_cuda_stream: tests/multirank/cuda_driver.h
 
 $(BUILD)/tests/multirank/%: tests/multirank/%.c tests/multirank/harness.h $(LIB_WEFT)

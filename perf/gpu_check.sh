@@ -220,6 +220,17 @@ for lib in $libs; do
   done
 done
 
+# ---- 3b. The direct path (WEFT_CUDA_DIRECT=1: all-reduce on the GPU through
+# CUDA IPC and libweft-cuda.so's kernels, up to WEFT_CUDA_DIRECT_MAX_BYTES).
+if [ -n "${PERF_DEVICE:-}" ] && [ -n "$gpu" ] && [ $weft_ok != 0 ] && [ -x build/bin/weftrun ]; then
+  for n in ${NRANKS:-2 4}; do
+    WEFT_CUDA_DIRECT=1 run_perf weft "$weftdir" "weft-all_reduce-direct-weftrun$n-gpu" build/bin/weftrun -n $n \
+      build/bin/all_reduce_perf --device 1 -b 8 -e 4M -f 4 -n "$iters" -w 1 -c 1 -d all -o all
+    WEFT_CUDA_DIRECT=1 run_perf weft "$weftdir" "weft-all_reduce-direct-threads$n-gpu" build/bin/all_reduce_perf \
+      --device 1 -t $n -b 8 -e 4M -f 4 -n "$iters" -w 1 -c 1
+  done
+fi
+
 # ---- 4. The device's copy bandwidth, beside all_reduce's busbw above.
 [ -z "${SKIP_TORCH:-}" ] && timeout 60 "$py" - >"$out/copy-bw.log" 2>&1 <<'PY'
 import torch

@@ -5,6 +5,7 @@
  */
 #include "comm.h"
 
+#include "cuda_direct.h"
 #include "cuda_stream.h"
 
 #include "net_transport.h"
@@ -195,6 +196,7 @@ void weft_comm_plugins_init(struct ncclComm *comm) {
 void weft_comm_free(struct ncclComm *comm) {
   if (comm == NULL) return;
   weft_cuda_comm_release(comm);  // CUDA stream channels first: their workers may still run this comm's calls
+  weft_cuda_direct_free(comm);
   weft_profiler_comm_free(comm);
   weft_tuner_plugin_comm_free(comm);
   weft_net_teardown(comm);

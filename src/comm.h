@@ -41,6 +41,8 @@ struct ncclComm {
   uint64_t magic;
   int rank, nranks;
   int cuda_dev;
+  void *cuda_ctx;          // the caller's current CUDA context at creation (weft_CUcontext), or NULL
+  struct weft_cuda_direct *cuda_direct;  // the direct path's state (src/cuda_direct.c), or NULL
   int blocking;            // config.blocking (1 unless the config says 0)
   char name[64];           // config.commName, for logs
   uint64_t id_hash;        // identifies the communicator in logs

@@ -73,6 +73,12 @@ static const sym_t syms[] = {
     SYM(cuMemSetAccess, "cuMemSetAccess", 1),
     SYM(cuMemExportToShareableHandle, "cuMemExportToShareableHandle", 1),
     SYM(cuMemImportFromShareableHandle, "cuMemImportFromShareableHandle", 1),
+    SYM(cuMemAlloc, "cuMemAlloc_v2", 1),
+    SYM(cuMemFree, "cuMemFree_v2", 1),
+    SYM(cuMemsetD8, "cuMemsetD8_v2", 1),
+    SYM(cuIpcGetMemHandle, "cuIpcGetMemHandle", 1),
+    SYM(cuIpcOpenMemHandle, "cuIpcOpenMemHandle_v2", 1),
+    SYM(cuIpcCloseMemHandle, "cuIpcCloseMemHandle", 1),
 };
 #undef SYM
 
@@ -94,6 +100,11 @@ int weft_cuda_has_vmm(const weft_cuda_driver_t *d) {
          d->cuMemCreate && d->cuMemRelease && d->cuMemAddressReserve && d->cuMemAddressFree && d->cuMemMap &&
          d->cuMemUnmap && d->cuMemSetAccess && d->cuMemExportToShareableHandle &&
          d->cuMemImportFromShareableHandle;
+}
+
+int weft_cuda_has_direct(const weft_cuda_driver_t *d) {
+  return weft_cuda_has_engine(d) && d->cuMemAlloc && d->cuMemFree && d->cuMemsetD8 && d->cuIpcGetMemHandle &&
+         d->cuIpcOpenMemHandle && d->cuIpcCloseMemHandle;
 }
 
 const char *weft_cuda_error_text(weft_CUresult r) {
@@ -168,6 +179,13 @@ int weft_cuda_load(void) {
 const weft_cuda_driver_t *weft_cuda_driver(void) { return weft_cuda_load() == WEFT_CUDA_PRESENT ? &drv : NULL; }
 
 int weft_cuda_device_count(void) { return weft_cuda_load() == WEFT_CUDA_PRESENT ? ndevices : 0; }
+
+weft_CUcontext weft_cuda_current_context(void) {
+  weft_CUcontext ctx = NULL;
+  if (weft_cuda_load() != WEFT_CUDA_PRESENT || drv.cuCtxGetCurrent == NULL || drv.cuCtxGetCurrent(&ctx) != 0)
+    return NULL;
+  return ctx;
+}
 
 int weft_cuda_current_device(void) {
   if (weft_cuda_load() != WEFT_CUDA_PRESENT || drv.cuCtxGetCurrent == NULL || drv.cuCtxGetDevice == NULL) return -1;

@@ -25,6 +25,10 @@ typedef unsigned long long weft_CUdeviceptr;  // CUdeviceptr (64-bit hosts only)
 typedef struct CUctx_st *weft_CUcontext;
 typedef struct CUstream_st *weft_CUstream;
 typedef unsigned long long weft_CUmemGenericAllocationHandle;
+typedef struct {
+  char reserved[64];
+} weft_CUipcMemHandle;  // CUipcMemHandle
+enum { WEFT_CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS = 0x1 };
 
 // cuda.h's CUmemLocation, CUmemAllocationProp and CUmemAccessDesc (VMM).
 typedef struct {
@@ -143,11 +147,19 @@ typedef struct {
   weft_CUresult (*cuMemExportToShareableHandle)(void *shareable, weft_CUmemGenericAllocationHandle h, int type,
                                                 unsigned long long flags);
   weft_CUresult (*cuMemImportFromShareableHandle)(weft_CUmemGenericAllocationHandle *h, void *os_handle, int type);
+  // The direct path (src/cuda_direct.c): every one of these, or no direct path.
+  weft_CUresult (*cuMemAlloc)(weft_CUdeviceptr *p, size_t bytes);      // _v2
+  weft_CUresult (*cuMemFree)(weft_CUdeviceptr p);                       // _v2
+  weft_CUresult (*cuMemsetD8)(weft_CUdeviceptr p, unsigned char v, size_t n);  // _v2
+  weft_CUresult (*cuIpcGetMemHandle)(weft_CUipcMemHandle *h, weft_CUdeviceptr p);
+  weft_CUresult (*cuIpcOpenMemHandle)(weft_CUdeviceptr *p, weft_CUipcMemHandle h, unsigned int flags);  // _v2
+  weft_CUresult (*cuIpcCloseMemHandle)(weft_CUdeviceptr p);
 } weft_cuda_driver_t;
 
 // The groups of optional calls above, each present only if all its members are.
 int weft_cuda_has_engine(const weft_cuda_driver_t *d);
 int weft_cuda_has_vmm(const weft_cuda_driver_t *d);
+int weft_cuda_has_direct(const weft_cuda_driver_t *d);
 // The driver's text for an error code ("unknown error" when it has none).
 const char *weft_cuda_error_text(weft_CUresult r);
 
@@ -165,6 +177,8 @@ const weft_cuda_driver_t *weft_cuda_driver(void);
 int weft_cuda_device_count(void);
 // The device of the calling thread's current context, or -1 (no CUDA, no context).
 int weft_cuda_current_device(void);
+// The calling thread's current context, or NULL.
+weft_CUcontext weft_cuda_current_context(void);
 
 // ---- Pointer classification ----
 typedef enum {

@@ -222,6 +222,8 @@ ncclResult_t weft_cuda_chan_get(struct ncclComm *comm, cudaStream_t stream, int 
 }
 
 weft_stream_t *weft_cuda_chan_worker(weft_cuda_chan_t *chan) { return chan->worker; }
+void *weft_cuda_chan_context(const weft_cuda_chan_t *chan) { return chan->ctx; }
+void *weft_cuda_chan_stream(const weft_cuda_chan_t *chan) { return chan->stream; }
 
 void weft_cuda_comm_release(struct ncclComm *comm) {
   if (comm->ncuda_chans == 0) return;

@@ -47,6 +47,9 @@ ncclResult_t weft_cuda_chan_get(struct ncclComm *comm, cudaStream_t stream, int 
                                 weft_cuda_chan_t **out);
 // The host stream whose worker runs the channel's batches.
 struct weft_stream *weft_cuda_chan_worker(weft_cuda_chan_t *chan);
+// The CUDA context and stream the channel serves.
+void *weft_cuda_chan_context(const weft_cuda_chan_t *chan);
+void *weft_cuda_chan_stream(const weft_cuda_chan_t *chan);
 
 // A batch is made in two phases, each run for every channel of a group
 // before the next: pinning host memory synchronises the context, so no

@@ -173,6 +173,8 @@ static ncclResult_t group_launch(void) {
   return res;
 }
 
+int weft_group_depth(void) { return group_depth; }
+
 ncclResult_t weft_group_add(weft_op_t *op, weft_stream_t *stream, weft_cuda_chan_t *chan) {
   if (group_depth > 0) return queue_push(op, stream, chan);
   WEFTCHECK(queue_push(op, stream, chan));

@@ -15,6 +15,7 @@
 #include "api.h"
 #include "checks.h"
 #include "comm.h"
+#include "cuda_direct.h"
 #include "cuda_rt.h"
 #include "cuda_staging.h"
 #include "rendezvous.h"
@@ -61,6 +62,7 @@ static ncclResult_t comm_init(struct ncclComm *comm, const weft_id_t *ids, int n
   WEFTCHECKGOTO(weft_comm_map_hosts(comm), res, out);
   WEFTCHECKGOTO(topo_at_init(comm), res, out);
   WEFTCHECKGOTO(weft_comm_connect(comm), res, out);
+  WEFTCHECKGOTO(weft_cuda_direct_init(comm), res, out);
   comm->id_hash = weft_hash_bytes(ids[0].secret, sizeof(ids[0].secret));
   weft_comm_plugins_init(comm);
   INFO(WEFT_LOG_INIT, "comm %p rank %d nranks %d pid %d - Init COMPLETE", (void *)comm, comm->rank, comm->nranks,
@@ -134,6 +136,7 @@ static ncclResult_t init_rank(ncclComm_t *out, int nranks, const ncclUniqueId *u
   comm->rank = rank;
   comm->nranks = nranks;
   comm->cuda_dev = weft_cuda_current_device();  // as NCCL: the caller's current device (-1: none)
+  comm->cuda_ctx = comm->cuda_dev >= 0 ? weft_cuda_current_context() : NULL;
   if (comm->cuda_dev >= 0) weft_cuda_reserve_init();  // pinned staging, before any rank can queue work
   weft_bootstrap_reset(&comm->bs);
   pthread_mutex_init(&comm->lock, NULL);

@@ -90,6 +90,25 @@ static void fill_random(unsigned char *p, size_t bytes, uint64_t seed) {
 
 enum { SENTINEL = 0xA5, PAD = 64 };
 
+static int is_float(ncclDataType_t t) {
+  return t == ncclFloat16 || t == ncclBfloat16 || t == ncclFloat32 || t == ncclFloat64 || t == ncclFloat8e4m3 ||
+         t == ncclFloat8e5m2;
+}
+
+// Clears the top exponent bit of every element (bit 6 of its last byte, in
+// every float format here) and makes -0 +0: no NaN, infinity or signed zero,
+// where a OP b and b OP a may give different bits (NaN payloads, max of +0
+// and -0).
+static int finite_floats;
+static void make_finite(unsigned char *p, size_t bytes, size_t es) {
+  for (size_t e = 0; e + es <= bytes; e += es) {
+    p[e + es - 1] &= (unsigned char)~0x40;
+    int zero = (p[e + es - 1] & 0x7f) == 0;
+    for (size_t b = 0; b + 1 < es && zero; b++) zero = p[e + b] == 0;
+    if (zero) p[e + es - 1] = 0;
+  }
+}
+
 typedef struct {
   ncclComm_t comm;
   tcu_stream stream;
@@ -116,6 +135,7 @@ static int run_case(sweep_t *w, coll_t c, ncclDataType_t t, ncclRedOp_t op, size
   size_t used = (sb > rb ? sb : rb) + 2 * PAD;
   for (int k = 0; k < 2; k++) memset(w->h[k], SENTINEL, used);
   fill_random(w->h[sspace] + soff, sb, ((uint64_t)w->cases << 8) ^ (uint64_t)w->rank);
+  if (finite_floats && is_float(t)) make_finite(w->h[sspace] + soff, sb, es);
   for (int k = 0; k < 2; k++)
     if (cu.htod(tcu_p(w->d[k]), w->h[k], used) != 0) return -1;
   ncclResult_t hr = call(c, w->h[sspace] + soff, w->h[rspace] + roff, count, t, op, root, w->comm, NULL);
@@ -506,4 +526,97 @@ Test(cuda_stream, two_ranks_as_threads_share_a_device, .timeout = 60) {
   weft_test_env_timeout(20);
   driver_setup();
   WEFT_TEST_EXPECT_FORK_OK(1, 1, threads_body, NULL, 50);
+}
+
+/* ---------- the direct path (WEFT_CUDA_DIRECT=1) ---------- */
+
+// All-reduce on the GPU among the ranks of a host (src/cuda_direct.c), with
+// a stand-in libweft-cuda.so whose "kernels" run weft's host reductions on
+// the stand-in driver's streams. Calls up to WEFT_CUDA_DIRECT_MAX_BYTES
+// (64 KiB here) go direct, larger ones through staging, on the same stream.
+// Bitwise against the host path wherever the result does not depend on the
+// order of the operands: every type and op but float avg for two ranks (a
+// op b and b op a are the same bits for finite floats), integers and float
+// max/min for three.
+static int direct_body(int rank, int nranks, ncclUniqueId id, void *arg) {
+  (void)arg;
+  sweep_t w = {.rank = rank, .nranks = nranks};
+  WEFT_TEST_CHECK(rank_setup(rank, &w.stream) == 0, "driver setup failed");
+  if (weft_test_failures()) return weft_test_failures();
+  w.comm = weft_test_init_rank(nranks, id, rank);
+  if (w.comm == NULL) return weft_test_failures();
+  w.cap = 70000 * 8 * (size_t)nranks + 2 * PAD;
+  for (int k = 0; k < 2; k++) w.h[k] = malloc(w.cap), w.d[k] = tcu_alloc(&cu, w.cap);
+  w.back = malloc(w.cap);
+  WEFT_TEST_CHECK(w.h[0] && w.h[1] && w.d[0] && w.d[1] && w.back, "allocation failed");
+  if (weft_test_failures()) return weft_test_failures();
+  const ncclRedOp_t ops[] = {ncclSum, ncclProd, ncclMax, ncclMin, ncclAvg};
+  const size_t counts[] = {1, 1027, 70000};
+  finite_floats = 1;
+  for (int t = 0; t < ncclNumTypes; t++) {
+    int exact = !is_float((ncclDataType_t)t);
+    for (int o = 0; o < 5; o++) {
+      // Float results that depend on the order of the operands: with 3 ranks
+      // sum and prod; with any, avg (the direct path rounds both scaled
+      // operands, the host path one of them).
+      if (!exact && (ops[o] == ncclAvg || (nranks > 2 && ops[o] != ncclMax && ops[o] != ncclMin))) continue;
+      for (int ci = 0; ci < 3; ci++)
+        for (int ip = 0; ip < 2; ip++)
+          if (run_case(&w, AR, (ncclDataType_t)t, ops[o], counts[ci], ip, 0)) goto out;
+    }
+  }
+  // Calls in flight, each on the last one's result: a rank must not refill
+  // its scratch before every peer has read it (the done counters).
+  if (weft_test_failures() == 0) {
+    int32_t *h = (int32_t *)w.h[0], *dv = (int32_t *)w.d[0];
+    for (int i = 0; i < M; i++) h[i] = rank == 0 ? i : 0;
+    WEFT_TEST_CHECK(cu.htod(tcu_p(dv), h, M * sizeof(int32_t)) == 0, "htod failed");
+    for (int k = 0; k < CALLS; k++)
+      WEFT_TEST_CHECK_RES(ncclAllReduce(dv, dv, M, ncclInt32, ncclSum, w.comm, (cudaStream_t)w.stream), ncclSuccess);
+    WEFT_TEST_CHECK(cu.stream_sync(w.stream) == 0, "sync failed");
+    WEFT_TEST_CHECK(cu.dtoh(h, tcu_p(dv), M * sizeof(int32_t)) == 0, "dtoh failed");
+    uint32_t f = 1;  // each call multiplies by nranks (mod 2^32)
+    for (int k = 1; k < CALLS; k++) f *= (uint32_t)nranks;
+    for (int i = 0; i < M; i++)
+      if ((uint32_t)h[i] != (uint32_t)i * f) {
+        WEFT_TEST_CHECK(0, "after %d calls in flight: [%d] = %d, expected %u", CALLS, i, h[i], (uint32_t)i * f);
+        break;
+      }
+  }
+out:;
+  void *kl = dlopen(getenv("WEFT_CUDA_KERNELS_LIB"), RTLD_NOW | RTLD_NOLOAD);
+  int (*kcalls)(void) = kl != NULL ? (int (*)(void))dlsym(kl, "fake_kernels_calls") : NULL;
+  WEFT_TEST_CHECK(kcalls != NULL && kcalls() >= w.cases / 3 * nranks,
+                  "the direct path was not taken: %d reductions queued for %d calls", kcalls ? kcalls() : -1, w.cases);
+  if (rank == 0) fprintf(stderr, "cuda_stream direct: %d ranks, %d calls compared, %d reductions on the stream\n",
+                         nranks, w.cases, kcalls ? kcalls() : -1);
+  WEFT_TEST_CHECK_RES(ncclCommDestroy(w.comm), ncclSuccess);
+  for (int k = 0; k < 2; k++) free(w.h[k]), cu.free(tcu_p(w.d[k]));
+  free(w.back);
+  cu.stream_destroy(w.stream);
+  return weft_test_failures();
+}
+
+static weft_test_one_id_t direct_job = {direct_body, NULL};
+
+static void direct_setup(void) {
+  driver_setup();
+  static char lib[600];
+  const char *b = getenv("WEFT_BUILD_DIR");
+  snprintf(lib, sizeof(lib), "%s/tests/lib/libweft-fake-cuda-kernels.so", b && b[0] ? b : "build");
+  setenv("WEFT_CUDA_KERNELS_LIB", lib, 1);
+  setenv("WEFT_CUDA_DIRECT", "1", 1);
+  setenv("WEFT_CUDA_DIRECT_MAX_BYTES", "65536", 1);
+}
+
+Test(cuda_stream, direct_path_matches_the_host_path_2_ranks, .timeout = 240) {
+  weft_test_env_timeout(60);
+  direct_setup();
+  WEFT_TEST_EXPECT_FORK_OK(2, 1, weft_test_one_id_main, &direct_job, 220);
+}
+
+Test(cuda_stream, direct_path_matches_the_host_path_3_ranks, .timeout = 240) {
+  weft_test_env_timeout(60);
+  direct_setup();
+  WEFT_TEST_EXPECT_FORK_OK(3, 1, weft_test_one_id_main, &direct_job, 220);
 }

@@ -254,6 +254,40 @@ Test(perf, every_benchmark_on_device_buffers, .timeout = 240) {
   }
 }
 
+// The direct path (WEFT_CUDA_DIRECT=1, all-reduce on the GPU through CUDA
+// IPC): every type and op, PreMulSum with a different scalar on each rank
+// included, as 3 processes and as 2 threads, with the stand-in driver and
+// kernels.
+Test(perf, all_reduce_direct_path_every_type_and_op, .timeout = 180) {
+  char weftrun[512], path[512], fake[600], kern[600], env_lib[640], env_kern[640];
+  bin_path(weftrun, sizeof(weftrun), "weftrun");
+  bin_path(path, sizeof(path), "all_reduce_perf");
+  const char *b = getenv("WEFT_BUILD_DIR");
+  snprintf(fake, sizeof(fake), "%s/tests/lib/libweft-fake-cuda.so", b && b[0] ? b : "build");
+  snprintf(kern, sizeof(kern), "%s/tests/lib/libweft-fake-cuda-kernels.so", b && b[0] ? b : "build");
+  snprintf(env_lib, sizeof(env_lib), "WEFT_CUDA_DRIVER_LIB=%s", fake);
+  snprintf(env_kern, sizeof(env_kern), "WEFT_CUDA_KERNELS_LIB=%s", kern);
+  char *env[] = {env_lib, env_kern, "WEFT_CUDA_DIRECT=1", NULL};
+  for (int form = 0; form < 2; form++) {
+    char *argv[MAX_ARGS];
+    if (form == 0)
+      make_argv(argv, (const char *const[]){weftrun, "-n", "3", "-t", "90", path, "--device", "1", "-b", "8", "-e",
+                                            "64K", "-f", "8", "-n", "2", "-d", "all", "-o", "all", NULL});
+    else
+      make_argv(argv, (const char *const[]){path, "--device", "1", "-t", "2", "-b", "8", "-e", "64K", "-f", "8",
+                                            "-n", "2", "-d", "all", "-o", "all", NULL});
+    char *text = NULL;
+    int status = run_env(argv, env, &text);
+    report_t r;
+    parse(text, &r);
+    cr_expect(status == 0 && r.footer_ok && r.bad_rows == 0 && r.rows == 12 * 6 * 5,
+              "direct path (%s): exit %d, %d rows, %d wrong\n%s", form ? "-t 2" : "weftrun -n 3", status, r.rows,
+              r.bad_rows, text);
+    free(text);
+    free_argv(argv);
+  }
+}
+
 // Processes x threads x ranks per thread: weftrun -n 2 with -t 2 -g 2 is 8 ranks.
 Test(perf, ranks_per_process_and_thread_compose, .timeout = 60) {
   char weftrun[512], path[512];
