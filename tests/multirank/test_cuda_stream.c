@@ -158,21 +158,31 @@ static int run_case(sweep_t *w, coll_t c, ncclDataType_t t, ncclRedOp_t op, size
   return bad;
 }
 
+// A rank's driver, stream, communicator and spaces; 0 when all is ready.
+static int sweep_open(sweep_t *w, int rank, int nranks, ncclUniqueId id) {
+  *w = (sweep_t){.rank = rank, .nranks = nranks};
+  WEFT_TEST_CHECK(rank_setup(rank, &w->stream) == 0, "driver setup failed");
+  if (weft_test_failures()) return -1;
+  w->comm = weft_test_init_rank(nranks, id, rank);
+  if (w->comm == NULL) return -1;
+  w->cap = 70000 * 8 * (size_t)nranks + 2 * PAD;  // within the staging reserved at init
+  for (int k = 0; k < 2; k++) w->h[k] = malloc(w->cap), w->d[k] = tcu_alloc(&cu, w->cap);
+  w->back = malloc(w->cap);
+  WEFT_TEST_CHECK(w->h[0] && w->h[1] && w->d[0] && w->d[1] && w->back, "allocation failed");
+  return weft_test_failures() ? -1 : 0;
+}
+
+static void sweep_close(sweep_t *w) {
+  WEFT_TEST_CHECK_RES(ncclCommDestroy(w->comm), ncclSuccess);
+  for (int k = 0; k < 2; k++) free(w->h[k]), cu.free(tcu_p(w->d[k]));
+  free(w->back);
+  cu.stream_destroy(w->stream);
+}
+
 static int sweep_body(int rank, int nranks, ncclUniqueId id, void *arg) {
   (void)arg;
-  sweep_t w = {.rank = rank, .nranks = nranks};
-  WEFT_TEST_CHECK(rank_setup(rank, &w.stream) == 0, "driver setup failed");
-  if (weft_test_failures()) return weft_test_failures();
-  w.comm = weft_test_init_rank(nranks, id, rank);
-  if (w.comm == NULL) return weft_test_failures();
-  w.cap = 70000 * 8 * (size_t)nranks + 2 * PAD;  // within the staging reserved at init
-  for (int k = 0; k < 2; k++) {
-    w.h[k] = malloc(w.cap);
-    w.d[k] = tcu_alloc(&cu, w.cap);
-  }
-  w.back = malloc(w.cap);
-  WEFT_TEST_CHECK(w.h[0] && w.h[1] && w.d[0] && w.d[1] && w.back, "allocation failed");
-  if (weft_test_failures()) return weft_test_failures();
+  sweep_t w;
+  if (sweep_open(&w, rank, nranks, id) != 0) return weft_test_failures();
 
   const ncclRedOp_t ops[] = {ncclSum, ncclProd, ncclMax, ncclMin, ncclAvg};
   const size_t counts[] = {1, 1027, 70000};
@@ -194,13 +204,7 @@ static int sweep_body(int rank, int nranks, ncclUniqueId id, void *arg) {
           }
 out:
   if (rank == 0) fprintf(stderr, "cuda_stream sweep: %d ranks, %d calls compared\n", nranks, w.cases);
-  WEFT_TEST_CHECK_RES(ncclCommDestroy(w.comm), ncclSuccess);
-  for (int k = 0; k < 2; k++) {
-    free(w.h[k]);
-    cu.free(tcu_p(w.d[k]));
-  }
-  free(w.back);
-  cu.stream_destroy(w.stream);
+  sweep_close(&w);
   return weft_test_failures();
 }
 
@@ -540,16 +544,8 @@ Test(cuda_stream, two_ranks_as_threads_share_a_device, .timeout = 60) {
 // max/min for three.
 static int direct_body(int rank, int nranks, ncclUniqueId id, void *arg) {
   (void)arg;
-  sweep_t w = {.rank = rank, .nranks = nranks};
-  WEFT_TEST_CHECK(rank_setup(rank, &w.stream) == 0, "driver setup failed");
-  if (weft_test_failures()) return weft_test_failures();
-  w.comm = weft_test_init_rank(nranks, id, rank);
-  if (w.comm == NULL) return weft_test_failures();
-  w.cap = 70000 * 8 * (size_t)nranks + 2 * PAD;
-  for (int k = 0; k < 2; k++) w.h[k] = malloc(w.cap), w.d[k] = tcu_alloc(&cu, w.cap);
-  w.back = malloc(w.cap);
-  WEFT_TEST_CHECK(w.h[0] && w.h[1] && w.d[0] && w.d[1] && w.back, "allocation failed");
-  if (weft_test_failures()) return weft_test_failures();
+  sweep_t w;
+  if (sweep_open(&w, rank, nranks, id) != 0) return weft_test_failures();
   const ncclRedOp_t ops[] = {ncclSum, ncclProd, ncclMax, ncclMin, ncclAvg};
   const size_t counts[] = {1, 1027, 70000};
   finite_floats = 1;
@@ -590,10 +586,7 @@ out:;
                   "the direct path was not taken: %d reductions queued for %d calls", kcalls ? kcalls() : -1, w.cases);
   if (rank == 0) fprintf(stderr, "cuda_stream direct: %d ranks, %d calls compared, %d reductions on the stream\n",
                          nranks, w.cases, kcalls ? kcalls() : -1);
-  WEFT_TEST_CHECK_RES(ncclCommDestroy(w.comm), ncclSuccess);
-  for (int k = 0; k < 2; k++) free(w.h[k]), cu.free(tcu_p(w.d[k]));
-  free(w.back);
-  cu.stream_destroy(w.stream);
+  sweep_close(&w);
   return weft_test_failures();
 }
 
