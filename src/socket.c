@@ -138,6 +138,17 @@ ncclResult_t weft_socket_parse_addr(const char *text, weft_sockaddr_t *addr) {
     port_text = close + 2;
     family = AF_INET6;
     numeric = 1;
+    // A scope given as an interface name (fe80::1%eth0, as weft prints it)
+    // becomes its index, which a numeric-only lookup accepts.
+    char *pct = strchr(host, '%');
+    if (pct != NULL && pct[1] != '\0' && !all_digits_and_dots(pct + 1)) {
+      unsigned idx = if_nametoindex(pct + 1);
+      if (idx == 0) {
+        WARN("socket address '%s': no network interface is called '%s'", text, pct + 1);
+        return ncclInvalidArgument;
+      }
+      snprintf(pct + 1, sizeof(host) - (size_t)(pct + 1 - host), "%u", idx);
+    }
   } else {
     const char *colon = strrchr(text, ':');
     if (colon == NULL) {

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "socket.h"
 #include "topo_hwloc_compat.h"
 
 static char *translate(const char *text, size_t *len) {
@@ -44,4 +45,18 @@ Test(fuzz_regressions, hwloc3_osdev_type_numbers) {
   cr_assert_str_eq(out, "<topology version=\"2.0\"><o osdev_type=\"2\"/><o osdev_type=\"3\"/></topology>");
   cr_assert_eq(len, strlen(out));
   free(out);
+}
+
+// fuzz_env: "[::%1]:290" parsed (scope by index) but printed its scope by
+// name, "[::%lo]:290", which the numeric-only lookup refused. Names are
+// now turned into their index when parsing; an unknown name is refused.
+Test(fuzz_regressions, ipv6_scope_prints_and_parses_back) {
+  weft_sockaddr_t a, b;
+  char printed[WEFT_ADDR_STRLEN];
+  cr_assert_eq(weft_socket_parse_addr("[::%1]:290", &a), ncclSuccess);
+  weft_socket_addr_str(&a, printed, sizeof(printed));
+  cr_expect_eq(weft_socket_parse_addr(printed, &b), ncclSuccess, "'%s' does not parse back", printed);
+  cr_expect_eq(b.sin6.sin6_scope_id, a.sin6.sin6_scope_id);
+  cr_expect_eq(b.sin6.sin6_port, a.sin6.sin6_port);
+  cr_expect_eq(weft_socket_parse_addr("[fe80::1%no-such-interface]:1", &b), ncclInvalidArgument);
 }
