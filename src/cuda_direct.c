@@ -12,6 +12,7 @@
 #include "bootstrap.h"
 #include "checks.h"
 #include "cuda_kernels_dl.h"
+#include "cuda_ring.h"
 #include "cuda_rt.h"
 #include "env.h"
 #include "group.h"
@@ -226,7 +227,7 @@ static void direct_quiesce(struct ncclComm *comm, weft_cuda_direct_t *d, const w
     uint32_t v = 0;
     while (drv->cuMemcpyAsync((weft_CUdeviceptr)(uintptr_t)&v, d->peer[p] + DONE, sizeof(v), NULL) ==
                WEFT_CUDA_SUCCESS &&
-           drv->cuStreamSynchronize(NULL) == WEFT_CUDA_SUCCESS && (int32_t)(v - d->calls) < 0 && weft_now_ms() < end) {
+           drv->cuStreamSynchronize(NULL) == WEFT_CUDA_SUCCESS && !weft_cyclic_ge(v, d->calls) && weft_now_ms() < end) {
       struct timespec ts = {0, 1000000};
       nanosleep(&ts, NULL);
     }

@@ -5,8 +5,6 @@
 
 #include <string.h>
 
-static int cyclic_ge(uint32_t x, uint32_t k) { return (int32_t)(x - k) >= 0; }
-
 void weft_ring_init(weft_ring_t *r, size_t size) {
   memset(r, 0, sizeof(*r));
   r->size = size;
@@ -15,7 +13,7 @@ void weft_ring_init(weft_ring_t *r, size_t size) {
 void weft_ring_reclaim(weft_ring_t *r, uint32_t freed) {
   while (r->count > 0) {
     int i = r->first;
-    if (!r->use[i].dead && (r->use[i].k == 0 || !cyclic_ge(freed, r->use[i].k))) break;
+    if (!r->use[i].dead && (r->use[i].k == 0 || !weft_cyclic_ge(freed, r->use[i].k))) break;
     r->first = (r->first + 1) % WEFT_RING_USES;
     r->count--;
   }

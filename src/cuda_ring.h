@@ -31,6 +31,11 @@ typedef struct {
 
 enum { WEFT_RING_OK = 0, WEFT_RING_WAIT = 1, WEFT_RING_NEVER = 2 };
 
+// Whether counter x has reached k. The CUDA path's counters (batch numbers,
+// reached/done/freed) only grow and wrap around 2^32, as cuStreamWaitValue32's
+// GEQ compares them.
+static inline int weft_cyclic_ge(uint32_t x, uint32_t k) { return (int32_t)(x - k) >= 0; }
+
 void weft_ring_init(weft_ring_t *r, size_t size);
 // Takes back the oldest regions whose batches the stream freed (cyclic >= k).
 void weft_ring_reclaim(weft_ring_t *r, uint32_t freed);

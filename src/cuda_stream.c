@@ -63,8 +63,6 @@ struct weft_cuda_chan {
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static weft_cuda_chan_t *registry;
 
-static int cyclic_ge(uint32_t x, uint32_t k) { return (int32_t)(x - k) >= 0; }
-
 static void nap_ns(int64_t ns) {
   struct timespec ts = {.tv_sec = ns / 1000000000, .tv_nsec = ns % 1000000000};
   nanosleep(&ts, NULL);
@@ -126,10 +124,10 @@ static void chan_free(weft_cuda_chan_t *c, const weft_cuda_driver_t *d) {
   if (c->worker != NULL) weft_stream_destroy_private(c->worker);  // every batch ran and opened its gate
   int64_t limit = weft_timeout_ms() > 0 ? weft_timeout_ms() : 60000;  // never wait forever at teardown
   int64_t end = weft_now_ms() + limit;
-  while (c->flags != NULL && c->issued != 0 && !cyclic_ge(atomic_load(&c->flags[FLAG_FREED]), c->issued) &&
+  while (c->flags != NULL && c->issued != 0 && !weft_cyclic_ge(atomic_load(&c->flags[FLAG_FREED]), c->issued) &&
          weft_now_ms() < end)
     nap_ns(100000);
-  int drained = c->flags == NULL || c->issued == 0 || cyclic_ge(atomic_load(&c->flags[FLAG_FREED]), c->issued);
+  int drained = c->flags == NULL || c->issued == 0 || weft_cyclic_ge(atomic_load(&c->flags[FLAG_FREED]), c->issued);
   if (!drained)
     WARN("CUDA stream %p has not finished weft's copies after %d ms; keeping its staging memory", (void *)c->stream,
          (int)limit);
@@ -260,7 +258,7 @@ static staging_t *staging_take(weft_cuda_chan_t *c, const weft_cuda_driver_t *d,
   int in_flight = 0;  // big enough, busy with queued batches: they will come back
   *must_wait = 0;
   for (staging_t *b = c->pool; b != NULL; b = b->next) {
-    if (b->busy && b->k != 0 && cyclic_ge(freed, b->k)) b->busy = 0;
+    if (b->busy && b->k != 0 && weft_cyclic_ge(freed, b->k)) b->busy = 0;
     if (b->bytes < bytes) continue;
     if (!b->busy && (best == NULL || b->bytes < best->bytes)) best = b;
     in_flight += b->busy && b->k != 0;
@@ -485,7 +483,7 @@ void weft_cuda_gate_wait(const weft_cuda_gate_t *g, weft_op_t **ops, int nops) {
   int64_t start = weft_now_ns(), spin_ns = weft_env_WEFT_SPIN_NS(), nap = 1000;
   int64_t warn_at = weft_timeout_ms() > 0 ? start + weft_timeout_ms() * 1000000 : 0;
   int spinning = 1;  // for WEFT_SPIN_NS, then naps of 1 µs doubling up to 200 µs
-  for (unsigned i = 0; !cyclic_ge(atomic_load_explicit(reached, memory_order_acquire), g->k); i++) {
+  for (unsigned i = 0; !weft_cyclic_ge(atomic_load_explicit(reached, memory_order_acquire), g->k); i++) {
     if (spinning) {
       if ((i & 15) == 0 && weft_now_ns() - start >= spin_ns) spinning = 0;
       else if ((i & 63) == 0) sched_yield();
