@@ -1,6 +1,6 @@
 /*
- * dtype.c — datatype sizes and names, reduction-op names, and the fp8
- * conversions.
+ * dtype.c — datatype sizes and names, reading one element as a scalar,
+ * reduction-op names, and the fp8 conversions.
  *
  * fp8 to float is a lookup in a 256-entry table per format. The tables are
  * constant expressions evaluated by the compiler, so they need no run-time
@@ -34,6 +34,24 @@ const char *weft_dtype_name(ncclDataType_t dt) {
 }
 
 int weft_dtype_is_float(ncclDataType_t dt) { return dtype_valid(dt) ? dtype_info[dt].is_float : 0; }
+
+void weft_dtype_read_scalar(const void *p, ncclDataType_t dt, int64_t *i, double *f) {
+  switch (dt) {
+    case ncclInt8: *i = *(const int8_t *)p; break;
+    case ncclUint8: *i = *(const uint8_t *)p; break;
+    case ncclInt32: *i = *(const int32_t *)p; break;
+    case ncclUint32: *i = *(const uint32_t *)p; break;
+    case ncclInt64: *i = *(const int64_t *)p; break;
+    case ncclUint64: *i = (int64_t) * (const uint64_t *)p; break;
+    case ncclFloat16: *f = weft_half_to_float(*(const uint16_t *)p); break;
+    case ncclBfloat16: *f = weft_bf16_to_float(*(const uint16_t *)p); break;
+    case ncclFloat8e4m3: *f = weft_e4m3_to_float(*(const uint8_t *)p); break;
+    case ncclFloat8e5m2: *f = weft_e5m2_to_float(*(const uint8_t *)p); break;
+    case ncclFloat32: *f = *(const float *)p; break;
+    case ncclFloat64: *f = *(const double *)p; break;
+    default: break;
+  }
+}
 
 const char *weft_op_name(int op) {
   static const char *const names[ncclNumOps] = {"sum", "prod", "max", "min", "avg"};

@@ -20,6 +20,9 @@ size_t weft_dtype_size(ncclDataType_t dt);        // 0 for an unknown datatype
 const char *weft_dtype_name(ncclDataType_t dt);   // "float32", ... ; "unknown"
 int weft_dtype_is_float(ncclDataType_t dt);
 const char *weft_op_name(int op);                 // "sum", "prod", "max", "min", "avg", "premulsum"
+// One element of dt at host address p, as an integer (*i, integer types)
+// or a double (*f, floating types); the other is left alone.
+void weft_dtype_read_scalar(const void *p, ncclDataType_t dt, int64_t *i, double *f);
 
 static inline float weft_half_to_float(uint16_t h);
 static inline uint16_t weft_float_to_half(float f);

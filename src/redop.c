@@ -16,21 +16,7 @@
 #include "dtype.h"
 
 void weft_premul_read_scalar(const void *p, ncclDataType_t dt, weft_premul_t *pm) {
-  switch (dt) {
-    case ncclInt8: pm->scale_i = *(const int8_t *)p; break;
-    case ncclUint8: pm->scale_i = *(const uint8_t *)p; break;
-    case ncclInt32: pm->scale_i = *(const int32_t *)p; break;
-    case ncclUint32: pm->scale_i = *(const uint32_t *)p; break;
-    case ncclInt64: pm->scale_i = *(const int64_t *)p; break;
-    case ncclUint64: pm->scale_i = (int64_t) * (const uint64_t *)p; break;
-    case ncclFloat16: pm->scale_f = weft_half_to_float(*(const uint16_t *)p); break;
-    case ncclBfloat16: pm->scale_f = weft_bf16_to_float(*(const uint16_t *)p); break;
-    case ncclFloat8e4m3: pm->scale_f = weft_e4m3_to_float(*(const uint8_t *)p); break;
-    case ncclFloat8e5m2: pm->scale_f = weft_e5m2_to_float(*(const uint8_t *)p); break;
-    case ncclFloat32: pm->scale_f = *(const float *)p; break;
-    case ncclFloat64: pm->scale_f = *(const double *)p; break;
-    default: break;
-  }
+  weft_dtype_read_scalar(p, dt, &pm->scale_i, &pm->scale_f);
 }
 
 NCCL_API(ncclResult_t, ncclRedOpCreatePreMulSum, ncclRedOp_t *op, void *scalar, ncclDataType_t datatype,
