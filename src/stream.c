@@ -141,8 +141,14 @@ ncclResult_t weft_stream_submit_gated(weft_stream_t *s, weft_op_t **ops, int nop
   batch_t *b = malloc(sizeof(*b) + sizeof(b->ops[0]) * (size_t)nops);
   if (b == NULL) {
     for (int i = 0; i < nops; i++) weft_op_free(ops[i]);
-    // A gated batch must still reach the worker, or its GPU stream waits forever.
-    if (gate != NULL) weft_cuda_gate_open(gate);
+    // The GPU stream waits for this gate, and gates open in order: once the
+    // batches before it are done, open it here.
+    if (gate != NULL) {
+      pthread_mutex_lock(&s->lock);
+      while (s->pending > 0) pthread_cond_wait(&s->idle, &s->lock);
+      pthread_mutex_unlock(&s->lock);
+      weft_cuda_gate_open(gate);
+    }
     return ncclSystemError;
   }
   b->next = NULL;
