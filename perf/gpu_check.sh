@@ -220,14 +220,21 @@ for lib in $libs; do
   done
 done
 
-# ---- 3b. The direct path (WEFT_CUDA_DIRECT=1: all-reduce on the GPU through
-# CUDA IPC and libweft-cuda.so's kernels, up to WEFT_CUDA_DIRECT_MAX_BYTES).
+# ---- 3b. The direct path (WEFT_CUDA_DIRECT=1: collectives on the GPU through
+# CUDA IPC and libweft-cuda.so's kernels, in rounds through device slots):
+# every collective of COLLS but sendrecv as processes, 8 B to MAXBYTES, every
+# type and op for all_reduce, and all_reduce as threads of one process.
 if [ -n "${PERF_DEVICE:-}" ] && [ -n "$gpu" ] && [ $weft_ok != 0 ] && [ -x build/bin/weftrun ]; then
   for n in ${NRANKS:-2 4}; do
-    WEFT_CUDA_DIRECT=1 run_perf weft "$weftdir" "weft-all_reduce-direct-weftrun$n-gpu" build/bin/weftrun -n $n \
-      build/bin/all_reduce_perf --device 1 -b 8 -e 4M -f 4 -n "$iters" -w 1 -c 1 -d all -o all
+    for c in $colls; do
+      [ "$c" = sendrecv ] && continue
+      WEFT_CUDA_DIRECT=1 run_perf weft "$weftdir" "weft-$c-direct-weftrun$n-gpu" build/bin/weftrun -n $n \
+        "build/bin/${c}_perf" --device 1 -b 8 -e "$maxbytes" -f 4 -n "$iters" -w 1 -c 1
+    done
+    WEFT_CUDA_DIRECT=1 run_perf weft "$weftdir" "weft-all_reduce-direct-types-weftrun$n-gpu" build/bin/weftrun -n $n \
+      build/bin/all_reduce_perf --device 1 -b 8 -e 4M -f 8 -n 2 -w 1 -c 1 -d all -o all
     WEFT_CUDA_DIRECT=1 run_perf weft "$weftdir" "weft-all_reduce-direct-threads$n-gpu" build/bin/all_reduce_perf \
-      --device 1 -t $n -b 8 -e 4M -f 4 -n "$iters" -w 1 -c 1
+      --device 1 -t $n -b 8 -e "$maxbytes" -f 4 -n "$iters" -w 1 -c 1
   done
 fi
 

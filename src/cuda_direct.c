@@ -1,8 +1,11 @@
 /*
  * cuda_direct.c — the direct path for device buffers (see cuda_direct.h):
- * set-up at communicator creation, the per-call stream work, teardown.
+ * set-up at communicator creation and teardown. The calls themselves are
+ * in cuda_direct_rounds.c.
  */
 #include "cuda_direct.h"
+
+#include <stdint.h>
 
 #include <stdlib.h>
 #include <string.h>
@@ -12,29 +15,18 @@
 #include "bootstrap.h"
 #include "checks.h"
 #include "cuda_kernels_dl.h"
+#include "cuda_direct_state.h"
 #include "cuda_ring.h"
 #include "cuda_rt.h"
 #include "env.h"
-#include "group.h"
 #include "util.h"
-
-#define COUNTERS 256     // bytes before the operand: ready at +0, done at +64
-#define READY 0
-#define DONE 64
-
-typedef struct weft_cuda_direct {
-  weft_CUcontext ctx;
-  size_t max_bytes;         // the largest operand (WEFT_CUDA_DIRECT_MAX_BYTES)
-  weft_CUdeviceptr mine;    // this rank's scratch: counters, then the operand
-  weft_CUdeviceptr *peer;   // [nranks]: each rank's scratch as this process addresses it
-  uint8_t *opened;          // [nranks]: mapped with cuIpcOpenMemHandle (to close)
-  uint32_t calls;           // calls made on the path (the k of the next one, minus 1)
-  const weft_cuda_kernels_t *kern;
-} weft_cuda_direct_t;
 
 typedef struct {  // what each rank publishes at set-up
   int32_t ok;     // this rank can take part
   int32_t pid;
+  int32_t device;
+  int32_t pad;
+  uint64_t slot_bytes;
   weft_CUdeviceptr scratch;
   weft_CUipcMemHandle handle;
 } direct_card_t;
@@ -58,13 +50,19 @@ static void direct_drop(weft_cuda_direct_t *d, const weft_cuda_driver_t *drv, in
 static weft_cuda_direct_t *direct_prepare(struct ncclComm *comm, const weft_cuda_driver_t *drv, direct_card_t *card) {
   memset(card, 0, sizeof(*card));
   card->pid = (int32_t)getpid();
+  card->device = comm->cuda_dev;
   const weft_cuda_kernels_t *kern = weft_cuda_kernels();
+  int64_t slot_env = weft_env_WEFT_CUDA_DIRECT_SCRATCH_BYTES();
+  if (slot_env < 4096 || slot_env > ((int64_t)1 << 32)) {
+    WARN("WEFT_CUDA_DIRECT_SCRATCH_BYTES=%lld is outside [4096, 4 GiB]: the direct path is off", (long long)slot_env);
+    return NULL;
+  }
   if (comm->nhosts != 1 || comm->cuda_ctx == NULL || !weft_cuda_has_direct(drv) || kern == NULL) return NULL;
   weft_cuda_direct_t *d = calloc(1, sizeof(*d));
   if (d == NULL) return NULL;
   d->ctx = comm->cuda_ctx;
   d->kern = kern;
-  d->max_bytes = (size_t)weft_env_WEFT_CUDA_DIRECT_MAX_BYTES();
+  size_t slot = (size_t)slot_env;
   d->peer = calloc((size_t)comm->nranks, sizeof(*d->peer));
   d->opened = calloc((size_t)comm->nranks, 1);
   if (d->peer == NULL || d->opened == NULL || drv->cuCtxPushCurrent(d->ctx) != WEFT_CUDA_SUCCESS) {
@@ -72,8 +70,8 @@ static weft_cuda_direct_t *direct_prepare(struct ncclComm *comm, const weft_cuda
     direct_drop(d, drv, comm->nranks);
     return NULL;
   }
-  weft_CUresult r = drv->cuMemAlloc(&d->mine, COUNTERS + d->max_bytes);
-  if (r == WEFT_CUDA_SUCCESS) r = drv->cuMemsetD8(d->mine, 0, COUNTERS);
+  weft_CUresult r = drv->cuMemAlloc(&d->mine, WEFT_DIRECT_COUNTERS + 2 * slot);
+  if (r == WEFT_CUDA_SUCCESS) r = drv->cuMemsetD8(d->mine, 0, WEFT_DIRECT_COUNTERS);
   if (r == WEFT_CUDA_SUCCESS) r = drv->cuIpcGetMemHandle(&card->handle, d->mine);
   weft_CUcontext popped;
   drv->cuCtxPopCurrent(&popped);
@@ -84,6 +82,7 @@ static weft_cuda_direct_t *direct_prepare(struct ncclComm *comm, const weft_cuda
     return NULL;
   }
   card->ok = 1;
+  card->slot_bytes = slot;
   card->scratch = d->mine;
   return d;
 }
@@ -95,6 +94,13 @@ static int direct_map(struct ncclComm *comm, const weft_cuda_driver_t *drv, weft
   int ok = 1;
   for (int p = 0; p < comm->nranks && ok; p++) {
     if (cards[p].pid == cards[comm->rank].pid) {  // one process: one address space
+      // Kernels may read another device's memory only with peer access,
+      // which one process's contexts do not grant each other here.
+      if (cards[p].device != cards[comm->rank].device) {
+        INFO(WEFT_LOG_INIT, "CUDA direct path: ranks %d and %d are threads of one process on devices %d and %d",
+             comm->rank, p, cards[comm->rank].device, cards[p].device);
+        ok = 0;
+      }
       d->peer[p] = cards[p].scratch;
       continue;
     }
@@ -130,12 +136,16 @@ ncclResult_t weft_cuda_direct_init(struct ncclComm *comm) {
   if (res == ncclSuccess) res = weft_bootstrap_allgather(&comm->bs, mapped, sizeof(*mapped));
   for (int p = 0; p < n && all; p++) all = res == ncclSuccess && mapped[p];
   if (all) {
+    d->slot_bytes = cards[0].slot_bytes;
+    for (int p = 1; p < n; p++)
+      if (cards[p].slot_bytes < d->slot_bytes) d->slot_bytes = cards[p].slot_bytes;
     comm->cuda_direct = d;
-    INFO(WEFT_LOG_INIT, "CUDA direct path: on for all-reduce up to %zu bytes among %d ranks", d->max_bytes, n);
+    INFO(WEFT_LOG_INIT, "CUDA direct path: on for collectives among %d ranks, rounds of up to %zu bytes", n,
+         d->slot_bytes);
   } else {
     direct_drop(d, drv, n);
     INFO(WEFT_LOG_INIT, "CUDA direct path: off (WEFT_CUDA_DIRECT=1, but a rank lacks the driver's IPC calls, the "
-         "kernels, a current context or one host with the others)");
+         "kernels, a current context, one host with the others, or a mapping of a peer's scratch)");
   }
   free(cards);
   free(mapped);
@@ -145,89 +155,16 @@ ncclResult_t weft_cuda_direct_init(struct ncclComm *comm) {
   return res;
 }
 
-int weft_cuda_direct_eligible(const weft_op_t *op) {
-  const weft_cuda_direct_t *d = op->comm->cuda_direct;
-  return d != NULL && op->args.coll == WEFT_COLL_ALLREDUCE && op->dev.on && op->dev.scalar == NULL &&
-         op->args.count * op->esize <= d->max_bytes && op->args.count > 0;
-}
-
-#define CUCALL(what, expr)                                                                                \
-  do {                                                                                                    \
-    weft_CUresult r_ = (expr);                                                                            \
-    if (r_ != WEFT_CUDA_SUCCESS) {                                                                        \
-      WARN("AllReduce (CUDA direct path): %s failed: CUDA error %d (%s)", what, r_, weft_cuda_error_text(r_)); \
-      res = ncclUnhandledCudaError;                                                                       \
-      goto out;                                                                                           \
-    }                                                                                                     \
-  } while (0)
-
-static ncclResult_t kernel_failed(const weft_cuda_direct_t *d, int err) {
-  WARN("AllReduce (CUDA direct path): a kernel of libweft-cuda.so failed to launch: %s", d->kern->error_string(err));
-  return ncclUnhandledCudaError;
-}
-
-ncclResult_t weft_cuda_direct_queue(weft_op_t *op, weft_cuda_chan_t *chan) {
-  struct ncclComm *comm = op->comm;
-  weft_cuda_direct_t *d = comm->cuda_direct;
-  const weft_cuda_driver_t *drv = weft_cuda_driver();
-  weft_CUstream s = weft_cuda_chan_stream(chan);
-  size_t bytes = op->args.count * op->esize;
-  int n = comm->nranks, me = comm->rank;
-  ncclResult_t res = ncclSuccess;
-  if (drv->cuCtxPushCurrent(weft_cuda_chan_context(chan)) != WEFT_CUDA_SUCCESS) return ncclUnhandledCudaError;
-  uint32_t k = ++d->calls;
-  for (int p = 0; p < n && k > 1; p++)
-    if (p != me)
-      CUCALL("cuStreamWaitValue32 (peer done)",
-             drv->cuStreamWaitValue32(s, d->peer[p] + DONE, k - 1, WEFT_CU_STREAM_WAIT_VALUE_GEQ));
-  cudaStream_t cs = (cudaStream_t)(void *)s;
-  void *scratch = (void *)(uintptr_t)(d->mine + COUNTERS);
-  int err = 0;
-  if (op->redop.prescale) {  // PreMulSum/avg: each rank scales its own operand, as on the host path
-    if ((err = d->kern->reduce_first(&op->redop, scratch, op->dev.send, op->args.count, 0, cs)) != 0) {
-      res = kernel_failed(d, err);
-      goto out;
-    }
-  } else {
-    CUCALL("cuMemcpyAsync (operand to scratch)",
-           drv->cuMemcpyAsync(d->mine + COUNTERS, (weft_CUdeviceptr)(uintptr_t)op->dev.send, bytes, s));
-  }
-  CUCALL("cuStreamWriteValue32 (ready)",
-         drv->cuStreamWriteValue32(s, d->mine + READY, k, WEFT_CU_STREAM_WRITE_VALUE_DEFAULT));
-  for (int p = 0; p < n; p++)
-    if (p != me)
-      CUCALL("cuStreamWaitValue32 (peer ready)",
-             drv->cuStreamWaitValue32(s, d->peer[p] + READY, k, WEFT_CU_STREAM_WAIT_VALUE_GEQ));
-  // The operands are scaled already: fold them with the op's unscaled twin.
-  void *recv = op->dev.recv;
-  err = d->kern->reduce_first(&op->redop_acc, recv, (const void *)(uintptr_t)(d->peer[0] + COUNTERS),
-                                op->args.count, n == 1, cs);
-  for (int p = 1; p < n && err == 0; p++)
-    err = d->kern->reduce(&op->redop_acc, recv, recv, (const void *)(uintptr_t)(d->peer[p] + COUNTERS),
-                          op->args.count, p == n - 1, cs);
-  if (err != 0) {
-    res = kernel_failed(d, err);
-    goto out;
-  }
-  CUCALL("cuStreamWriteValue32 (done)",
-         drv->cuStreamWriteValue32(s, d->mine + DONE, k, WEFT_CU_STREAM_WRITE_VALUE_DEFAULT));
-out:;
-  weft_CUcontext popped;
-  drv->cuCtxPopCurrent(&popped);
-  if (res != ncclSuccess) weft_comm_set_error(comm, res);
-  return res;
-}
-
 // Peers may still be reading this rank's scratch: wait (bounded) until each
 // has said done for every call, before the scratch goes.
 static void direct_quiesce(struct ncclComm *comm, weft_cuda_direct_t *d, const weft_cuda_driver_t *drv) {
-  if (d->calls == 0 || drv->cuCtxPushCurrent(d->ctx) != WEFT_CUDA_SUCCESS) return;
+  if (d->rounds == 0 || drv->cuCtxPushCurrent(d->ctx) != WEFT_CUDA_SUCCESS) return;
   int64_t limit = weft_timeout_ms() > 0 ? weft_timeout_ms() : 60000, end = weft_now_ms() + limit;
   for (int p = 0; p < comm->nranks; p++) {
     uint32_t v = 0;
-    while (drv->cuMemcpyAsync((weft_CUdeviceptr)(uintptr_t)&v, d->peer[p] + DONE, sizeof(v), NULL) ==
+    while (drv->cuMemcpyAsync((weft_CUdeviceptr)(uintptr_t)&v, d->peer[p] + WEFT_DIRECT_DONE, sizeof(v), NULL) ==
                WEFT_CUDA_SUCCESS &&
-           drv->cuStreamSynchronize(NULL) == WEFT_CUDA_SUCCESS && !weft_cyclic_ge(v, d->calls) && weft_now_ms() < end) {
+           drv->cuStreamSynchronize(NULL) == WEFT_CUDA_SUCCESS && !weft_cyclic_ge(v, d->rounds) && weft_now_ms() < end) {
       struct timespec ts = {0, 1000000};
       nanosleep(&ts, NULL);
     }

@@ -41,9 +41,10 @@ static void load(void) {
   int (*abi)(void) = (int (*)(void))dlsym(h, "weft_cuda_kernels_abi");
   table.reduce = (weft_cuda_reduce_fn)dlsym(h, "weft_cuda_reduce");
   table.reduce_first = (weft_cuda_reduce_first_fn)dlsym(h, "weft_cuda_reduce_first");
+  table.reduce_first_dscalar = (weft_cuda_reduce_first_dscalar_fn)dlsym(h, "weft_cuda_reduce_first_dscalar");
   table.error_string = (const char *(*)(int))dlsym(h, "weft_cuda_error_string");
   if (abi == NULL || abi() != WEFT_CUDA_KERNELS_ABI || table.reduce == NULL || table.reduce_first == NULL ||
-      table.error_string == NULL) {
+      table.reduce_first_dscalar == NULL || table.error_string == NULL) {
     INFO(WEFT_LOG_INIT, "CUDA: %s is not a libweft-cuda.so of ABI %d; no device kernels", used,
          WEFT_CUDA_KERNELS_ABI);
     dlclose(h);

@@ -12,6 +12,7 @@
 typedef struct {
   weft_cuda_reduce_fn reduce;
   weft_cuda_reduce_first_fn reduce_first;
+  weft_cuda_reduce_first_dscalar_fn reduce_first_dscalar;
   const char *(*error_string)(int err);
 } weft_cuda_kernels_t;
 

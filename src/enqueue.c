@@ -188,11 +188,7 @@ static ncclResult_t enqueue_checked(weft_coll_t coll, const void *sendbuff, void
     o->dev.send = send_bytes > 0 ? sendbuff : NULL;
     o->dev.recv = recv_bytes > 0 ? recvbuff : NULL;
     o->dev.scalar = dev_scalar;
-    if (weft_group_depth() == 0 && weft_cuda_direct_eligible(o)) {  // on the GPU, no staging (cuda_direct.h)
-      res = weft_cuda_direct_queue(o, chan);
-      weft_op_free(o);
-      return res;
-    }
+    if (weft_cuda_direct_eligible(o)) return weft_group_add_direct(o, chan);  // on the GPU, no staging
   } else if (dev_scalar != NULL) {
     WARN("%s: op=%d has its scalar in device memory but the buffers are host memory: use device buffers, or "
          "create the op with a host scalar", api, (int)op);

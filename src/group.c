@@ -9,7 +9,8 @@
  * Operations on device buffers go to their CUDA stream's channel
  * (src/cuda_stream.c): each channel's share of the group is staged as one
  * batch before anything is launched, since launching publishes the
- * (staging) buffer addresses to the peers.
+ * (staging) buffer addresses to the peers. Operations on the CUDA direct
+ * path (src/cuda_direct.h) are queued on their streams before all that.
  */
 #include "group.h"
 
@@ -18,6 +19,7 @@
 
 #include "api.h"
 #include "checks.h"
+#include "cuda_direct.h"
 #include "dtype.h"
 #include "profiler_plugin.h"
 
@@ -26,6 +28,7 @@ typedef struct {
   weft_stream_t *stream;
   weft_cuda_chan_t *chan;  // device buffers: the CUDA stream's channel (stream is its worker)
   weft_cuda_gate_t gate;   // set when the channel's batch is staged
+  int direct;              // the CUDA direct path queues it on chan's stream (cuda_direct.h)
 } queued_t;
 
 // Small groups (and single calls) live in a fixed per-thread array, so the
@@ -53,7 +56,7 @@ static void queue_clear(void) {
   group_error = ncclSuccess;
 }
 
-static ncclResult_t queue_push(weft_op_t *op, weft_stream_t *s, weft_cuda_chan_t *chan) {
+static ncclResult_t queue_push(weft_op_t *op, weft_stream_t *s, weft_cuda_chan_t *chan, int direct) {
   if (queue_cap < QUEUE_INLINE) queue_cap = QUEUE_INLINE;
   if (queue_len == queue_cap) {
     int cap = queue_cap * 2;
@@ -67,7 +70,7 @@ static ncclResult_t queue_push(weft_op_t *op, weft_stream_t *s, weft_cuda_chan_t
     queue = q;
     queue_cap = cap;
   }
-  queue_items()[queue_len++] = (queued_t){op, s, chan, {0}};
+  queue_items()[queue_len++] = (queued_t){op, s, chan, {0}, direct};
   return ncclSuccess;
 }
 
@@ -112,6 +115,21 @@ static ncclResult_t stage_device_batches(queued_t *q, int n) {
   return res;
 }
 
+// The group's operations on the CUDA direct path go on their streams first,
+// in call order (the same order on every rank, so no stream waits for a
+// peer that waits for it); they are done with on the host once queued.
+static ncclResult_t queue_direct_ops(queued_t *q, int n) {
+  ncclResult_t res = ncclSuccess;
+  for (int i = 0; i < n && res == ncclSuccess; i++) {
+    if (!q[i].direct) continue;
+    res = weft_cuda_direct_queue(q[i].op, q[i].chan);
+    weft_op_free(q[i].op);
+    q[i].op = NULL;
+    q[i].chan = NULL;
+  }
+  return res;
+}
+
 // The gates of staged batches that will not be submitted.
 static void abandon_gates(queued_t *q, int n) {
   for (int i = 0; i < n; i++)
@@ -132,10 +150,13 @@ static ncclResult_t group_launch(void) {
   queue_cap = QUEUE_INLINE;
   weft_op_t **inline_ops = n <= QUEUE_INLINE ? local_ops : calloc((size_t)n, sizeof(*inline_ops));
   if (inline_ops == NULL) res = ncclSystemError;
+  if (res == ncclSuccess) res = queue_direct_ops(q, n);
   if (res == ncclSuccess) res = stage_device_batches(q, n);
-  for (int i = 0; i < n && res == ncclSuccess; i++) res = weft_op_launch(q[i].op);
+  for (int i = 0; i < n && res == ncclSuccess; i++)
+    if (q[i].op != NULL) res = weft_op_launch(q[i].op);
   if (weft_profiler_on() && res == ncclSuccess) {
-    for (int i = 0; i < n; i++) weft_profiler_op_start(q[i].op, i == 0);
+    for (int i = 0, first = 1; i < n; i++)
+      if (q[i].op != NULL) weft_profiler_op_start(q[i].op, first), first = 0;
     weft_profiler_launch_end();
   }
   int ninline = 0;
@@ -176,9 +197,16 @@ static ncclResult_t group_launch(void) {
 int weft_group_depth(void) { return group_depth; }
 
 ncclResult_t weft_group_add(weft_op_t *op, weft_stream_t *stream, weft_cuda_chan_t *chan) {
-  if (group_depth > 0) return queue_push(op, stream, chan);
-  WEFTCHECK(queue_push(op, stream, chan));
+  if (group_depth > 0) return queue_push(op, stream, chan, 0);
+  WEFTCHECK(queue_push(op, stream, chan, 0));
   return group_launch();
+}
+
+ncclResult_t weft_group_add_direct(weft_op_t *op, weft_cuda_chan_t *chan) {
+  if (group_depth > 0) return queue_push(op, NULL, chan, 1);
+  ncclResult_t res = weft_cuda_direct_queue(op, chan);
+  weft_op_free(op);
+  return res;
 }
 
 NCCL_API(ncclResult_t, ncclGroupStart, void);

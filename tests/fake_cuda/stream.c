@@ -493,14 +493,23 @@ EXPORT CUresult cuMemsetD32Async(CUdeviceptr dst, unsigned int ui, size_t n, CUs
 
 // Stream memory operations: device addresses (host-mapped memory's device
 // pointer is its host address), aligned, never managed memory.
+static atomic_int device_waits;  // waits on device memory queued (tests tell the direct path from staging)
+
 static CUresult memop(fk_op_kind kind, CUstream h, CUdeviceptr addr, uint64_t value, unsigned width, unsigned flags) {
   unsigned valid = kind == FK_OP_WRITE ? CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER : 3u | CU_STREAM_WAIT_VALUE_FLUSH;
   if (addr == 0 || (addr & (width - 1)) != 0 || (flags & ~valid) != 0) return CUDA_ERROR_INVALID_VALUE;
   if (flags & CU_STREAM_WAIT_VALUE_FLUSH) return CUDA_ERROR_NOT_SUPPORTED;  // CAN_FLUSH_REMOTE_WRITES is 0
   fk_op op = {.kind = kind, .dst = addr, .width = width, .value = value, .flags = flags,
               .dst_how = (kind == FK_OP_WRITE ? FK_WR : FK_RD) | FK_DEV | FK_NOMANAGED};
+  if (kind == FK_OP_WAIT) {
+    pthread_mutex_lock(&fk.lock);
+    if (fk_in_device_space((uintptr_t)addr, width)) atomic_fetch_add(&device_waits, 1);
+    pthread_mutex_unlock(&fk.lock);
+  }
   return fk_submit(h, &op, NULL, NULL);
 }
+
+EXPORT int fake_cuda_device_waits(void) { return atomic_load(&device_waits); }
 
 EXPORT CUresult cuStreamWriteValue32_v2(CUstream h, CUdeviceptr addr, uint32_t value, unsigned int flags) {
   FK_API();

@@ -30,6 +30,7 @@ typedef struct {
   const void *in, *local;  // in == NULL: reduce_first of local
   size_t count;
   int final;
+  const void *scalar;  // ncclScalarDevice: the prescale factor in device memory, read when the job runs
 } job_t;
 
 static void run(void *arg) {
@@ -38,7 +39,12 @@ static void run(void *arg) {
   void *dst = view((unsigned long long)(uintptr_t)j->dst, bytes);
   const void *local = view((unsigned long long)(uintptr_t)j->local, bytes);
   const void *in = j->in != NULL ? view((unsigned long long)(uintptr_t)j->in, bytes) : NULL;
-  if (dst != NULL && local != NULL && (j->in == NULL || in != NULL)) {
+  const void *scalar = j->scalar != NULL ? view((unsigned long long)(uintptr_t)j->scalar, weft_dtype_size(j->op.dtype)) : NULL;
+  if (scalar != NULL) {
+    weft_dtype_read_scalar(scalar, j->op.dtype, &j->op.scale_i, &j->op.scale_f);
+    j->op.prescale = 1;
+  }
+  if (dst != NULL && local != NULL && (j->in == NULL || in != NULL) && (j->scalar == NULL || scalar != NULL)) {
     if (in == NULL) weft_reduce_first(&j->op, dst, local, j->count, j->final);
     else weft_reduce(&j->op, dst, in, local, j->count, j->final);
   }
@@ -55,13 +61,13 @@ static int bind(void) {
   return launch == NULL || view == NULL;
 }
 
-static int queue(const weft_redop_t *op, void *dst, const void *in, const void *local, size_t count, int final,
-                 cudaStream_t stream) {
+static int queue(const weft_redop_t *op, const void *scalar, void *dst, const void *in, const void *local,
+                 size_t count, int final, cudaStream_t stream) {
   if (op == NULL || bind() != 0) return 1;  // cudaErrorInvalidValue
   if (count == 0) return 0;
   job_t *j = malloc(sizeof(*j));
   if (j == NULL) return 2;  // cudaErrorMemoryAllocation
-  *j = (job_t){*op, dst, in, local, count, final};
+  *j = (job_t){*op, dst, in, local, count, final, scalar};
   atomic_fetch_add(&calls, 1);
   int r = launch((void *)stream, run, j);
   if (r != 0) free(j);
@@ -72,12 +78,17 @@ EXPORT int weft_cuda_kernels_abi(void) { return WEFT_CUDA_KERNELS_ABI; }
 
 EXPORT int weft_cuda_reduce(const weft_redop_t *op, void *dst, const void *in, const void *local, size_t count,
                             int final, cudaStream_t stream) {
-  return queue(op, dst, in, local, count, final, stream);
+  return queue(op, NULL, dst, in, local, count, final, stream);
 }
 
 EXPORT int weft_cuda_reduce_first(const weft_redop_t *op, void *dst, const void *src, size_t count, int final,
                                   cudaStream_t stream) {
-  return queue(op, dst, NULL, src, count, final, stream);
+  return queue(op, NULL, dst, NULL, src, count, final, stream);
+}
+
+EXPORT int weft_cuda_reduce_first_dscalar(const weft_redop_t *op, const void *scalar, void *dst, const void *src,
+                                          size_t count, int final, cudaStream_t stream) {
+  return queue(op, scalar, dst, NULL, src, count, final, stream);
 }
 
 EXPORT const char *weft_cuda_error_string(int err) { return err == 0 ? "no error" : "stand-in kernel error"; }

@@ -322,8 +322,9 @@ static int misc_body(int rank, int nranks, ncclUniqueId id, void *arg) {
   ncclComm_t comm = weft_test_init_rank(nranks, id, rank);
   if (comm == NULL) return weft_test_failures();
   float *a = tcu_alloc(&cu, M * sizeof(float)), *b = tcu_alloc(&cu, M * sizeof(float));
+  float *c = tcu_alloc(&cu, M * sizeof(float));
   float *scalar = tcu_alloc(&cu, sizeof(float)), *h = malloc(M * sizeof(float)), *h2 = malloc(M * sizeof(float));
-  WEFT_TEST_CHECK(a && b && scalar && h && h2, "allocation failed");
+  WEFT_TEST_CHECK(a && b && c && scalar && h && h2, "allocation failed");
   if (weft_test_failures()) return weft_test_failures();
   int next = (rank + 1) % nranks, prev = (rank + nranks - 1) % nranks;
 
@@ -334,7 +335,8 @@ static int misc_body(int rank, int nranks, ncclUniqueId id, void *arg) {
   WEFT_TEST_CHECK_RES(ncclSend(a, M, ncclFloat32, next, comm, (cudaStream_t)s), ncclSuccess);
   WEFT_TEST_CHECK_RES(ncclRecv(b, M, ncclFloat32, prev, comm, (cudaStream_t)s), ncclSuccess);
   WEFT_TEST_CHECK_RES(ncclGroupEnd(), ncclSuccess);
-  WEFT_TEST_CHECK_RES(ncclAllReduce(a, a, M, ncclFloat32, ncclSum, comm, (cudaStream_t)s2), ncclSuccess);
+  // (Reading `a` here while the send may still read it; writing it would race.)
+  WEFT_TEST_CHECK_RES(ncclAllReduce(a, c, M, ncclFloat32, ncclSum, comm, (cudaStream_t)s2), ncclSuccess);
   WEFT_TEST_CHECK(cu.stream_sync(s) == 0 && cu.stream_sync(s2) == 0, "sync failed");
   WEFT_TEST_CHECK(cu.dtoh(h2, tcu_p(b), M * sizeof(float)) == 0, "dtoh failed");
   for (int i = 0; i < M; i++)
@@ -408,6 +410,7 @@ static int misc_body(int rank, int nranks, ncclUniqueId id, void *arg) {
   WEFT_TEST_CHECK_RES(ncclCommDestroy(comm), ncclSuccess);
   cu.free(tcu_p(a));
   cu.free(tcu_p(b));
+  cu.free(tcu_p(c));
   cu.free(tcu_p(scalar));
   free(h);
   free(h2);
@@ -534,58 +537,107 @@ Test(cuda_stream, two_ranks_as_threads_share_a_device, .timeout = 60) {
 
 /* ---------- the direct path (WEFT_CUDA_DIRECT=1) ---------- */
 
-// All-reduce on the GPU among the ranks of a host (src/cuda_direct.c), with
-// a stand-in libweft-cuda.so whose "kernels" run weft's host reductions on
-// the stand-in driver's streams. Calls up to WEFT_CUDA_DIRECT_MAX_BYTES
-// (64 KiB here) go direct, larger ones through staging, on the same stream.
-// Bitwise against the host path wherever the result does not depend on the
-// order of the operands: every type and op but float avg for two ranks (a
-// op b and b op a are the same bits for finite floats), integers and float
-// max/min for three.
+// Collectives on the GPU among the ranks of a host (src/cuda_direct*.c),
+// with a stand-in libweft-cuda.so whose "kernels" run weft's host
+// reductions on the stand-in driver's streams. The slots hold 4 KiB, so
+// most calls take many rounds (with blocks, slices of 2 or 1.25 KiB), and
+// round counts end on partial slices. Bitwise against the host path wherever
+// the result does not depend on the order of the operands: every type and
+// op but float avg for two ranks (a op b and b op a are the same bits for
+// finite floats), integers and float max/min for three.
+static int direct_order_matters(ncclDataType_t t, ncclRedOp_t op, int nranks) {
+  // The direct path rounds every scaled operand (avg), and folds in rank
+  // order where the host path follows its algorithm's order.
+  return is_float(t) && (op == ncclAvg || (nranks > 2 && op != ncclMax && op != ncclMin));
+}
+
+static int fake_counter(const char *lib_env, const char *name) {
+  void *l = dlopen(getenv(lib_env), RTLD_NOW | RTLD_NOLOAD);
+  int (*f)(void) = l != NULL ? (int (*)(void))dlsym(l, name) : NULL;
+  return f != NULL ? f() : -1;
+}
+
+static int direct_sweep(sweep_t *w) {
+  const ncclRedOp_t ops[] = {ncclSum, ncclProd, ncclMax, ncclMin, ncclAvg};
+  const size_t counts[] = {1, 1027, 9000};
+  const coll_t with_op[] = {AR, RD, RS};
+  for (int t = 0; t < ncclNumTypes; t++)
+    for (int o = 0; o < 5; o++) {
+      if (direct_order_matters((ncclDataType_t)t, ops[o], w->nranks)) continue;
+      for (int c = 0; c < 3; c++)
+        for (int ci = 0; ci < 3; ci++)
+          for (int ip = 0; ip < 2; ip++)
+            if (run_case(w, with_op[c], (ncclDataType_t)t, ops[o], counts[ci], ip, (t + ci) % w->nranks))
+              return 1;
+    }
+  const ncclDataType_t some[] = {ncclInt8, ncclFloat16, ncclFloat32, ncclUint64};
+  const coll_t moves[] = {BC, AG, GA, A2A, SC};
+  for (int c = 0; c < 5; c++)
+    for (int t = 0; t < 4; t++)
+      for (int ci = 0; ci < 3; ci++)
+        for (int ip = 0; ip < 2; ip++) {
+          if (ip && moves[c] != AG && moves[c] != BC) continue;
+          if (run_case(w, moves[c], some[t], ncclSum, counts[ci], ip, (t + ci) % w->nranks)) return 1;
+        }
+  return 0;
+}
+
+// Calls in flight, each on the last one's result: a rank must not refill a
+// slot before every peer has read it (the done counters). Some calls are in
+// a group with a send and a receive on the same stream, which take the
+// staging path: every rank queues the group's direct work first.
+static void direct_in_flight(sweep_t *w) {
+  int32_t *h = (int32_t *)w->h[0], *dv = (int32_t *)w->d[0];
+  int32_t *out = (int32_t *)w->d[1], *in = out + M;  // the groups' send and receive buffers
+  int next = (w->rank + 1) % w->nranks, prev = (w->rank + w->nranks - 1) % w->nranks;
+  for (int i = 0; i < M; i++) h[i] = w->rank * 100000 + i;
+  WEFT_TEST_CHECK(cu.htod(tcu_p(out), h, M * sizeof(int32_t)) == 0, "htod failed");
+  for (int i = 0; i < M; i++) h[i] = w->rank == 0 ? i : 0;
+  WEFT_TEST_CHECK(cu.htod(tcu_p(dv), h, M * sizeof(int32_t)) == 0, "htod failed");
+  cudaStream_t st = (cudaStream_t)w->stream;
+  for (int k = 0; k < CALLS; k++) {
+    int grouped = k % 7 == 3;
+    if (grouped) {
+      WEFT_TEST_CHECK_RES(ncclGroupStart(), ncclSuccess);
+      WEFT_TEST_CHECK_RES(ncclSend(out, M, ncclInt32, next, w->comm, st), ncclSuccess);
+      WEFT_TEST_CHECK_RES(ncclRecv(in, M, ncclInt32, prev, w->comm, st), ncclSuccess);
+    }
+    WEFT_TEST_CHECK_RES(ncclAllReduce(dv, dv, M, ncclInt32, ncclSum, w->comm, st), ncclSuccess);
+    if (grouped) WEFT_TEST_CHECK_RES(ncclGroupEnd(), ncclSuccess);
+  }
+  WEFT_TEST_CHECK(cu.stream_sync(w->stream) == 0, "sync failed");
+  WEFT_TEST_CHECK(cu.dtoh(h, tcu_p(dv), M * sizeof(int32_t)) == 0, "dtoh failed");
+  uint32_t f = 1;  // each call multiplies by nranks (mod 2^32)
+  for (int k = 1; k < CALLS; k++) f *= (uint32_t)w->nranks;
+  for (int i = 0; i < M; i++)
+    if ((uint32_t)h[i] != (uint32_t)i * f) {
+      WEFT_TEST_CHECK(0, "after %d calls in flight: [%d] = %d, expected %u", CALLS, i, h[i], (uint32_t)i * f);
+      break;
+    }
+  WEFT_TEST_CHECK(cu.dtoh(h, tcu_p(in), M * sizeof(int32_t)) == 0, "dtoh failed");
+  for (int i = 0; i < M; i++)
+    if (h[i] != prev * 100000 + i) {
+      WEFT_TEST_CHECK(0, "received [%d] = %d, expected %d", i, h[i], prev * 100000 + i);
+      break;
+    }
+}
+
 static int direct_body(int rank, int nranks, ncclUniqueId id, void *arg) {
   (void)arg;
   sweep_t w;
   if (sweep_open(&w, rank, nranks, id) != 0) return weft_test_failures();
-  const ncclRedOp_t ops[] = {ncclSum, ncclProd, ncclMax, ncclMin, ncclAvg};
-  const size_t counts[] = {1, 1027, 70000};
   finite_floats = 1;
-  for (int t = 0; t < ncclNumTypes; t++) {
-    int exact = !is_float((ncclDataType_t)t);
-    for (int o = 0; o < 5; o++) {
-      // Float results that depend on the order of the operands: with 3 ranks
-      // sum and prod; with any, avg (the direct path rounds both scaled
-      // operands, the host path one of them).
-      if (!exact && (ops[o] == ncclAvg || (nranks > 2 && ops[o] != ncclMax && ops[o] != ncclMin))) continue;
-      for (int ci = 0; ci < 3; ci++)
-        for (int ip = 0; ip < 2; ip++)
-          if (run_case(&w, AR, (ncclDataType_t)t, ops[o], counts[ci], ip, 0)) goto out;
-    }
-  }
-  // Calls in flight, each on the last one's result: a rank must not refill
-  // its scratch before every peer has read it (the done counters).
-  if (weft_test_failures() == 0) {
-    int32_t *h = (int32_t *)w.h[0], *dv = (int32_t *)w.d[0];
-    for (int i = 0; i < M; i++) h[i] = rank == 0 ? i : 0;
-    WEFT_TEST_CHECK(cu.htod(tcu_p(dv), h, M * sizeof(int32_t)) == 0, "htod failed");
-    for (int k = 0; k < CALLS; k++)
-      WEFT_TEST_CHECK_RES(ncclAllReduce(dv, dv, M, ncclInt32, ncclSum, w.comm, (cudaStream_t)w.stream), ncclSuccess);
-    WEFT_TEST_CHECK(cu.stream_sync(w.stream) == 0, "sync failed");
-    WEFT_TEST_CHECK(cu.dtoh(h, tcu_p(dv), M * sizeof(int32_t)) == 0, "dtoh failed");
-    uint32_t f = 1;  // each call multiplies by nranks (mod 2^32)
-    for (int k = 1; k < CALLS; k++) f *= (uint32_t)nranks;
-    for (int i = 0; i < M; i++)
-      if ((uint32_t)h[i] != (uint32_t)i * f) {
-        WEFT_TEST_CHECK(0, "after %d calls in flight: [%d] = %d, expected %u", CALLS, i, h[i], (uint32_t)i * f);
-        break;
-      }
-  }
-out:;
-  void *kl = dlopen(getenv("WEFT_CUDA_KERNELS_LIB"), RTLD_NOW | RTLD_NOLOAD);
-  int (*kcalls)(void) = kl != NULL ? (int (*)(void))dlsym(kl, "fake_kernels_calls") : NULL;
-  WEFT_TEST_CHECK(kcalls != NULL && kcalls() >= w.cases / 3 * nranks,
-                  "the direct path was not taken: %d reductions queued for %d calls", kcalls ? kcalls() : -1, w.cases);
-  if (rank == 0) fprintf(stderr, "cuda_stream direct: %d ranks, %d calls compared, %d reductions on the stream\n",
-                         nranks, w.cases, kcalls ? kcalls() : -1);
+  int failed = direct_sweep(&w);
+  int waits = fake_counter("WEFT_CUDA_DRIVER_LIB", "fake_cuda_device_waits");
+  int reductions = fake_counter("WEFT_CUDA_KERNELS_LIB", "fake_kernels_calls");
+  // Every call waited on its peers' counters in device memory at least
+  // once: the staging path waits only on pinned host memory.
+  WEFT_TEST_CHECK(waits >= w.cases * (nranks - 1), "the direct path was not taken: %d waits on device counters for "
+                  "%d calls", waits, w.cases);
+  if (!failed && weft_test_failures() == 0) direct_in_flight(&w);
+  if (rank == 0)
+    fprintf(stderr, "cuda_stream direct: %d ranks, %d calls compared, %d waits on peers, %d reductions queued\n",
+            nranks, w.cases, waits, reductions);
   sweep_close(&w);
   return weft_test_failures();
 }
@@ -599,7 +651,7 @@ static void direct_setup(void) {
   snprintf(lib, sizeof(lib), "%s/tests/lib/libweft-fake-cuda-kernels.so", b && b[0] ? b : "build");
   setenv("WEFT_CUDA_KERNELS_LIB", lib, 1);
   setenv("WEFT_CUDA_DIRECT", "1", 1);
-  setenv("WEFT_CUDA_DIRECT_MAX_BYTES", "65536", 1);
+  setenv("WEFT_CUDA_DIRECT_SCRATCH_BYTES", "4096", 1);
 }
 
 Test(cuda_stream, direct_path_matches_the_host_path_2_ranks, .timeout = 240) {
@@ -612,4 +664,13 @@ Test(cuda_stream, direct_path_matches_the_host_path_3_ranks, .timeout = 240) {
   weft_test_env_timeout(60);
   direct_setup();
   WEFT_TEST_EXPECT_FORK_OK(3, 1, weft_test_one_id_main, &direct_job, 220);
+}
+
+// The stream semantics, groups, the device PreMulSum scalar, capture and
+// refusals again, with the direct path on.
+Test(cuda_stream, direct_path_keeps_stream_semantics, .timeout = 120) {
+  weft_test_env_timeout(30);
+  direct_setup();
+  WEFT_TEST_EXPECT_FORK_OK(3, 1, weft_test_one_id_main, &order_job, 50);
+  WEFT_TEST_EXPECT_FORK_OK(2, 1, weft_test_one_id_main, &misc_job, 50);
 }

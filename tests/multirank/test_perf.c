@@ -254,20 +254,24 @@ Test(perf, every_benchmark_on_device_buffers, .timeout = 240) {
   }
 }
 
-// The direct path (WEFT_CUDA_DIRECT=1, all-reduce on the GPU through CUDA
-// IPC): every type and op, PreMulSum with a different scalar on each rank
-// included, as 3 processes and as 2 threads, with the stand-in driver and
-// kernels.
+// The direct path (WEFT_CUDA_DIRECT=1: collectives on the GPU through CUDA
+// IPC), with the stand-in driver and kernels and 4 KiB slots, so that most
+// sizes take several rounds: all-reduce with every type and op (PreMulSum
+// with a different scalar on each rank included) as 3 processes and as 2
+// threads, then every other benchmark as 3 processes (the send/recv of
+// sendrecv_perf and hypercube_perf take the staging path beside it).
+static void direct_env(char *env_lib, char *env_kern, size_t len) {
+  const char *b = getenv("WEFT_BUILD_DIR");
+  snprintf(env_lib, len, "WEFT_CUDA_DRIVER_LIB=%s/tests/lib/libweft-fake-cuda.so", b && b[0] ? b : "build");
+  snprintf(env_kern, len, "WEFT_CUDA_KERNELS_LIB=%s/tests/lib/libweft-fake-cuda-kernels.so", b && b[0] ? b : "build");
+}
+
 Test(perf, all_reduce_direct_path_every_type_and_op, .timeout = 180) {
-  char weftrun[512], path[512], fake[600], kern[600], env_lib[640], env_kern[640];
+  char weftrun[512], path[512], env_lib[640], env_kern[640];
   bin_path(weftrun, sizeof(weftrun), "weftrun");
   bin_path(path, sizeof(path), "all_reduce_perf");
-  const char *b = getenv("WEFT_BUILD_DIR");
-  snprintf(fake, sizeof(fake), "%s/tests/lib/libweft-fake-cuda.so", b && b[0] ? b : "build");
-  snprintf(kern, sizeof(kern), "%s/tests/lib/libweft-fake-cuda-kernels.so", b && b[0] ? b : "build");
-  snprintf(env_lib, sizeof(env_lib), "WEFT_CUDA_DRIVER_LIB=%s", fake);
-  snprintf(env_kern, sizeof(env_kern), "WEFT_CUDA_KERNELS_LIB=%s", kern);
-  char *env[] = {env_lib, env_kern, "WEFT_CUDA_DIRECT=1", NULL};
+  direct_env(env_lib, env_kern, sizeof(env_lib));
+  char *env[] = {env_lib, env_kern, "WEFT_CUDA_DIRECT=1", "WEFT_CUDA_DIRECT_SCRATCH_BYTES=4096", NULL};
   for (int form = 0; form < 2; form++) {
     char *argv[MAX_ARGS];
     if (form == 0)
@@ -283,6 +287,35 @@ Test(perf, all_reduce_direct_path_every_type_and_op, .timeout = 180) {
     cr_expect(status == 0 && r.footer_ok && r.bad_rows == 0 && r.rows == 12 * 6 * 5,
               "direct path (%s): exit %d, %d rows, %d wrong\n%s", form ? "-t 2" : "weftrun -n 3", status, r.rows,
               r.bad_rows, text);
+    free(text);
+    free_argv(argv);
+  }
+}
+
+Test(perf, every_benchmark_on_the_direct_path, .timeout = 240) {
+  char weftrun[512], env_lib[640], env_kern[640];
+  bin_path(weftrun, sizeof(weftrun), "weftrun");
+  direct_env(env_lib, env_kern, sizeof(env_lib));
+  char *env[] = {env_lib, env_kern, "WEFT_CUDA_DIRECT=1", "WEFT_CUDA_DIRECT_SCRATCH_BYTES=4096", "NCCL_DEBUG=INFO",
+                 "NCCL_DEBUG_SUBSYS=INIT", NULL};
+  for (size_t k = 1; k < NBENCH; k++) {
+    char path[512], name[64];
+    snprintf(name, sizeof(name), "%s_perf", benches[k]);
+    bin_path(path, sizeof(path), name);
+    int pow2_only = strcmp(benches[k], "hypercube") == 0;
+    char *argv[MAX_ARGS];
+    make_argv(argv, (const char *const[]){weftrun, "-n", pow2_only ? "2" : "3", "-t", "60", path, "--device", "1",
+                                          "-b", "8", "-e", "256K", "-f", "8", "-n", "2", "-w", "1", "-c", "1",
+                                          "-d", "all", NULL});
+    char *text = NULL;
+    int status = run_env(argv, env, &text);
+    report_t r;
+    parse(text, &r);
+    cr_expect(status == 0 && r.footer_ok && r.bad_rows == 0 && r.rows == 12 * 6,
+              "%s --device 1 on the direct path: exit %d, %d rows, %d wrong\n%s", name, status, r.rows, r.bad_rows,
+              text);
+    cr_expect(text != NULL && strstr(text, "CUDA direct path: on") != NULL, "%s: the direct path was off\n%s", name,
+              text);
     free(text);
     free_argv(argv);
   }

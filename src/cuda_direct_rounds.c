@@ -1,0 +1,181 @@
+/*
+ * cuda_direct_rounds.c — a collective on the direct path (cuda_direct.h),
+ * queued on the caller's stream as rounds through the ranks' scratch slots.
+ *
+ * Every collective is one pattern. A rank's operand is one block of `count`
+ * elements, or nranks blocks (ReduceScatter, AlltoAll, Scatter: one per
+ * destination). Round k moves the next `m` elements of every block:
+ *
+ *   packers:   WAIT peer.done >= k-2     peers finished reading slot k % 2
+ *              copy (prescale) my blocks' slices -> my slot
+ *   everyone:  WRITE my.ready = k
+ *   receivers: WAIT peer.ready >= k      (the peers read from)
+ *              build my recv slice from the slots (fold / copy)
+ *   everyone:  WRITE my.done = k
+ *
+ * Folds run in rank order on every rank, so all ranks get the same bits.
+ */
+#include <stdint.h>
+
+#include "checks.h"
+#include "cuda_direct.h"
+#include "cuda_direct_state.h"
+#include "cuda_rt.h"
+#include "dtype.h"
+
+typedef enum {
+  OUT_FOLD,       // reduce every rank's slot
+  OUT_FROM_ROOT,  // copy the root's slot
+  OUT_GATHER      // copy every rank's slot to its place in recvbuff
+} direct_out_t;
+
+typedef struct {
+  int blocks;         // the operand is nranks blocks; a slot holds one slice of each
+  int root_packs;     // only the root's sendbuff is read
+  int root_receives;  // only the root's recvbuff is written
+  direct_out_t out;
+} direct_shape_t;
+
+static int direct_shape(weft_coll_t coll, direct_shape_t *s) {
+  switch (coll) {
+    case WEFT_COLL_ALLREDUCE: *s = (direct_shape_t){0, 0, 0, OUT_FOLD}; return 1;
+    case WEFT_COLL_REDUCE: *s = (direct_shape_t){0, 0, 1, OUT_FOLD}; return 1;
+    case WEFT_COLL_BROADCAST: *s = (direct_shape_t){0, 1, 0, OUT_FROM_ROOT}; return 1;
+    case WEFT_COLL_ALLGATHER: *s = (direct_shape_t){0, 0, 0, OUT_GATHER}; return 1;
+    case WEFT_COLL_GATHER: *s = (direct_shape_t){0, 0, 1, OUT_GATHER}; return 1;
+    case WEFT_COLL_REDUCESCATTER: *s = (direct_shape_t){1, 0, 0, OUT_FOLD}; return 1;
+    case WEFT_COLL_ALLTOALL: *s = (direct_shape_t){1, 0, 0, OUT_GATHER}; return 1;
+    case WEFT_COLL_SCATTER: *s = (direct_shape_t){1, 1, 0, OUT_FROM_ROOT}; return 1;
+    default: return 0;  // Send/Recv
+  }
+}
+
+// Elements of one block a round moves: slices start 256-byte aligned in
+// the slot; 0 when a slot cannot hold one element of every block.
+static size_t round_elems(const weft_cuda_direct_t *d, const direct_shape_t *sh, int nranks, size_t esize) {
+  size_t slice = (d->slot_bytes / (sh->blocks ? (size_t)nranks : 1)) & ~(size_t)255;
+  return slice / esize;
+}
+
+int weft_cuda_direct_eligible(const weft_op_t *op) {
+  const weft_cuda_direct_t *d = op->comm->cuda_direct;
+  direct_shape_t sh;
+  return d != NULL && op->dev.on && op->args.count > 0 && direct_shape(op->args.coll, &sh) && round_elems(d, &sh, op->comm->nranks, op->esize) > 0;
+}
+
+typedef struct {
+  weft_op_t *op;
+  weft_cuda_direct_t *d;
+  const weft_cuda_driver_t *drv;
+  weft_CUstream s;
+  direct_shape_t sh;
+  int n, me, root;
+} direct_call_t;
+
+static ncclResult_t cuda_failed(const direct_call_t *c, const char *what, weft_CUresult r) {
+  WARN("%s (CUDA direct path): %s failed: CUDA error %d (%s)", weft_coll_name(c->op->args.coll), what, r,
+       weft_cuda_error_text(r));
+  return ncclUnhandledCudaError;
+}
+
+static ncclResult_t kernel_failed(const direct_call_t *c, int err) {
+  WARN("%s (CUDA direct path): a kernel of libweft-cuda.so failed to launch: %s", weft_coll_name(c->op->args.coll),
+       c->d->kern->error_string(err));
+  return ncclUnhandledCudaError;
+}
+
+static ncclResult_t write_counter(const direct_call_t *c, size_t at, uint32_t k) {
+  weft_CUresult r = c->drv->cuStreamWriteValue32(c->s, c->d->mine + at, k, WEFT_CU_STREAM_WRITE_VALUE_DEFAULT);
+  return r == WEFT_CUDA_SUCCESS ? ncclSuccess : cuda_failed(c, "cuStreamWriteValue32", r);
+}
+
+// The stream waits until rank p's counter reached k (every peer when p < 0).
+static ncclResult_t wait_counter(const direct_call_t *c, int p, size_t at, uint32_t k) {
+  for (int q = p < 0 ? 0 : p; q < (p < 0 ? c->n : p + 1); q++) {
+    if (q == c->me) continue;
+    weft_CUresult r = c->drv->cuStreamWaitValue32(c->s, c->d->peer[q] + at, k, WEFT_CU_STREAM_WAIT_VALUE_GEQ);
+    if (r != WEFT_CUDA_SUCCESS) return cuda_failed(c, "cuStreamWaitValue32", r);
+  }
+  return ncclSuccess;
+}
+
+static ncclResult_t copy(const direct_call_t *c, weft_CUdeviceptr dst, weft_CUdeviceptr src, size_t bytes) {
+  weft_CUresult r = c->drv->cuMemcpyAsync(dst, src, bytes, c->s);
+  return r == WEFT_CUDA_SUCCESS ? ncclSuccess : cuda_failed(c, "cuMemcpyAsync", r);
+}
+
+static weft_CUdeviceptr dptr(const void *p) { return (weft_CUdeviceptr)(uintptr_t)p; }
+static void *vptr(weft_CUdeviceptr p) { return (void *)(uintptr_t)p; }
+
+// One slice of sendbuff into this rank's slot; a reduction's operand is
+// scaled here by this rank's own scalar (PreMulSum, float avg), as on the host path.
+static ncclResult_t pack(const direct_call_t *c, weft_CUdeviceptr dst, const char *src, size_t m) {
+  const weft_op_t *op = c->op;
+  const weft_cuda_kernels_t *kern = c->d->kern;
+  cudaStream_t cs = (cudaStream_t)(void *)c->s;
+  int err = 0;
+  if (op->has_op && op->dev.scalar != NULL)
+    err = kern->reduce_first_dscalar(&op->redop, op->dev.scalar, vptr(dst), src, m, 0, cs);
+  else if (op->has_op && op->redop.prescale)
+    err = kern->reduce_first(&op->redop, vptr(dst), src, m, 0, cs);
+  else
+    return copy(c, dst, dptr(src), m * op->esize);
+  return err == 0 ? ncclSuccess : kernel_failed(c, err);
+}
+
+// dst = slot(0)[at] OP slot(1)[at] OP ... in rank order; the operands are
+// scaled already, so the fold uses the op's unscaled twin.
+static ncclResult_t fold(const direct_call_t *c, char *dst, size_t at, size_t m) {
+  const weft_op_t *op = c->op;
+  cudaStream_t cs = (cudaStream_t)(void *)c->s;
+  int err = c->d->kern->reduce_first(&op->redop_acc, dst, vptr(c->d->peer[0] + at), m, c->n == 1, cs);
+  for (int p = 1; p < c->n && err == 0; p++)
+    err = c->d->kern->reduce(&op->redop_acc, dst, dst, vptr(c->d->peer[p] + at), m, p == c->n - 1, cs);
+  return err == 0 ? ncclSuccess : kernel_failed(c, err);
+}
+
+// Round k: elements [off, off + m) of every block.
+static ncclResult_t direct_round(direct_call_t *c, size_t off, size_t m) {
+  const weft_op_t *op = c->op;
+  size_t es = op->esize, count = op->args.count, nblocks = c->sh.blocks ? (size_t)c->n : 1;
+  uint32_t k = ++c->d->rounds;
+  size_t slot = WEFT_DIRECT_COUNTERS + (k & 1) * c->d->slot_bytes;  // offset in every rank's scratch
+  int packs = !c->sh.root_packs || c->me == c->root;
+  int receives = !c->sh.root_receives || c->me == c->root;
+  const char *send = op->dev.send;
+  char *recv = op->dev.recv;
+  if (packs) {
+    if (k > 2) WEFTCHECK(wait_counter(c, -1, WEFT_DIRECT_DONE, k - 2));
+    for (size_t b = 0; b < nblocks; b++)
+      WEFTCHECK(pack(c, c->d->mine + slot + b * m * es, send + (b * count + off) * es, m));
+  }
+  WEFTCHECK(write_counter(c, WEFT_DIRECT_READY, k));
+  if (receives) {
+    int from = c->sh.out == OUT_FROM_ROOT ? c->root : -1;
+    WEFTCHECK(wait_counter(c, from, WEFT_DIRECT_READY, k));
+    size_t at = slot + (c->sh.blocks ? (size_t)c->me * m * es : 0);  // this rank's slice of each slot
+    if (c->sh.out == OUT_FOLD) WEFTCHECK(fold(c, recv + off * es, at, m));
+    if (c->sh.out == OUT_FROM_ROOT) WEFTCHECK(copy(c, dptr(recv + off * es), c->d->peer[c->root] + at, m * es));
+    for (int p = 0; p < c->n && c->sh.out == OUT_GATHER; p++)
+      WEFTCHECK(copy(c, dptr(recv + ((size_t)p * count + off) * es), c->d->peer[p] + at, m * es));
+  }
+  return write_counter(c, WEFT_DIRECT_DONE, k);
+}
+
+ncclResult_t weft_cuda_direct_queue(weft_op_t *op, weft_cuda_chan_t *chan) {
+  struct ncclComm *comm = op->comm;
+  direct_call_t c = {.op = op, .d = comm->cuda_direct, .drv = weft_cuda_driver(),
+                     .s = weft_cuda_chan_stream(chan), .n = comm->nranks, .me = comm->rank, .root = op->args.root};
+  direct_shape(op->args.coll, &c.sh);
+  size_t step = round_elems(c.d, &c.sh, c.n, op->esize);
+  if (c.drv->cuCtxPushCurrent(weft_cuda_chan_context(chan)) != WEFT_CUDA_SUCCESS) return ncclUnhandledCudaError;
+  TRACE(WEFT_LOG_COLL, "%s count=%zu %s root=%d: CUDA direct path, %zu rounds", weft_coll_name(op->args.coll),
+        op->args.count, weft_dtype_name(op->dtype), op->args.root, (op->args.count + step - 1) / step);
+  ncclResult_t res = ncclSuccess;
+  for (size_t off = 0; off < op->args.count && res == ncclSuccess; off += step)
+    res = direct_round(&c, off, op->args.count - off < step ? op->args.count - off : step);
+  weft_CUcontext popped;
+  c.drv->cuCtxPopCurrent(&popped);
+  if (res != ncclSuccess) weft_comm_set_error(comm, res);
+  return res;
+}
