@@ -3,10 +3,15 @@
  * bootstrap.h). Each connection opens with a hello carrying the job's secret
  * and the sender's rank; a connection that fails that check is logged and
  * dropped, and the rank keeps waiting for the real neighbour until
- * WEFT_TIMEOUT, then names it.
+ * WEFT_TIMEOUT, then names it. Hellos are read as they arrive, from several
+ * connections at once: over a lossy link TCP may take seconds to deliver
+ * one, and a silent stranger must not hold up the neighbour.
  */
 #include "bootstrap.h"
 
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -31,34 +36,96 @@ ncclResult_t weft_bootstrap_listen(weft_peer_info_t *info, int *listen_fd) {
   return weft_socket_listen(&info->listen, listen_fd);
 }
 
+#define HELLO_SLOTS 8        // connections whose hello is read at once
+#define ROOM_AFTER_MS 5000   // with every slot taken, one silent this long makes way
+
+typedef struct {
+  int fd;
+  int64_t heard;  // accepted, or last bytes received (weft_now_ms)
+  size_t got;
+  ring_hello_t h;
+  weft_sockaddr_t from;
+} hello_slot_t;
+
+static void slot_reject(weft_bootstrap_t *bs, hello_slot_t *s, const char *why) {
+  char a[WEFT_ADDR_STRLEN];
+  WARN("rank %d: rejected a bootstrap connection from %s (%s)", bs->rank,
+       weft_socket_addr_str(&s->from, a, sizeof(a)), why);
+  close(s->fd);
+}
+
 // Accept connections until the expected neighbour shows up with the secret.
 static ncclResult_t accept_prev(weft_bootstrap_t *bs, int listen_fd, int prev) {
   int64_t timeout = weft_timeout_ms();
   int64_t deadline = timeout > 0 ? weft_now_ms() + timeout : INT64_MAX;
+  hello_slot_t slot[HELLO_SLOTS];
+  struct pollfd pfd[HELLO_SLOTS + 1];
+  int n = 0;
+  ncclResult_t res = ncclRemoteError;
   for (;;) {
-    int64_t left = deadline - weft_now_ms();
+    int64_t now = weft_now_ms(), left = deadline - now;
     if (left <= 0) {
       char a[WEFT_ADDR_STRLEN];
       WARN("rank %d: bootstrap timed out waiting for rank %d (%s) to connect", bs->rank, prev,
            weft_socket_addr_str(&bs->peers[prev].listen, a, sizeof(a)));
-      return ncclRemoteError;
+      break;
     }
-    int fd = -1;
-    weft_sockaddr_t from;
-    ncclResult_t res = weft_socket_accept(listen_fd, (int)WEFT_MIN(left, 1000), &fd, &from);
-    if (res == ncclInProgress || fd < 0) continue;
-    WEFTCHECK(res);
-    ring_hello_t h;
-    if (weft_socket_recv(fd, &h, sizeof(h), 5000) == ncclSuccess && h.magic == WEFT_ID_MAGIC &&
-        weft_consttime_eq(h.secret, bs->secret, WEFT_SECRET_BYTES) && h.rank == prev) {
-      bs->recv_fd = fd;
-      return ncclSuccess;
+    if (n == HELLO_SLOTS) {
+      int q = 0;
+      for (int i = 1; i < n; i++)
+        if (slot[i].heard < slot[q].heard) q = i;
+      if (now - slot[q].heard >= ROOM_AFTER_MS) {
+        slot_reject(bs, &slot[q], "silent, and its slot was needed");
+        slot[q] = slot[--n];
+      }
     }
-    char a[WEFT_ADDR_STRLEN];
-    WARN("rank %d: rejected a bootstrap connection from %s (not rank %d of this job)", bs->rank,
-         weft_socket_addr_str(&from, a, sizeof(a)), prev);
-    close(fd);
+    // Newcomers wait in the listen backlog while every slot is busy.
+    pfd[0] = (struct pollfd){.fd = n < HELLO_SLOTS ? listen_fd : -1, .events = POLLIN};
+    for (int i = 0; i < n; i++) pfd[i + 1] = (struct pollfd){.fd = slot[i].fd, .events = POLLIN};
+    if (poll(pfd, (nfds_t)n + 1, (int)WEFT_MIN(left, 1000)) < 0) {
+      if (errno == EINTR) continue;
+      WARN("rank %d: poll on the bootstrap listener failed: %s", bs->rank, strerror(errno));
+      res = ncclSystemError;
+      break;
+    }
+    for (int i = n - 1; i >= 0; i--) {
+      if (pfd[i + 1].revents == 0) continue;
+      hello_slot_t *s = &slot[i];
+      size_t before = s->got;
+      ncclResult_t r = weft_socket_recv_some(s->fd, &s->h, sizeof(s->h), &s->got);
+      if (r == ncclSuccess && s->got < sizeof(s->h)) {
+        if (s->got > before) s->heard = weft_now_ms();
+        continue;
+      }
+      if (r == ncclSuccess && s->h.magic == WEFT_ID_MAGIC &&
+          weft_consttime_eq(s->h.secret, bs->secret, WEFT_SECRET_BYTES) && s->h.rank == prev) {
+        bs->recv_fd = s->fd;
+        slot[i] = slot[--n];
+        res = ncclSuccess;
+        goto out;
+      }
+      char why[64] = "closed before its hello";
+      if (r == ncclSuccess) snprintf(why, sizeof(why), "not rank %d of this job", prev);
+      slot_reject(bs, s, why);
+      slot[i] = slot[--n];
+    }
+    if (pfd[0].revents & POLLIN) {
+      hello_slot_t *s = &slot[n];
+      *s = (hello_slot_t){.fd = -1};
+      ncclResult_t r = weft_socket_accept(listen_fd, 0, &s->fd, &s->from);
+      if (r == ncclSystemError) {
+        res = r;
+        break;
+      }
+      if (r == ncclSuccess && s->fd >= 0) {
+        s->heard = weft_now_ms();
+        n++;
+      }
+    }
   }
+out:
+  for (int i = 0; i < n; i++) close(slot[i].fd);
+  return res;
 }
 
 ncclResult_t weft_bootstrap_connect(weft_bootstrap_t *bs, int rank, int nranks, const uint8_t *secret,

@@ -4,6 +4,13 @@
  * detached thread: it authenticates each connection with the id's secret,
  * collects one entry per rank (or a batch from a sub-root), and answers with
  * the full table, or with an error naming the ranks that never came.
+ *
+ * The loop never waits on one connection: it takes whatever bytes of a
+ * registration have arrived and comes back for the rest. Over a lossy link
+ * TCP may need many seconds of retransmissions to deliver a hello, so a
+ * connection is given until the root's own deadline (WEFT_TIMEOUT); one
+ * that sends garbage or a wrong secret is dropped as soon as its header is
+ * in, and a silent one only when its slot is needed for a newcomer.
  */
 #include "rendezvous.h"
 
@@ -33,8 +40,6 @@ typedef struct {
   weft_sockaddr_t root0;    // HELLO: where root 0 listens (sub-roots forward there)
   uint8_t root0_secret[WEFT_SECRET_BYTES];  // HELLO: root 0's secret, which sub-roots present to it
 } rdv_msg_t;
-
-#define STRANGER_MS 5000  // how long an unauthenticated connection may stay silent
 
 /* ---------- ids ---------- */
 
@@ -135,9 +140,9 @@ static void root_reply_table(root_t *rt, const weft_peer_info_t *table) {
   }
 }
 
-// Accept the entries carried by an authenticated message; returns 0 if it
-// was refused, with the reason (for the client too) in why.
-static int root_take(root_t *rt, int fd, const rdv_msg_t *m, const char *who, char *why, size_t len) {
+// Check an authenticated header (the first one fixes the job's size); returns
+// 0 if it is refused, with the reason (for the client too) in why.
+static int root_check(root_t *rt, const rdv_msg_t *m, const char *who, char *why, size_t len) {
   snprintf(why, len, "%s sent a malformed registration", who);
   if (rt->nranks < 0) {
     if (m->nranks <= 0 || m->nid <= 0 || m->nid > m->nranks || m->root_index < 0 || m->root_index >= m->nid) {
@@ -158,11 +163,13 @@ static int root_take(root_t *rt, int fd, const rdv_msg_t *m, const char *who, ch
              m->nranks, rt->nranks);
     return 0;
   }
-  if (m->count <= 0 || m->count > rt->nranks || (m->type == RDV_HELLO && m->count != 1)) return 0;
-  weft_peer_info_t *in = calloc((size_t)m->count, sizeof(*in));
-  if (in == NULL) return 0;
-  int ok = weft_socket_recv(fd, in, sizeof(*in) * (size_t)m->count, STRANGER_MS) == ncclSuccess;
-  for (int i = 0; ok && i < m->count; i++) {
+  return m->count > 0 && m->count <= rt->nranks && (m->type != RDV_HELLO || m->count == 1);
+}
+
+// Record the m->count entries in `in`; returns 0 if they are refused (why says why).
+static int root_take(root_t *rt, const rdv_msg_t *m, const weft_peer_info_t *in, const char *who, char *why,
+                     size_t len) {
+  for (int i = 0; i < m->count; i++) {
     int r = in[i].rank, repeated = 0;
     for (int j = 0; j < i && !repeated; j++) repeated = in[j].rank == r;  // twice in this batch
     if (r < 0 || r >= rt->nranks || rt->have[r] || repeated) {
@@ -170,16 +177,15 @@ static int root_take(root_t *rt, int fd, const rdv_msg_t *m, const char *who, ch
                (r < 0 || r >= rt->nranks) ? "out of range"
                : repeated                 ? "named twice in one batch"
                                           : "already taken by another process (two ranks with one number?)");
-      ok = 0;
+      return 0;
     }
   }
-  for (int i = 0; ok && i < m->count; i++) {
+  for (int i = 0; i < m->count; i++) {
     rt->entries[in[i].rank] = in[i];
     rt->have[in[i].rank] = 1;
     rt->got++;
   }
-  free(in);
-  return ok;
+  return 1;
 }
 
 static void root_missing(const root_t *rt, char *buf, size_t len) {
@@ -236,10 +242,104 @@ static void root_finish(root_t *rt) {
   free(table);
 }
 
+#define ROOM_AFTER_MS 5000  // a full root may drop a connection silent this long to admit a newcomer
+
+// A connection whose registration is still arriving.
 typedef struct {
   int fd;
-  int64_t deadline;
+  int64_t since, heard;        // accepted at, last bytes at (weft_now_ms)
+  size_t got;                  // bytes of the header, then of the entries, received
+  rdv_msg_t m;
+  weft_peer_info_t *in;        // the entries, once the header checked out
 } pending_t;
+
+enum { PEND_WAIT, PEND_DONE, PEND_DROP };
+
+static void pending_drop(pending_t *p) {
+  close(p->fd);
+  free(p->in);
+  p->in = NULL;
+}
+
+// Take whatever of p's registration has arrived, without waiting for more:
+// PEND_WAIT until it is complete, PEND_DONE once it is registered (its fd
+// then belongs to rt->clients), PEND_DROP once it was refused and closed.
+static int root_serve(root_t *rt, pending_t *p, int cap) {
+  const size_t hdr = sizeof(p->m);
+  char who[WEFT_ADDR_STRLEN], why[300];
+  weft_socket_peer_str(p->fd, who, sizeof(who));
+  size_t before = p->got;
+  ncclResult_t res = ncclSuccess;
+  if (p->got < hdr) {
+    res = weft_socket_recv_some(p->fd, &p->m, hdr, &p->got);
+    if (res == ncclSuccess && p->got == hdr) {
+      if (!msg_authentic(&p->m, &rt->id) || (p->m.type != RDV_HELLO && p->m.type != RDV_BATCH)) {
+        WARN("bootstrap root: rejected a connection from %s (wrong secret or malformed message)", who);
+        pending_drop(p);
+        return PEND_DROP;
+      }
+      int ok = root_check(rt, &p->m, who, why, sizeof(why));
+      if (ok && (p->in = calloc((size_t)p->m.count, sizeof(*p->in))) == NULL) {
+        snprintf(why, sizeof(why), "bootstrap root out of memory");
+        ok = 0;
+      }
+      if (!ok) {
+        WARN("bootstrap root: %s; refused", why);
+        send_error(rt, p->fd, why);  // the refused rank says why, too
+        pending_drop(p);
+        return PEND_DROP;
+      }
+    }
+  }
+  if (res == ncclSuccess && p->got >= hdr) {
+    size_t body = sizeof(*p->in) * (size_t)p->m.count, done = p->got - hdr;
+    res = weft_socket_recv_some(p->fd, p->in, body, &done);
+    p->got = hdr + done;
+    if (res == ncclSuccess && done == body) {
+      int64_t ms = weft_now_ms() - p->since;
+      if (!root_take(rt, &p->m, p->in, who, why, sizeof(why))) {
+        WARN("bootstrap root: %s; refused", why);
+        send_error(rt, p->fd, why);
+        pending_drop(p);
+        return PEND_DROP;
+      }
+      INFO(WEFT_LOG_BOOTSTRAP, "bootstrap root: %s registered %d rank(s), %lld ms after connecting", who, p->m.count,
+           (long long)ms);
+      free(p->in);
+      p->in = NULL;
+      if (rt->nclients == cap) {
+        close(p->fd);
+        return PEND_DROP;
+      }
+      rt->clients[rt->nclients++] = (client_t){.fd = p->fd, .is_subroot = p->m.type == RDV_BATCH};
+      return PEND_DONE;
+    }
+  }
+  if (res != ncclSuccess) {
+    WARN("bootstrap root: rejected a connection from %s (closed after %zu bytes of its registration)", who, p->got);
+    pending_drop(p);
+    return PEND_DROP;
+  }
+  if (p->got > before) p->heard = weft_now_ms();
+  return PEND_WAIT;
+}
+
+// With every slot taken, drop the connection silent longest if that is at
+// least ROOM_AFTER_MS; returns whether a slot is free.
+static int root_make_room(pending_t *pending, int *npending, int cap) {
+  if (*npending < cap) return 1;
+  int q = 0;
+  for (int i = 1; i < *npending; i++)
+    if (pending[i].heard < pending[q].heard) q = i;
+  int64_t quiet = weft_now_ms() - pending[q].heard;
+  if (quiet < ROOM_AFTER_MS) return 0;
+  char who[WEFT_ADDR_STRLEN];
+  weft_socket_peer_str(pending[q].fd, who, sizeof(who));
+  WARN("bootstrap root: dropped a connection from %s, silent for %lld ms, to make room", who, (long long)quiet);
+  pending_drop(&pending[q]);
+  pending[q] = pending[--*npending];
+  return 1;
+}
 
 static void *root_main(void *arg) {
   root_t *rt = arg;
@@ -260,51 +360,29 @@ static void *root_main(void *arg) {
       root_reply_error(rt, missing);
       goto out;
     }
-    pfd[0] = (struct pollfd){.fd = rt->listen_fd, .events = POLLIN};
+    // Newcomers wait in the listen backlog while every slot is busy.
+    int room = root_make_room(pending, &npending, cap);
+    pfd[0] = (struct pollfd){.fd = room ? rt->listen_fd : -1, .events = POLLIN};
     for (int i = 0; i < npending; i++) pfd[i + 1] = (struct pollfd){.fd = pending[i].fd, .events = POLLIN};
     int wait = (int)((deadline - now) < 1000 ? (deadline - now) : 1000);
     if (poll(pfd, (nfds_t)npending + 1, wait) < 0) continue;  // EINTR
-    // Drop strangers that stayed silent too long, serve the ones that spoke.
+    // Serve the connections that spoke; the others keep waiting.
     for (int i = npending - 1; i >= 0; i--) {
-      int fd = pending[i].fd;
-      int ready = pfd[i + 1].revents != 0, expired = weft_now_ms() > pending[i].deadline;
-      if (!ready && !expired) continue;
-      pending[i] = pending[--npending];
-      char who[WEFT_ADDR_STRLEN];
-      weft_socket_peer_str(fd, who, sizeof(who));
-      rdv_msg_t m;
-      if (!ready || weft_socket_recv(fd, &m, sizeof(m), 200) != ncclSuccess || !msg_authentic(&m, &rt->id) ||
-          (m.type != RDV_HELLO && m.type != RDV_BATCH)) {
-        WARN("bootstrap root: rejected a connection from %s (%s)", who,
-             ready ? "wrong secret or malformed message" : "silent");
-        close(fd);
-        continue;
-      }
-      char why[300];
-      if (!root_take(rt, fd, &m, who, why, sizeof(why))) {
-        WARN("bootstrap root: %s; refused", why);
-        send_error(rt, fd, why);  // the refused rank says why, too
-        close(fd);
-        continue;
-      }
-      if (rt->nclients == cap) {
-        close(fd);
-        continue;
-      }
-      rt->clients[rt->nclients++] = (client_t){.fd = fd, .is_subroot = m.type == RDV_BATCH};
+      if (pfd[i + 1].revents == 0) continue;
+      if (root_serve(rt, &pending[i], cap) != PEND_WAIT) pending[i] = pending[--npending];
     }
     if (pfd[0].revents & POLLIN) {
       int fd = -1;
       weft_sockaddr_t peer;
       if (weft_socket_accept(rt->listen_fd, 0, &fd, &peer) == ncclSuccess && fd >= 0) {
         if (npending == cap) close(fd);
-        else pending[npending++] = (pending_t){.fd = fd, .deadline = weft_now_ms() + STRANGER_MS};
+        else pending[npending++] = (pending_t){.fd = fd, .since = weft_now_ms(), .heard = weft_now_ms()};
       }
     }
   }
   root_finish(rt);
 out:
-  for (int i = 0; pending != NULL && i < npending; i++) close(pending[i].fd);
+  for (int i = 0; pending != NULL && i < npending; i++) pending_drop(&pending[i]);
   for (int i = 0; i < rt->nclients; i++) close(rt->clients[i].fd);
   weft_socket_close(&rt->listen_fd);
   free(pending);

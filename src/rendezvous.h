@@ -8,7 +8,9 @@
  * registers its bootstrap listen address; once all ranks have arrived the
  * root sends everyone the table and exits. Every wait is bounded by
  * WEFT_TIMEOUT, and a timeout names the ranks that never arrived. Strangers
- * (wrong secret, garbage, silence) are logged and dropped; the job goes on.
+ * (wrong secret, garbage) are logged and dropped; the job goes on. A silent
+ * connection may be a rank whose hello TCP is still retransmitting, so it
+ * keeps its place until the root needs the slot or finishes.
  *
  * ncclCommInitRankScalable spreads registration over several roots: root k
  * collects a contiguous range of ranks, forwards it to root 0, and relays

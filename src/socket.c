@@ -519,6 +519,34 @@ ncclResult_t weft_socket_recv(int fd, void *buf, size_t len, int timeout_ms) {
   return ncclSuccess;
 }
 
+ncclResult_t weft_socket_recv_some(int fd, void *buf, size_t len, size_t *done) {
+  if ((buf == NULL && len > 0) || done == NULL || *done > len) {
+    WARN("weft_socket_recv_some: bad buffer (%zu bytes, %zu done)", len, done == NULL ? 0 : *done);
+    return ncclInvalidArgument;
+  }
+  while (*done < len) {
+    ssize_t n = recv(fd, (char *)buf + *done, len - *done, MSG_DONTWAIT);
+    if (n > 0) {
+      *done += (size_t)n;
+      continue;
+    }
+    if (n == 0) {
+      INFO(WEFT_LOG_NET, "recv on fd %d: peer closed after %zu of %zu bytes", fd, *done, len);
+      return ncclRemoteError;
+    }
+    int err = errno;
+    if (err == EINTR) continue;
+    if (err == EAGAIN || err == EWOULDBLOCK) break;
+    if (peer_gone(err)) {
+      INFO(WEFT_LOG_NET, "recv on fd %d: %s after %zu of %zu bytes", fd, strerror(err), *done, len);
+      return ncclRemoteError;
+    }
+    WARN("recv of %zu bytes on fd %d failed: %s", len, fd, strerror(err));
+    return ncclSystemError;
+  }
+  return ncclSuccess;
+}
+
 void weft_socket_close(int *fd) {
   if (fd == NULL || *fd < 0) return;
   close(*fd);

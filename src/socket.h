@@ -54,6 +54,10 @@ ncclResult_t weft_socket_accept_by(int listen_fd, int64_t end_ms, const char *wh
 // Send / receive exactly len bytes within timeout_ms (timeout_ms < 0: no deadline).
 ncclResult_t weft_socket_send(int fd, const void *buf, size_t len, int timeout_ms);
 ncclResult_t weft_socket_recv(int fd, void *buf, size_t len, int timeout_ms);
+// Take what has already arrived, never waiting: up to len - *done bytes into
+// buf + *done, advancing *done (by 0 when nothing is there). For loops that
+// poll many connections and must not stall on one that is slow to speak.
+ncclResult_t weft_socket_recv_some(int fd, void *buf, size_t len, size_t *done);
 
 void weft_socket_close(int *fd);  // closes and sets *fd = -1; no-op for -1
 

@@ -1,10 +1,12 @@
 /*
  * test_bootstrap.c — the rendezvous and bootstrap ring under hostile and
  * unusual conditions: strangers on the root's port, NCCL_COMM_ID (rank 0
- * hosts the root), ranks that never arrive, and the ring's allgather.
+ * hosts the root), ranks that never arrive, a rank whose hello crawls in
+ * over a slow, lossy link, and the ring's allgather.
  * Internal test: it reads the root's address out of the unique id.
  */
 #include <criterion/criterion.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -130,6 +132,89 @@ Test(bootstrap, a_missing_rank_is_named_after_the_timeout) {
   cr_expect(strstr(weft_debug_last_error(), "never arrived: 2") != NULL, "the missing rank is not named: '%s'",
             weft_debug_last_error());
 }
+
+// A link that holds a rank's hello the way TCP retransmissions over a lossy
+// link can: the root sees the connection silent for silence_ms, then gets
+// the first bytes of the header, and the rest split_ms later. Afterwards the
+// link relays the root's answer.
+typedef struct {
+  int listen_fd;
+  weft_sockaddr_t root;
+  int silence_ms, split_ms;
+} slow_link_t;
+
+static void pause_ms(int ms) { poll(NULL, 0, ms); }
+
+static void *slow_link_main(void *arg) {
+  slow_link_t *l = arg;
+  int rank_fd = -1, root_fd = -1;
+  if (weft_socket_accept(l->listen_fd, 10000, &rank_fd, NULL) != ncclSuccess ||
+      weft_socket_connect(&l->root, 2000, &root_fd) != ncclSuccess)
+    goto out;
+  pause_ms(l->silence_ms);
+  // The hello: all the rank sends before it waits for the answer.
+  char buf[4096];
+  size_t got = 0;
+  for (;;) {
+    struct pollfd p = {.fd = rank_fd, .events = POLLIN};
+    size_t before = got;
+    if (poll(&p, 1, got == 0 ? 10000 : 100) <= 0 ||
+        weft_socket_recv_some(rank_fd, buf, sizeof(buf), &got) != ncclSuccess || got == before)
+      break;
+  }
+  if (got < 8) goto out;
+  if (weft_socket_send(root_fd, buf, 5, 1000) != ncclSuccess) goto out;
+  pause_ms(l->split_ms);
+  if (weft_socket_send(root_fd, buf + 5, got - 5, 1000) != ncclSuccess) goto out;
+  for (;;) {  // the root's answer, until it closes
+    struct pollfd p = {.fd = root_fd, .events = POLLIN};
+    if (poll(&p, 1, 30000) <= 0) break;
+    ssize_t n = recv(root_fd, buf, sizeof(buf), 0);
+    if (n <= 0 || weft_socket_send(rank_fd, buf, (size_t)n, 1000) != ncclSuccess) break;
+  }
+out:
+  weft_socket_close(&root_fd);
+  weft_socket_close(&rank_fd);
+  return NULL;
+}
+
+// Two ranks, rank 0 behind a slow link; both must initialise and reduce.
+static void run_behind_slow_link(int silence_ms, int split_ms) {
+  ncclUniqueId uid;
+  cr_assert_eq(pncclGetUniqueId(&uid), ncclSuccess);
+  weft_id_t id;
+  cr_assert_eq(weft_id_decode(&uid, &id), ncclSuccess);
+  slow_link_t link = {.listen_fd = -1, .root = id.root, .silence_ms = silence_ms, .split_ms = split_ms};
+  weft_sockaddr_t via;
+  cr_assert_eq(weft_socket_parse_addr("127.0.0.1:0", &via), ncclSuccess);
+  cr_assert_eq(weft_socket_listen(&via, &link.listen_fd), ncclSuccess);
+  pthread_t th;
+  cr_assert_eq(pthread_create(&th, NULL, slow_link_main, &link), 0);
+
+  // Rank 1 reaches the root directly; rank 0 through the slow link.
+  weft_id_t slow = id;
+  slow.root = via;
+  rank_job_t jobs[2];
+  pthread_t rt[2];
+  for (int r = 0; r < 2; r++) {
+    jobs[r] = (rank_job_t){.id = uid, .nranks = 2, .rank = r};
+    if (r == 0) weft_id_encode(&slow, &jobs[r].id);
+    cr_assert_eq(pthread_create(&rt[r], NULL, rank_main, &jobs[r]), 0);
+  }
+  for (int r = 0; r < 2; r++) pthread_join(rt[r], NULL);
+  pthread_join(th, NULL);
+  weft_socket_close(&link.listen_fd);
+  for (int r = 0; r < 2; r++)
+    cr_expect(jobs[r].res == ncclSuccess && jobs[r].sum == 3, "rank %d: %s (sum %d): %s", r,
+              pncclGetErrorString(jobs[r].res), jobs[r].sum, weft_debug_last_error());
+  destroy_all(jobs, 2);
+}
+
+// The root once gave a connection that spoke 200 ms to finish its header...
+Test(bootstrap, a_hello_split_by_a_retransmission_is_accepted) { run_behind_slow_link(0, 300); }
+
+// ... and dropped one that stayed silent for 5 s.
+Test(bootstrap, a_hello_that_comes_after_long_silence_is_accepted, .timeout = 40) { run_behind_slow_link(5500, 0); }
 
 Test(bootstrap, a_garbage_unique_id_is_refused) {
   ncclUniqueId uid;
