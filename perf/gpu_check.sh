@@ -221,13 +221,12 @@ for lib in $libs; do
 done
 
 # ---- 3b. The direct path (WEFT_CUDA_DIRECT=1: collectives on the GPU through
-# CUDA IPC and libweft-cuda.so's kernels, in rounds through device slots):
-# every collective of COLLS but sendrecv as processes, 8 B to MAXBYTES, every
+# CUDA IPC and libweft-cuda.so's kernels, in rounds through device slots and
+# mailboxes): every benchmark of COLLS as processes, 8 B to MAXBYTES, every
 # type and op for all_reduce, and all_reduce as threads of one process.
 if [ -n "${PERF_DEVICE:-}" ] && [ -n "$gpu" ] && [ $weft_ok != 0 ] && [ -x build/bin/weftrun ]; then
   for n in ${NRANKS:-2 4}; do
     for c in $colls; do
-      [ "$c" = sendrecv ] && continue
       WEFT_CUDA_DIRECT=1 run_perf weft "$weftdir" "weft-$c-direct-weftrun$n-gpu" build/bin/weftrun -n $n \
         "build/bin/${c}_perf" --device 1 -b 8 -e "$maxbytes" -f 4 -n "$iters" -w 1 -c 1
     done

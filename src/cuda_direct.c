@@ -1,12 +1,11 @@
 /*
  * cuda_direct.c — the direct path for device buffers (see cuda_direct.h):
  * set-up at communicator creation and teardown. The calls themselves are
- * in cuda_direct_rounds.c.
+ * in cuda_direct_rounds.c (collectives) and cuda_direct_p2p.c (Send/Recv).
  */
 #include "cuda_direct.h"
 
 #include <stdint.h>
-
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -26,10 +25,25 @@ typedef struct {  // what each rank publishes at set-up
   int32_t pid;
   int32_t device;
   int32_t pad;
-  uint64_t slot_bytes;
+  uint64_t slot_bytes, box_bytes;
   weft_CUdeviceptr scratch;
   weft_CUipcMemHandle handle;
 } direct_card_t;
+
+// The scratch layout (cuda_direct_state.h); its size.
+static size_t direct_layout(weft_cuda_direct_t *d, int nranks) {
+  size_t counters = WEFT_DIRECT_P2P + ((8 * (size_t)nranks + 255) & ~(size_t)255);
+  d->box_at = counters;
+  d->slot_at = d->box_at + 2 * (size_t)nranks * d->box_bytes;
+  return d->slot_at + 2 * d->slot_bytes;
+}
+
+// A size knob's value, or 0 (with a WARN) outside [4 KiB, 4 GiB].
+static size_t direct_knob(const char *name, int64_t v) {
+  if (v >= 4096 && v <= ((int64_t)1 << 32)) return (size_t)v;
+  WARN("%s=%lld is outside [4096, 4 GiB]: the CUDA direct path is off", name, (long long)v);
+  return 0;
+}
 
 static void direct_drop(weft_cuda_direct_t *d, const weft_cuda_driver_t *drv, int nranks) {
   if (d == NULL) return;
@@ -42,6 +56,8 @@ static void direct_drop(weft_cuda_direct_t *d, const weft_cuda_driver_t *drv, in
   }
   free(d->peer);
   free(d->opened);
+  free(d->sent);
+  free(d->taken);
   free(d);
 }
 
@@ -52,26 +68,29 @@ static weft_cuda_direct_t *direct_prepare(struct ncclComm *comm, const weft_cuda
   card->pid = (int32_t)getpid();
   card->device = comm->cuda_dev;
   const weft_cuda_kernels_t *kern = weft_cuda_kernels();
-  int64_t slot_env = weft_env_WEFT_CUDA_DIRECT_SCRATCH_BYTES();
-  if (slot_env < 4096 || slot_env > ((int64_t)1 << 32)) {
-    WARN("WEFT_CUDA_DIRECT_SCRATCH_BYTES=%lld is outside [4096, 4 GiB]: the direct path is off", (long long)slot_env);
-    return NULL;
-  }
+  size_t slot = direct_knob("WEFT_CUDA_DIRECT_SCRATCH_BYTES", weft_env_WEFT_CUDA_DIRECT_SCRATCH_BYTES());
+  size_t box = direct_knob("WEFT_CUDA_DIRECT_P2P_BYTES", weft_env_WEFT_CUDA_DIRECT_P2P_BYTES());
+  if (slot == 0 || box == 0) return NULL;
   if (comm->nhosts != 1 || comm->cuda_ctx == NULL || !weft_cuda_has_direct(drv) || kern == NULL) return NULL;
   weft_cuda_direct_t *d = calloc(1, sizeof(*d));
   if (d == NULL) return NULL;
   d->ctx = comm->cuda_ctx;
   d->kern = kern;
-  size_t slot = (size_t)slot_env;
+  d->slot_bytes = slot;
+  d->box_bytes = box;
+  size_t bytes = direct_layout(d, comm->nranks);
   d->peer = calloc((size_t)comm->nranks, sizeof(*d->peer));
   d->opened = calloc((size_t)comm->nranks, 1);
-  if (d->peer == NULL || d->opened == NULL || drv->cuCtxPushCurrent(d->ctx) != WEFT_CUDA_SUCCESS) {
+  d->sent = calloc((size_t)comm->nranks, sizeof(*d->sent));
+  d->taken = calloc((size_t)comm->nranks, sizeof(*d->taken));
+  if (d->peer == NULL || d->opened == NULL || d->sent == NULL || d->taken == NULL ||
+      drv->cuCtxPushCurrent(d->ctx) != WEFT_CUDA_SUCCESS) {
     d->ctx = NULL;
     direct_drop(d, drv, comm->nranks);
     return NULL;
   }
-  weft_CUresult r = drv->cuMemAlloc(&d->mine, WEFT_DIRECT_COUNTERS + 2 * slot);
-  if (r == WEFT_CUDA_SUCCESS) r = drv->cuMemsetD8(d->mine, 0, WEFT_DIRECT_COUNTERS);
+  weft_CUresult r = drv->cuMemAlloc(&d->mine, bytes);
+  if (r == WEFT_CUDA_SUCCESS) r = drv->cuMemsetD8(d->mine, 0, d->box_at);  // the counters
   if (r == WEFT_CUDA_SUCCESS) r = drv->cuIpcGetMemHandle(&card->handle, d->mine);
   weft_CUcontext popped;
   drv->cuCtxPopCurrent(&popped);
@@ -83,6 +102,7 @@ static weft_cuda_direct_t *direct_prepare(struct ncclComm *comm, const weft_cuda
   }
   card->ok = 1;
   card->slot_bytes = slot;
+  card->box_bytes = box;
   card->scratch = d->mine;
   return d;
 }
@@ -132,16 +152,20 @@ ncclResult_t weft_cuda_direct_init(struct ncclComm *comm) {
   ncclResult_t res = weft_bootstrap_allgather(&comm->bs, cards, sizeof(*cards));
   int all = res == ncclSuccess;
   for (int p = 0; p < n && all; p++) all = cards[p].ok;
+  for (int p = 0; p < n && all; p++)
+    if (cards[p].slot_bytes != cards[0].slot_bytes || cards[p].box_bytes != cards[0].box_bytes) {
+      if (comm->rank == 0)
+        WARN("CUDA direct path: off, since WEFT_CUDA_DIRECT_SCRATCH_BYTES or WEFT_CUDA_DIRECT_P2P_BYTES differs "
+             "between rank 0 and rank %d", p);
+      all = 0;
+    }
   mapped[comm->rank] = all && d != NULL && direct_map(comm, drv, d, cards);
   if (res == ncclSuccess) res = weft_bootstrap_allgather(&comm->bs, mapped, sizeof(*mapped));
   for (int p = 0; p < n && all; p++) all = res == ncclSuccess && mapped[p];
   if (all) {
-    d->slot_bytes = cards[0].slot_bytes;
-    for (int p = 1; p < n; p++)
-      if (cards[p].slot_bytes < d->slot_bytes) d->slot_bytes = cards[p].slot_bytes;
     comm->cuda_direct = d;
-    INFO(WEFT_LOG_INIT, "CUDA direct path: on for collectives among %d ranks, rounds of up to %zu bytes", n,
-         d->slot_bytes);
+    INFO(WEFT_LOG_INIT, "CUDA direct path: on among %d ranks, collectives in rounds of up to %zu bytes, Send/Recv "
+         "of up to %zu", n, d->slot_bytes, d->box_bytes);
   } else {
     direct_drop(d, drv, n);
     INFO(WEFT_LOG_INIT, "CUDA direct path: off (WEFT_CUDA_DIRECT=1, but a rank lacks the driver's IPC calls, the "
@@ -155,19 +179,30 @@ ncclResult_t weft_cuda_direct_init(struct ncclComm *comm) {
   return res;
 }
 
+// Reads the 32-bit counter at `at` (device memory) into *v.
+static int read_counter(const weft_cuda_driver_t *drv, weft_CUdeviceptr at, uint32_t *v) {
+  return drv->cuMemcpyAsync((weft_CUdeviceptr)(uintptr_t)v, at, sizeof(*v), NULL) == WEFT_CUDA_SUCCESS &&
+         drv->cuStreamSynchronize(NULL) == WEFT_CUDA_SUCCESS;
+}
+
+// Waits (sleeping, bounded by `end`) until the counter reached k.
+static void await_counter(const weft_cuda_driver_t *drv, weft_CUdeviceptr at, uint32_t k, int64_t end) {
+  uint32_t v = 0;
+  while (read_counter(drv, at, &v) && !weft_cyclic_ge(v, k) && weft_now_ms() < end) {
+    struct timespec ts = {0, 1000000};
+    nanosleep(&ts, NULL);
+  }
+}
+
 // Peers may still be reading this rank's scratch: wait (bounded) until each
-// has said done for every call, before the scratch goes.
+// has said done for every collective round and taken every Send round.
 static void direct_quiesce(struct ncclComm *comm, weft_cuda_direct_t *d, const weft_cuda_driver_t *drv) {
-  if (d->rounds == 0 || drv->cuCtxPushCurrent(d->ctx) != WEFT_CUDA_SUCCESS) return;
+  if (drv->cuCtxPushCurrent(d->ctx) != WEFT_CUDA_SUCCESS) return;
   int64_t limit = weft_timeout_ms() > 0 ? weft_timeout_ms() : 60000, end = weft_now_ms() + limit;
   for (int p = 0; p < comm->nranks; p++) {
-    uint32_t v = 0;
-    while (drv->cuMemcpyAsync((weft_CUdeviceptr)(uintptr_t)&v, d->peer[p] + WEFT_DIRECT_DONE, sizeof(v), NULL) ==
-               WEFT_CUDA_SUCCESS &&
-           drv->cuStreamSynchronize(NULL) == WEFT_CUDA_SUCCESS && !weft_cyclic_ge(v, d->rounds) && weft_now_ms() < end) {
-      struct timespec ts = {0, 1000000};
-      nanosleep(&ts, NULL);
-    }
+    if (d->rounds != 0) await_counter(drv, d->peer[p] + WEFT_DIRECT_DONE, d->rounds, end);
+    if (d->sent[p] != 0)
+      await_counter(drv, d->peer[p] + weft_direct_p2p_done(comm->nranks, comm->rank), d->sent[p], end);
   }
   weft_CUcontext popped;
   drv->cuCtxPopCurrent(&popped);

@@ -1,18 +1,20 @@
 /*
  * cuda_direct.h — the direct path for device buffers (WEFT_CUDA_DIRECT=1):
- * collectives among the ranks of one host that run on the GPU, with no host
- * staging. Each rank keeps a device scratch (two slots) that its peers map
- * with CUDA IPC (or use as is, for ranks in the same process), with two
- * counters in front of it, ready and done. A call is queued on the
- * caller's stream as rounds: each rank copies its next slice into its slot
- * and says ready; each rank reads what it needs from the slots (folding
- * them in rank order with libweft-cuda.so's kernels, or copying them) and
- * says done; a slot is refilled once every peer said done for it
- * (cuda_direct_rounds.c).
+ * collectives and Send/Recv among the ranks of one host that run on the
+ * GPU, with no host staging. Each rank keeps a device scratch that its
+ * peers map with CUDA IPC (or use as is, for ranks in the same process):
+ * counters, a mailbox pair per peer for Send/Recv, two slots for
+ * collectives (cuda_direct_state.h). A call is queued on the caller's
+ * stream as rounds: a rank copies its next slice into its slot (mailbox)
+ * and says ready; its peers read what they need from there (folding slots
+ * in rank order with libweft-cuda.so's kernels, or copying) and say done;
+ * a slot is refilled once its readers said done for it
+ * (cuda_direct_rounds.c, cuda_direct_p2p.c).
  *
- * Set up at communicator creation (collective). Send/Recv take the
- * staging path on the same stream; collectives in a group are queued at
- * ncclGroupEnd, before the group's staged batch. Not yet run on a GPU.
+ * Set up at communicator creation (collective). In a group, the calls are
+ * queued at ncclGroupEnd, collectives first, then Send/Recv, then the
+ * group's staged batch. Every rank must then pass device buffers. Not yet
+ * run on a GPU.
  */
 #ifndef WEFT_CUDA_DIRECT_H
 #define WEFT_CUDA_DIRECT_H
@@ -25,10 +27,13 @@
 // and every rank has the driver, the kernels and a current context; else
 // leaves it off on every rank alike. Fails only on a bootstrap failure.
 ncclResult_t weft_cuda_direct_init(struct ncclComm *comm);
-// Whether op (device buffers, a collective) takes the direct path.
+// Whether op (device buffers) takes the direct path.
 int weft_cuda_direct_eligible(const weft_op_t *op);
-// Queues op on chan's stream; op stays the caller's.
+// Queues a collective on chan's stream; op stays the caller's.
 ncclResult_t weft_cuda_direct_queue(weft_op_t *op, weft_cuda_chan_t *chan);
+// Queues Send/Recv calls (one, or a group's, in call order) on their
+// channels' streams, interleaved in rounds; the ops stay the caller's.
+ncclResult_t weft_cuda_direct_queue_p2p(weft_op_t **ops, weft_cuda_chan_t **chans, int n);
 void weft_cuda_direct_free(struct ncclComm *comm);
 
 #endif

@@ -59,52 +59,28 @@ static size_t round_elems(const weft_cuda_direct_t *d, const direct_shape_t *sh,
 
 int weft_cuda_direct_eligible(const weft_op_t *op) {
   const weft_cuda_direct_t *d = op->comm->cuda_direct;
+  if (d == NULL || !op->dev.on || op->args.count == 0) return 0;
+  if (op->cls == WEFT_CLASS_P2P) return 1;  // cuda_direct_p2p.c
   direct_shape_t sh;
-  return d != NULL && op->dev.on && op->args.count > 0 && direct_shape(op->args.coll, &sh) && round_elems(d, &sh, op->comm->nranks, op->esize) > 0;
+  return direct_shape(op->args.coll, &sh) && round_elems(d, &sh, op->comm->nranks, op->esize) > 0;
 }
 
 typedef struct {
   weft_op_t *op;
   weft_cuda_direct_t *d;
-  const weft_cuda_driver_t *drv;
   weft_CUstream s;
   direct_shape_t sh;
   int n, me, root;
+  const char *api;
 } direct_call_t;
 
-static ncclResult_t cuda_failed(const direct_call_t *c, const char *what, weft_CUresult r) {
-  WARN("%s (CUDA direct path): %s failed: CUDA error %d (%s)", weft_coll_name(c->op->args.coll), what, r,
-       weft_cuda_error_text(r));
-  return ncclUnhandledCudaError;
-}
-
-static ncclResult_t kernel_failed(const direct_call_t *c, int err) {
-  WARN("%s (CUDA direct path): a kernel of libweft-cuda.so failed to launch: %s", weft_coll_name(c->op->args.coll),
-       c->d->kern->error_string(err));
-  return ncclUnhandledCudaError;
-}
-
-static ncclResult_t write_counter(const direct_call_t *c, size_t at, uint32_t k) {
-  weft_CUresult r = c->drv->cuStreamWriteValue32(c->s, c->d->mine + at, k, WEFT_CU_STREAM_WRITE_VALUE_DEFAULT);
-  return r == WEFT_CUDA_SUCCESS ? ncclSuccess : cuda_failed(c, "cuStreamWriteValue32", r);
-}
-
-// The stream waits until rank p's counter reached k (every peer when p < 0).
+// The stream waits until rank p's counter at `at` reached k (every peer when p < 0).
 static ncclResult_t wait_counter(const direct_call_t *c, int p, size_t at, uint32_t k) {
-  for (int q = p < 0 ? 0 : p; q < (p < 0 ? c->n : p + 1); q++) {
-    if (q == c->me) continue;
-    weft_CUresult r = c->drv->cuStreamWaitValue32(c->s, c->d->peer[q] + at, k, WEFT_CU_STREAM_WAIT_VALUE_GEQ);
-    if (r != WEFT_CUDA_SUCCESS) return cuda_failed(c, "cuStreamWaitValue32", r);
-  }
+  for (int q = p < 0 ? 0 : p; q < (p < 0 ? c->n : p + 1); q++)
+    if (q != c->me) WEFTCHECK(weft_direct_wait(c->s, c->d->peer[q] + at, k, c->api));
   return ncclSuccess;
 }
 
-static ncclResult_t copy(const direct_call_t *c, weft_CUdeviceptr dst, weft_CUdeviceptr src, size_t bytes) {
-  weft_CUresult r = c->drv->cuMemcpyAsync(dst, src, bytes, c->s);
-  return r == WEFT_CUDA_SUCCESS ? ncclSuccess : cuda_failed(c, "cuMemcpyAsync", r);
-}
-
-static weft_CUdeviceptr dptr(const void *p) { return (weft_CUdeviceptr)(uintptr_t)p; }
 static void *vptr(weft_CUdeviceptr p) { return (void *)(uintptr_t)p; }
 
 // One slice of sendbuff into this rank's slot; a reduction's operand is
@@ -119,8 +95,8 @@ static ncclResult_t pack(const direct_call_t *c, weft_CUdeviceptr dst, const cha
   else if (op->has_op && op->redop.prescale)
     err = kern->reduce_first(&op->redop, vptr(dst), src, m, 0, cs);
   else
-    return copy(c, dst, dptr(src), m * op->esize);
-  return err == 0 ? ncclSuccess : kernel_failed(c, err);
+    return weft_direct_copy(c->s, dst, weft_dptr(src), m * op->esize, c->api);
+  return err == 0 ? ncclSuccess : weft_direct_kernel_failed(c->d, err, c->api);
 }
 
 // dst = slot(0)[at] OP slot(1)[at] OP ... in rank order; the operands are
@@ -131,7 +107,7 @@ static ncclResult_t fold(const direct_call_t *c, char *dst, size_t at, size_t m)
   int err = c->d->kern->reduce_first(&op->redop_acc, dst, vptr(c->d->peer[0] + at), m, c->n == 1, cs);
   for (int p = 1; p < c->n && err == 0; p++)
     err = c->d->kern->reduce(&op->redop_acc, dst, dst, vptr(c->d->peer[p] + at), m, p == c->n - 1, cs);
-  return err == 0 ? ncclSuccess : kernel_failed(c, err);
+  return err == 0 ? ncclSuccess : weft_direct_kernel_failed(c->d, err, c->api);
 }
 
 // Round k: elements [off, off + m) of every block.
@@ -139,7 +115,7 @@ static ncclResult_t direct_round(direct_call_t *c, size_t off, size_t m) {
   const weft_op_t *op = c->op;
   size_t es = op->esize, count = op->args.count, nblocks = c->sh.blocks ? (size_t)c->n : 1;
   uint32_t k = ++c->d->rounds;
-  size_t slot = WEFT_DIRECT_COUNTERS + (k & 1) * c->d->slot_bytes;  // offset in every rank's scratch
+  size_t slot = c->d->slot_at + (k & 1) * c->d->slot_bytes;  // offset in every rank's scratch
   int packs = !c->sh.root_packs || c->me == c->root;
   int receives = !c->sh.root_receives || c->me == c->root;
   const char *send = op->dev.send;
@@ -149,33 +125,36 @@ static ncclResult_t direct_round(direct_call_t *c, size_t off, size_t m) {
     for (size_t b = 0; b < nblocks; b++)
       WEFTCHECK(pack(c, c->d->mine + slot + b * m * es, send + (b * count + off) * es, m));
   }
-  WEFTCHECK(write_counter(c, WEFT_DIRECT_READY, k));
+  WEFTCHECK(weft_direct_write(c->s, c->d->mine + WEFT_DIRECT_READY, k, c->api));
   if (receives) {
     int from = c->sh.out == OUT_FROM_ROOT ? c->root : -1;
     WEFTCHECK(wait_counter(c, from, WEFT_DIRECT_READY, k));
     size_t at = slot + (c->sh.blocks ? (size_t)c->me * m * es : 0);  // this rank's slice of each slot
     if (c->sh.out == OUT_FOLD) WEFTCHECK(fold(c, recv + off * es, at, m));
-    if (c->sh.out == OUT_FROM_ROOT) WEFTCHECK(copy(c, dptr(recv + off * es), c->d->peer[c->root] + at, m * es));
+    if (c->sh.out == OUT_FROM_ROOT)
+      WEFTCHECK(weft_direct_copy(c->s, weft_dptr(recv + off * es), c->d->peer[c->root] + at, m * es, c->api));
     for (int p = 0; p < c->n && c->sh.out == OUT_GATHER; p++)
-      WEFTCHECK(copy(c, dptr(recv + ((size_t)p * count + off) * es), c->d->peer[p] + at, m * es));
+      WEFTCHECK(weft_direct_copy(c->s, weft_dptr(recv + ((size_t)p * count + off) * es), c->d->peer[p] + at, m * es,
+                                 c->api));
   }
-  return write_counter(c, WEFT_DIRECT_DONE, k);
+  return weft_direct_write(c->s, c->d->mine + WEFT_DIRECT_DONE, k, c->api);
 }
 
 ncclResult_t weft_cuda_direct_queue(weft_op_t *op, weft_cuda_chan_t *chan) {
   struct ncclComm *comm = op->comm;
-  direct_call_t c = {.op = op, .d = comm->cuda_direct, .drv = weft_cuda_driver(),
-                     .s = weft_cuda_chan_stream(chan), .n = comm->nranks, .me = comm->rank, .root = op->args.root};
+  const weft_cuda_driver_t *drv = weft_cuda_driver();
+  direct_call_t c = {.op = op, .d = comm->cuda_direct, .s = weft_cuda_chan_stream(chan), .n = comm->nranks,
+                     .me = comm->rank, .root = op->args.root, .api = weft_coll_name(op->args.coll)};
   direct_shape(op->args.coll, &c.sh);
   size_t step = round_elems(c.d, &c.sh, c.n, op->esize);
-  if (c.drv->cuCtxPushCurrent(weft_cuda_chan_context(chan)) != WEFT_CUDA_SUCCESS) return ncclUnhandledCudaError;
+  if (drv->cuCtxPushCurrent(weft_cuda_chan_context(chan)) != WEFT_CUDA_SUCCESS) return ncclUnhandledCudaError;
   TRACE(WEFT_LOG_COLL, "%s count=%zu %s root=%d: CUDA direct path, %zu rounds", weft_coll_name(op->args.coll),
         op->args.count, weft_dtype_name(op->dtype), op->args.root, (op->args.count + step - 1) / step);
   ncclResult_t res = ncclSuccess;
   for (size_t off = 0; off < op->args.count && res == ncclSuccess; off += step)
     res = direct_round(&c, off, op->args.count - off < step ? op->args.count - off : step);
   weft_CUcontext popped;
-  c.drv->cuCtxPopCurrent(&popped);
+  drv->cuCtxPopCurrent(&popped);
   if (res != ncclSuccess) weft_comm_set_error(comm, res);
   return res;
 }

@@ -1,11 +1,16 @@
 /*
  * cuda_direct_state.h — what a communicator keeps for the direct path
- * (cuda_direct.h), shared by its set-up (cuda_direct.c) and its calls
- * (cuda_direct_rounds.c).
+ * (cuda_direct.h), shared by its set-up (cuda_direct.c), its collectives
+ * (cuda_direct_rounds.c) and its Send/Recv (cuda_direct_p2p.c), and the
+ * stream operations all of them are made of (cuda_direct_ops.c).
  *
- * Every rank's scratch is one device allocation: the counters, then two
- * slots of slot_bytes. Round k uses slot k % 2 on every rank, so a rank may
- * fill one slot while its peers still read the other.
+ * Every rank's scratch is one device allocation with the same layout on
+ * every rank (the ranks agree on the sizes at set-up):
+ *
+ *   collective counters   ready, done                      256 bytes
+ *   Send/Recv counters    ready[nranks], done[nranks]      rounded up to 256
+ *   mailboxes             [nranks][2] x box_bytes          this rank's data for each peer
+ *   collective slots      [2] x slot_bytes                 round k uses slot k % 2
  */
 #ifndef WEFT_CUDA_DIRECT_STATE_H
 #define WEFT_CUDA_DIRECT_STATE_H
@@ -14,19 +19,42 @@
 
 #include "cuda_kernels_dl.h"
 #include "cuda_rt.h"
+#include "nccl.h"
 
-#define WEFT_DIRECT_COUNTERS 256  // bytes before the slots
-#define WEFT_DIRECT_READY 0       // this rank's slot of round k is filled: ready = k
-#define WEFT_DIRECT_DONE 64       // this rank read what it needed of round k: done = k
+#define WEFT_DIRECT_READY 0   // this rank's slot of round k is filled: ready = k
+#define WEFT_DIRECT_DONE 64   // this rank read what it needed of round k: done = k
+#define WEFT_DIRECT_P2P 256   // where the Send/Recv counters start
 
 typedef struct weft_cuda_direct {
   weft_CUcontext ctx;
-  size_t slot_bytes;        // the same on every rank: the smallest WEFT_CUDA_DIRECT_SCRATCH_BYTES
+  size_t slot_bytes;        // a collective round's slot
+  size_t box_bytes;         // a Send/Recv mailbox slot
+  size_t box_at, slot_at;   // offsets of the mailboxes and of the collective slots
   weft_CUdeviceptr mine;    // this rank's scratch
   weft_CUdeviceptr *peer;   // [nranks]: each rank's scratch as this process addresses it
   uint8_t *opened;          // [nranks]: mapped with cuIpcOpenMemHandle (to close)
-  uint32_t rounds;          // rounds queued so far (the k of the last one)
+  uint32_t rounds;          // collective rounds queued so far (the k of the last one)
+  uint32_t *sent, *taken;   // [nranks]: Send/Recv rounds queued to / from each peer
   const weft_cuda_kernels_t *kern;
 } weft_cuda_direct_t;
+
+static inline weft_CUdeviceptr weft_dptr(const void *p) { return (weft_CUdeviceptr)(uintptr_t)p; }
+
+// Offsets in every rank's scratch.
+static inline size_t weft_direct_p2p_ready(int peer) { return WEFT_DIRECT_P2P + 4 * (size_t)peer; }
+static inline size_t weft_direct_p2p_done(int nranks, int peer) {
+  return WEFT_DIRECT_P2P + 4 * ((size_t)nranks + (size_t)peer);
+}
+static inline size_t weft_direct_box(const weft_cuda_direct_t *d, int peer, uint32_t k) {
+  return d->box_at + (2 * (size_t)peer + (k & 1)) * d->box_bytes;
+}
+
+// Stream work on `s` (the current context's); a failure WARNs "<api> (CUDA
+// direct path): <call> failed ..." and gives ncclUnhandledCudaError.
+ncclResult_t weft_direct_write(weft_CUstream s, weft_CUdeviceptr at, uint32_t k, const char *api);
+ncclResult_t weft_direct_wait(weft_CUstream s, weft_CUdeviceptr at, uint32_t k, const char *api);  // *at >= k, cyclic
+ncclResult_t weft_direct_copy(weft_CUstream s, weft_CUdeviceptr dst, weft_CUdeviceptr src, size_t bytes,
+                              const char *api);
+ncclResult_t weft_direct_kernel_failed(const weft_cuda_direct_t *d, int err, const char *api);
 
 #endif

@@ -115,18 +115,44 @@ static ncclResult_t stage_device_batches(queued_t *q, int n) {
   return res;
 }
 
-// The group's operations on the CUDA direct path go on their streams first,
-// in call order (the same order on every rank, so no stream waits for a
-// peer that waits for it); they are done with on the host once queued.
+// The group's operations on the CUDA direct path go on their streams first:
+// its collectives in call order, then its Send/Recv interleaved by rounds
+// (the same order on every rank, so no stream waits for a peer that waits
+// for it). They are done with on the host once queued.
 static ncclResult_t queue_direct_ops(queued_t *q, int n) {
   ncclResult_t res = ncclSuccess;
+  int np2p = 0;
   for (int i = 0; i < n && res == ncclSuccess; i++) {
     if (!q[i].direct) continue;
+    if (q[i].op->cls == WEFT_CLASS_P2P) {
+      np2p++;
+      continue;
+    }
     res = weft_cuda_direct_queue(q[i].op, q[i].chan);
     weft_op_free(q[i].op);
     q[i].op = NULL;
-    q[i].chan = NULL;
   }
+  weft_op_t *local_ops[QUEUE_INLINE], **ops = local_ops;
+  weft_cuda_chan_t *local_chans[QUEUE_INLINE], **chans = local_chans;
+  if (res == ncclSuccess && np2p > QUEUE_INLINE) {
+    ops = calloc((size_t)np2p, sizeof(*ops));
+    chans = calloc((size_t)np2p, sizeof(*chans));
+    if (ops == NULL || chans == NULL) res = ncclSystemError;
+  }
+  if (res == ncclSuccess && np2p > 0) {
+    int k = 0;
+    for (int i = 0; i < n; i++)
+      if (q[i].direct && q[i].op != NULL) ops[k] = q[i].op, chans[k++] = q[i].chan;
+    res = weft_cuda_direct_queue_p2p(ops, chans, k);
+  }
+  for (int i = 0; i < n; i++)
+    if (q[i].direct) {
+      weft_op_free(q[i].op);  // queued, or never to be
+      q[i].op = NULL;
+      q[i].chan = NULL;
+    }
+  if (ops != local_ops) free(ops);
+  if (chans != local_chans) free(chans);
   return res;
 }
 
@@ -204,7 +230,8 @@ ncclResult_t weft_group_add(weft_op_t *op, weft_stream_t *stream, weft_cuda_chan
 
 ncclResult_t weft_group_add_direct(weft_op_t *op, weft_cuda_chan_t *chan) {
   if (group_depth > 0) return queue_push(op, NULL, chan, 1);
-  ncclResult_t res = weft_cuda_direct_queue(op, chan);
+  ncclResult_t res = op->cls == WEFT_CLASS_P2P ? weft_cuda_direct_queue_p2p(&op, &chan, 1)
+                                               : weft_cuda_direct_queue(op, chan);
   weft_op_free(op);
   return res;
 }

@@ -642,6 +642,130 @@ static int direct_body(int rank, int nranks, ncclUniqueId id, void *arg) {
   return weft_test_failures();
 }
 
+// Send/Recv on the direct path (4 KiB mailboxes): each rank's bytes to
+// peer p are a pattern of (sender, receiver, call, byte), so every receive
+// says where its bytes came from. Sizes of 1 byte to 17 rounds; a ring and
+// all-to-all exchanges with a self send, in groups; two calls to one peer
+// in one group; and one side grouping what the other calls one by one.
+static unsigned char p2p_byte(int from, int to, int call, size_t i) {
+  return (unsigned char)(from * 37 + to * 11 + call * 5 + i * 7 + (i >> 8));
+}
+
+typedef struct {
+  int rank, nranks;
+  ncclComm_t comm;
+  tcu_stream s;
+  unsigned char *h, *d_send, *d_recv;  // device buffers: nranks * MAXB each
+} p2p_t;
+
+enum { MAXB = 17 * 4096 };
+
+static void p2p_fill(p2p_t *t, int call, size_t bytes) {
+  for (int p = 0; p < t->nranks; p++)
+    for (size_t i = 0; i < bytes; i++) t->h[(size_t)p * MAXB + i] = p2p_byte(t->rank, p, call, i);
+  WEFT_TEST_CHECK(cu.htod(tcu_p(t->d_send), t->h, (size_t)t->nranks * MAXB) == 0, "htod failed");
+  memset(t->h, 0, (size_t)t->nranks * MAXB);
+  WEFT_TEST_CHECK(cu.htod(tcu_p(t->d_recv), t->h, (size_t)t->nranks * MAXB) == 0, "htod failed");
+}
+
+// Checks that recv block p holds what rank p sent here in `call` (or is
+// untouched, 0, when from[p] is 0).
+static void p2p_check(p2p_t *t, int call, size_t bytes, const int *from, const char *what) {
+  WEFT_TEST_CHECK(cu.stream_sync(t->s) == 0, "sync failed");
+  WEFT_TEST_CHECK(cu.dtoh(t->h, tcu_p(t->d_recv), (size_t)t->nranks * MAXB) == 0, "dtoh failed");
+  for (int p = 0; p < t->nranks; p++)
+    for (size_t i = 0; i < bytes; i++) {
+      unsigned char want = from[p] ? p2p_byte(p, t->rank, call, i) : 0;
+      if (t->h[(size_t)p * MAXB + i] != want) {
+        WEFT_TEST_CHECK(0, "%s, %zu bytes: block from rank %d byte %zu is 0x%02x, expected 0x%02x", what, bytes, p,
+                        i, t->h[(size_t)p * MAXB + i], want);
+        return;
+      }
+    }
+}
+
+static int p2p_body(int rank, int nranks, ncclUniqueId id, void *arg) {
+  (void)arg;
+  p2p_t t = {.rank = rank, .nranks = nranks};
+  WEFT_TEST_CHECK(rank_setup(rank, &t.s) == 0, "driver setup failed");
+  if (weft_test_failures()) return weft_test_failures();
+  t.comm = weft_test_init_rank(nranks, id, rank);
+  if (t.comm == NULL) return weft_test_failures();
+  size_t all = (size_t)nranks * MAXB;
+  t.h = malloc(all), t.d_send = tcu_alloc(&cu, all), t.d_recv = tcu_alloc(&cu, all);
+  WEFT_TEST_CHECK(t.h && t.d_send && t.d_recv, "allocation failed");
+  if (weft_test_failures()) return weft_test_failures();
+  cudaStream_t st = (cudaStream_t)t.s;
+  int next = (rank + 1) % nranks, prev = (rank + nranks - 1) % nranks, call = 0;
+  int *from = calloc((size_t)nranks, sizeof(int));
+  const size_t sizes[] = {1, 4095, 4096, 4097, 3 * 4096 + 5, MAXB};
+  for (size_t z = 0; z < sizeof(sizes) / sizeof(sizes[0]) && weft_test_failures() == 0; z++) {
+    size_t b = sizes[z];
+    // A ring.
+    p2p_fill(&t, ++call, b);
+    WEFT_TEST_CHECK_RES(ncclGroupStart(), ncclSuccess);
+    WEFT_TEST_CHECK_RES(ncclSend(t.d_send + (size_t)next * MAXB, b, ncclUint8, next, t.comm, st), ncclSuccess);
+    WEFT_TEST_CHECK_RES(ncclRecv(t.d_recv + (size_t)prev * MAXB, b, ncclUint8, prev, t.comm, st), ncclSuccess);
+    WEFT_TEST_CHECK_RES(ncclGroupEnd(), ncclSuccess);
+    for (int p = 0; p < nranks; p++) from[p] = p == prev;
+    p2p_check(&t, call, b, from, "ring");
+    // Everyone to everyone, itself included, receives posted first.
+    p2p_fill(&t, ++call, b);
+    WEFT_TEST_CHECK_RES(ncclGroupStart(), ncclSuccess);
+    for (int p = 0; p < nranks; p++)
+      WEFT_TEST_CHECK_RES(ncclRecv(t.d_recv + (size_t)p * MAXB, b, ncclUint8, p, t.comm, st), ncclSuccess);
+    for (int p = nranks - 1; p >= 0; p--)
+      WEFT_TEST_CHECK_RES(ncclSend(t.d_send + (size_t)p * MAXB, b, ncclUint8, p, t.comm, st), ncclSuccess);
+    WEFT_TEST_CHECK_RES(ncclGroupEnd(), ncclSuccess);
+    for (int p = 0; p < nranks; p++) from[p] = 1;
+    p2p_check(&t, call, b, from, "all to all");
+  }
+  // Two calls to one peer in one group (halves of a block, matched in
+  // order); the receiver of rank 0 takes them in two groups of its own.
+  if (weft_test_failures() == 0 && nranks >= 2) {
+    size_t b = 5 * 4096 + 3;
+    p2p_fill(&t, ++call, 2 * b);
+    if (rank == 0) {
+      WEFT_TEST_CHECK_RES(ncclGroupStart(), ncclSuccess);
+      WEFT_TEST_CHECK_RES(ncclSend(t.d_send + 1 * MAXB, b, ncclUint8, 1, t.comm, st), ncclSuccess);
+      WEFT_TEST_CHECK_RES(ncclSend(t.d_send + 1 * MAXB + b, b, ncclUint8, 1, t.comm, st), ncclSuccess);
+      WEFT_TEST_CHECK_RES(ncclGroupEnd(), ncclSuccess);
+    } else if (rank == 1) {
+      WEFT_TEST_CHECK_RES(ncclRecv(t.d_recv, b, ncclUint8, 0, t.comm, st), ncclSuccess);
+      WEFT_TEST_CHECK_RES(ncclRecv(t.d_recv + b, b, ncclUint8, 0, t.comm, st), ncclSuccess);
+    }
+    for (int p = 0; p < nranks; p++) from[p] = rank == 1 && p == 0;
+    p2p_check(&t, call, 2 * b, from, "two calls to one peer");
+  }
+  // Collectives and point-to-point calls in flight together on one stream.
+  if (weft_test_failures() == 0) {
+    p2p_fill(&t, ++call, MAXB);
+    for (int k = 0; k < 5; k++) {
+      WEFT_TEST_CHECK_RES(ncclGroupStart(), ncclSuccess);
+      WEFT_TEST_CHECK_RES(ncclSend(t.d_send + (size_t)next * MAXB, MAXB, ncclUint8, next, t.comm, st), ncclSuccess);
+      WEFT_TEST_CHECK_RES(ncclRecv(t.d_recv + (size_t)prev * MAXB, MAXB, ncclUint8, prev, t.comm, st), ncclSuccess);
+      WEFT_TEST_CHECK_RES(ncclAllReduce(t.d_send + (size_t)rank * MAXB, t.d_send + (size_t)rank * MAXB, 64, ncclUint8,
+                                        ncclMax, t.comm, st), ncclSuccess);
+      WEFT_TEST_CHECK_RES(ncclGroupEnd(), ncclSuccess);
+    }
+    for (int p = 0; p < nranks; p++) from[p] = p == prev;
+    p2p_check(&t, call, MAXB, from, "beside all-reduces");
+  }
+  int waits = fake_counter("WEFT_CUDA_DRIVER_LIB", "fake_cuda_device_waits");
+  WEFT_TEST_CHECK(waits >= call * 2, "the direct path was not taken: %d waits on device counters", waits);
+  if (rank == 0) fprintf(stderr, "cuda_stream direct p2p: %d ranks, %d exchanges, %d waits on peers\n", nranks, call,
+                         waits);
+  free(from);
+  WEFT_TEST_CHECK_RES(ncclCommDestroy(t.comm), ncclSuccess);
+  cu.free(tcu_p(t.d_send));
+  cu.free(tcu_p(t.d_recv));
+  free(t.h);
+  cu.stream_destroy(t.s);
+  return weft_test_failures();
+}
+
+static weft_test_one_id_t p2p_job = {p2p_body, NULL};
+
 static weft_test_one_id_t direct_job = {direct_body, NULL};
 
 static void direct_setup(void) {
@@ -652,6 +776,7 @@ static void direct_setup(void) {
   setenv("WEFT_CUDA_KERNELS_LIB", lib, 1);
   setenv("WEFT_CUDA_DIRECT", "1", 1);
   setenv("WEFT_CUDA_DIRECT_SCRATCH_BYTES", "4096", 1);
+  setenv("WEFT_CUDA_DIRECT_P2P_BYTES", "4096", 1);
 }
 
 Test(cuda_stream, direct_path_matches_the_host_path_2_ranks, .timeout = 240) {
@@ -664,6 +789,13 @@ Test(cuda_stream, direct_path_matches_the_host_path_3_ranks, .timeout = 240) {
   weft_test_env_timeout(60);
   direct_setup();
   WEFT_TEST_EXPECT_FORK_OK(3, 1, weft_test_one_id_main, &direct_job, 220);
+}
+
+Test(cuda_stream, direct_path_send_recv, .timeout = 120) {
+  weft_test_env_timeout(30);
+  direct_setup();
+  WEFT_TEST_EXPECT_FORK_OK(2, 1, weft_test_one_id_main, &p2p_job, 100);
+  WEFT_TEST_EXPECT_FORK_OK(3, 1, weft_test_one_id_main, &p2p_job, 100);
 }
 
 // The stream semantics, groups, the device PreMulSum scalar, capture and
