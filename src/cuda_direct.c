@@ -25,6 +25,7 @@ typedef struct {  // what each rank publishes at set-up
   int32_t pid;
   int32_t device;
   int32_t pad;
+  uint64_t ctx;   // its context (meaningful to ranks of the same process)
   uint64_t slot_bytes, box_bytes;
   weft_CUdeviceptr scratch;
   weft_CUipcMemHandle handle;
@@ -67,6 +68,7 @@ static weft_cuda_direct_t *direct_prepare(struct ncclComm *comm, const weft_cuda
   memset(card, 0, sizeof(*card));
   card->pid = (int32_t)getpid();
   card->device = comm->cuda_dev;
+  card->ctx = (uint64_t)(uintptr_t)comm->cuda_ctx;
   const weft_cuda_kernels_t *kern = weft_cuda_kernels();
   size_t slot = direct_knob("WEFT_CUDA_DIRECT_SCRATCH_BYTES", weft_env_WEFT_CUDA_DIRECT_SCRATCH_BYTES());
   size_t box = direct_knob("WEFT_CUDA_DIRECT_P2P_BYTES", weft_env_WEFT_CUDA_DIRECT_P2P_BYTES());
@@ -107,6 +109,24 @@ static weft_cuda_direct_t *direct_prepare(struct ncclComm *comm, const weft_cuda
   return d;
 }
 
+// Ranks of one process on two devices: kernels may read the other device's
+// memory only once its context granted peer access (the current context is
+// this rank's). 0 when it cannot.
+static int enable_peer_access(const struct ncclComm *comm, const weft_cuda_driver_t *drv, const direct_card_t *me,
+                              const direct_card_t *peer, int p) {
+  int can = 0;
+  weft_CUresult r = WEFT_CUDA_SUCCESS;
+  if (drv->cuDeviceCanAccessPeer == NULL || drv->cuCtxEnablePeerAccess == NULL ||
+      drv->cuDeviceCanAccessPeer(&can, me->device, peer->device) != WEFT_CUDA_SUCCESS || !can ||
+      ((r = drv->cuCtxEnablePeerAccess((weft_CUcontext)(uintptr_t)peer->ctx, 0)) != WEFT_CUDA_SUCCESS &&
+       r != WEFT_CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED)) {
+    INFO(WEFT_LOG_INIT, "CUDA direct path: rank %d (device %d) cannot read rank %d's device %d: %s", comm->rank,
+         me->device, p, peer->device, can ? weft_cuda_error_text(r) : "no peer access between them");
+    return 0;
+  }
+  return 1;
+}
+
 // Maps every peer's scratch; 0 when one cannot be.
 static int direct_map(struct ncclComm *comm, const weft_cuda_driver_t *drv, weft_cuda_direct_t *d,
                       const direct_card_t *cards) {
@@ -114,13 +134,8 @@ static int direct_map(struct ncclComm *comm, const weft_cuda_driver_t *drv, weft
   int ok = 1;
   for (int p = 0; p < comm->nranks && ok; p++) {
     if (cards[p].pid == cards[comm->rank].pid) {  // one process: one address space
-      // Kernels may read another device's memory only with peer access,
-      // which one process's contexts do not grant each other here.
-      if (cards[p].device != cards[comm->rank].device) {
-        INFO(WEFT_LOG_INIT, "CUDA direct path: ranks %d and %d are threads of one process on devices %d and %d",
-             comm->rank, p, cards[comm->rank].device, cards[p].device);
-        ok = 0;
-      }
+      const direct_card_t *me = &cards[comm->rank];
+      ok = cards[p].device == me->device || enable_peer_access(comm, drv, me, &cards[p], p);
       d->peer[p] = cards[p].scratch;
       continue;
     }

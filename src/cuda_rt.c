@@ -79,6 +79,10 @@ static const sym_t syms[] = {
     SYM(cuIpcGetMemHandle, "cuIpcGetMemHandle", 1),
     SYM(cuIpcOpenMemHandle, "cuIpcOpenMemHandle_v2", 1),
     SYM(cuIpcCloseMemHandle, "cuIpcCloseMemHandle", 1),
+    SYM(cuDeviceCanAccessPeer, "cuDeviceCanAccessPeer", 1),
+    SYM(cuCtxEnablePeerAccess, "cuCtxEnablePeerAccess", 1),
+    SYM(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", 1),
+    SYM(cuCtxSetCurrent, "cuCtxSetCurrent", 1),
 };
 #undef SYM
 
@@ -158,8 +162,8 @@ static int load_locked(void) {
   int version = 0;
   if (drv.cuDriverGetVersion(&version) != WEFT_CUDA_SUCCESS) version = 0;
   ndevices = n;
-  INFO(WEFT_LOG_INIT, "CUDA: driver %d.%d from %s, %d device(s); device buffers are recognised (and refused until "
-       "the CUDA backend is loaded)", version / 1000, (version % 1000) / 10, lib, n);
+  INFO(WEFT_LOG_INIT, "CUDA: driver %d.%d from %s, %d device(s); calls on device buffers go on their CUDA streams",
+       version / 1000, (version % 1000) / 10, lib, n);
   return WEFT_CUDA_PRESENT;
 }
 
@@ -185,6 +189,14 @@ weft_CUcontext weft_cuda_current_context(void) {
   if (weft_cuda_load() != WEFT_CUDA_PRESENT || drv.cuCtxGetCurrent == NULL || drv.cuCtxGetCurrent(&ctx) != 0)
     return NULL;
   return ctx;
+}
+
+int weft_cuda_use_device(int dev) {
+  if (weft_cuda_load() != WEFT_CUDA_PRESENT || drv.cuDevicePrimaryCtxRetain == NULL || drv.cuCtxSetCurrent == NULL)
+    return -1;
+  weft_CUcontext ctx = NULL;
+  weft_CUresult r = drv.cuDevicePrimaryCtxRetain(&ctx, (weft_CUdevice)dev);
+  return r != WEFT_CUDA_SUCCESS ? r : drv.cuCtxSetCurrent(ctx);
 }
 
 int weft_cuda_current_device(void) {

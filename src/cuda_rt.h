@@ -29,6 +29,7 @@ typedef struct {
   char reserved[64];
 } weft_CUipcMemHandle;  // CUipcMemHandle
 enum { WEFT_CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS = 0x1 };
+enum { WEFT_CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED = 704 };
 
 // cuda.h's CUmemLocation, CUmemAllocationProp and CUmemAccessDesc (VMM).
 typedef struct {
@@ -154,6 +155,12 @@ typedef struct {
   weft_CUresult (*cuIpcGetMemHandle)(weft_CUipcMemHandle *h, weft_CUdeviceptr p);
   weft_CUresult (*cuIpcOpenMemHandle)(weft_CUdeviceptr *p, weft_CUipcMemHandle h, unsigned int flags);  // _v2
   weft_CUresult (*cuIpcCloseMemHandle)(weft_CUdeviceptr p);
+  // Optional even there: ranks in one process on two devices need them.
+  weft_CUresult (*cuDeviceCanAccessPeer)(int *can, weft_CUdevice dev, weft_CUdevice peer);
+  weft_CUresult (*cuCtxEnablePeerAccess)(weft_CUcontext peer, unsigned int flags);
+  // Optional: ncclCommInitAll makes each device's primary context current.
+  weft_CUresult (*cuDevicePrimaryCtxRetain)(weft_CUcontext *ctx, weft_CUdevice dev);
+  weft_CUresult (*cuCtxSetCurrent)(weft_CUcontext ctx);
 } weft_cuda_driver_t;
 
 // The groups of optional calls above, each present only if all its members are.
@@ -177,6 +184,10 @@ const weft_cuda_driver_t *weft_cuda_driver(void);
 int weft_cuda_device_count(void);
 // The device of the calling thread's current context, or -1 (no CUDA, no context).
 int weft_cuda_current_device(void);
+// Makes dev's primary context current in the calling thread, as
+// cudaSetDevice does (the context is retained for the life of the
+// process); 0 on success, else a CUDA error code (-1: no driver or calls).
+int weft_cuda_use_device(int dev);
 // The calling thread's current context, or NULL.
 weft_CUcontext weft_cuda_current_context(void);
 

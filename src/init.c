@@ -200,12 +200,22 @@ ncclResult_t pncclCommInitRankScalable(ncclComm_t *newcomm, int nranks, int myra
 typedef struct {
   ncclComm_t *slot;
   int nranks, rank;
+  int device;  // made current in the rank's thread; -1: none
   ncclUniqueId id;
   ncclResult_t res;
 } all_job_t;
 
 static void *init_all_main(void *arg) {
   all_job_t *j = arg;
+  // As NCCL, each rank's communicator belongs to its device: its context is
+  // current while the communicator is made.
+  int r = j->device >= 0 ? weft_cuda_use_device(j->device) : 0;
+  if (r > 0) {
+    WARN("ncclCommInitAll: cannot make device %d current for rank %d: CUDA error %d (%s)", j->device, j->rank, r,
+         weft_cuda_error_text(r));
+    j->res = ncclUnhandledCudaError;
+    return NULL;
+  }
   j->res = pncclCommInitRank(j->slot, j->nranks, j->id, j->rank);
   return NULL;
 }
@@ -226,6 +236,7 @@ ncclResult_t pncclCommInitAll(ncclComm_t *comm, int ndev, const int *devlist) {
       return ncclInvalidArgument;
     }
   }
+  int ndevices = weft_cuda_device_count();  // a rank whose number names no device works on host memory
   ncclUniqueId id;
   WEFTCHECK(pncclGetUniqueId(&id));
   all_job_t *jobs = calloc((size_t)ndev, sizeof(*jobs));
@@ -238,7 +249,8 @@ ncclResult_t pncclCommInitAll(ncclComm_t *comm, int ndev, const int *devlist) {
   ncclResult_t res = ncclSuccess;
   int started = 0;
   for (int i = 0; i < ndev; i++) {
-    jobs[i] = (all_job_t){.slot = &comm[i], .nranks = ndev, .rank = i, .id = id};
+    int d = devlist != NULL ? devlist[i] : i;
+    jobs[i] = (all_job_t){.slot = &comm[i], .nranks = ndev, .rank = i, .id = id, .device = d < ndevices ? d : -1};
     if (pthread_create(&th[i], NULL, init_all_main, &jobs[i]) != 0) {
       WARN("ncclCommInitAll: could not start a thread for rank %d", i);
       res = ncclSystemError;

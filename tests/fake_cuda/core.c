@@ -281,6 +281,21 @@ EXPORT CUresult cuCtxGetDevice(CUdevice *dev) {
   return CUDA_SUCCESS;
 }
 
+// Peer access is recorded, not enforced: the stand-in kernels read any memory.
+EXPORT CUresult cuCtxEnablePeerAccess(CUcontext peer, unsigned int flags) {
+  FK_API();
+  fk_ctx *c = fk_current();
+  if (c == NULL || peer == NULL || !fk_ctx_valid(peer)) return CUDA_ERROR_INVALID_CONTEXT;
+  if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  if (peer->device == c->device) return CUDA_ERROR_INVALID_DEVICE;
+  pthread_mutex_lock(&fk.lock);
+  unsigned bit = 1u << peer->device;
+  CUresult r = (c->peers & bit) ? CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED : CUDA_SUCCESS;
+  c->peers |= bit;
+  pthread_mutex_unlock(&fk.lock);
+  return r;
+}
+
 EXPORT CUresult cuCtxSynchronize(void) {
   FK_API();
   fk_ctx *c = fk_current();
@@ -315,6 +330,8 @@ static const struct {
     {CUDA_ERROR_NOT_FOUND, "CUDA_ERROR_NOT_FOUND", "named symbol not found"},
     {CUDA_ERROR_NOT_READY, "CUDA_ERROR_NOT_READY", "device not ready"},
     {CUDA_ERROR_ILLEGAL_ADDRESS, "CUDA_ERROR_ILLEGAL_ADDRESS", "an illegal memory access was encountered"},
+    {CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED, "CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED",
+     "peer access is already enabled"},
     {CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED, "CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED",
      "part or all of the requested memory range is already mapped"},
     {CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED, "CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED",

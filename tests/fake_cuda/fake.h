@@ -108,6 +108,7 @@ enum {  // CUresult: every code the fake returns
   CUDA_ERROR_NOT_FOUND = 500,
   CUDA_ERROR_NOT_READY = 600,
   CUDA_ERROR_ILLEGAL_ADDRESS = 700,
+  CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED = 704,
   CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED = 712,
   CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED = 713,
   CUDA_ERROR_NOT_PERMITTED = 800,
@@ -198,6 +199,7 @@ struct CUctx_st {  // one primary context per device; never freed
   int refs;                // cuDevicePrimaryCtxRetain minus Release
   fk_stream *legacy;       // the NULL stream, made on first use
   int blocking_captures;   // capturing streams of this context without CU_STREAM_NON_BLOCKING
+  unsigned peers;          // cuCtxEnablePeerAccess: one bit per peer device whose memory it may read
 };
 
 // ---- Memory regions: every range the driver knows ----

@@ -798,6 +798,28 @@ Test(cuda_stream, direct_path_send_recv, .timeout = 120) {
   WEFT_TEST_EXPECT_FORK_OK(3, 1, weft_test_one_id_main, &p2p_job, 100);
 }
 
+// Ranks of one process on the direct path: one thread driving both fake
+// devices in a group (their contexts grant each other peer access), and
+// two threads sharing a device.
+typedef struct {
+  int (*body)(int, int, ncclUniqueId *, void *);
+} one_process_t;
+
+static int direct_in_one_process(int rank, int nranks, ncclUniqueId *ids, void *arg) {
+  int failed = ((one_process_t *)arg)->body(rank, nranks, ids, NULL);
+  int waits = fake_counter("WEFT_CUDA_DRIVER_LIB", "fake_cuda_device_waits");
+  WEFT_TEST_CHECK(waits > 0, "the direct path was not taken (%d waits on device counters)", waits);
+  return failed ? failed : weft_test_failures();
+}
+
+Test(cuda_stream, direct_path_ranks_in_one_process, .timeout = 120) {
+  weft_test_env_timeout(30);
+  direct_setup();
+  one_process_t multi = {multi_body}, threads = {threads_body};
+  WEFT_TEST_EXPECT_FORK_OK(1, 0, direct_in_one_process, &multi, 50);
+  WEFT_TEST_EXPECT_FORK_OK(1, 1, direct_in_one_process, &threads, 50);
+}
+
 // The stream semantics, groups, the device PreMulSum scalar, capture and
 // refusals again, with the direct path on.
 Test(cuda_stream, direct_path_keeps_stream_semantics, .timeout = 120) {
