@@ -36,7 +36,9 @@
 # COLLS (the collectives to run), NRANKS ("2 4"), RUN_TIMEOUT (seconds per
 # nccl-tests run, 120), PERF_DEVICE (set: weft's own *_perf with --device 1
 # under weftrun and as threads of one process, up to MAXBYTES, plus
-# PERF_ARGS), SKIP_TORCH (set: no
+# PERF_ARGS, and the same with WEFT_CUDA_DIRECT=1, PyTorch included),
+# DIRECT_ONLY (set: only the direct path's runs, the copy bandwidth and the
+# PyTorch checks), SKIP_TORCH (set: no
 # PyTorch or copy-bandwidth checks), SKIP_NVIDIA (set: no
 # NVIDIA nccl-tests runs, e.g. when threads on one GPU are all it could do).
 #
@@ -177,6 +179,7 @@ colls=${COLLS:-all_reduce all_gather reduce_scatter broadcast reduce alltoall se
 args=(-b 8 -e "$maxbytes" -f 4 -g 1 -n "$iters" -w 1 -c 1)
 libs="nvidia weft"
 [ -n "${SKIP_NVIDIA:-}" ] && libs=weft
+[ -n "${DIRECT_ONLY:-}" ] && libs=""
 for lib in $libs; do
   if [ $lib = nvidia ]; then dir=$nvdir; else dir=$weftdir; fi
   for c in $colls; do
@@ -224,7 +227,7 @@ done
 # CUDA IPC and libweft-cuda.so's kernels, in rounds through device slots and
 # mailboxes): every benchmark of COLLS as processes, 8 B to MAXBYTES, every
 # type and op for all_reduce, and all_reduce as threads of one process.
-if [ -n "${PERF_DEVICE:-}" ] && [ -n "$gpu" ] && [ $weft_ok != 0 ] && [ -x build/bin/weftrun ]; then
+if [ -n "${PERF_DEVICE:-}${DIRECT_ONLY:-}" ] && [ -n "$gpu" ] && [ $weft_ok != 0 ] && [ -x build/bin/weftrun ]; then
   for n in ${NRANKS:-2 4}; do
     for c in $colls; do
       WEFT_CUDA_DIRECT=1 run_perf weft "$weftdir" "weft-$c-direct-weftrun$n-gpu" build/bin/weftrun -n $n \
@@ -266,17 +269,23 @@ elif ! timeout 60 "$py" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_avail
 else
   timeout 180 "$py" $tc --backend nccl --out "$out/torch-nvidia.json" >"$out/torch-nvidia.log" 2>&1
   say torch-nvidia "$([ $? = 0 ] && echo PASS || echo FAIL)" "$(tail -1 "$out/torch-nvidia.log")"
-  if [ $weft_ok != 0 ]; then
-    LD_PRELOAD=$weftdir/libnccl.so.2 timeout 180 "$py" $tc --backend nccl --out "$out/torch-weft.json" \
-      >"$out/torch-weft.log" 2>&1
-    say torch-weft "$([ $? = 0 ] && echo PASS || echo FAIL)" "$(tail -1 "$out/torch-weft.log")"
-    if [ -f "$out/torch-nvidia.json" ] && [ -f "$out/torch-weft.json" ]; then
-      "$py" $tc --compare "$out/torch-nvidia.json" "$out/torch-weft.json" >"$out/torch-compare.log" 2>&1
-      say torch-compare "$([ $? = 0 ] && echo PASS || echo FAIL)" "$(tail -1 "$out/torch-compare.log")"
+  # weft through staging, and (PERF_DEVICE or DIRECT_ONLY) on the direct path.
+  modes=""
+  [ -z "${DIRECT_ONLY:-}" ] && modes="weft"
+  [ -n "${PERF_DEVICE:-}${DIRECT_ONLY:-}" ] && modes="$modes weft-direct"
+  for m in $modes; do
+    if [ $weft_ok = 0 ]; then
+      say "torch-$m" SKIP "weft did not build"
+      continue
     fi
-  else
-    say torch-weft SKIP "weft did not build"
-  fi
+    WEFT_CUDA_DIRECT=$([ $m = weft-direct ] && echo 1 || echo 0) LD_PRELOAD=$weftdir/libnccl.so.2 timeout 180 \
+      "$py" $tc --backend nccl --out "$out/torch-$m.json" >"$out/torch-$m.log" 2>&1
+    say "torch-$m" "$([ $? = 0 ] && echo PASS || echo FAIL)" "$(tail -1 "$out/torch-$m.log")"
+    if [ -f "$out/torch-nvidia.json" ] && [ -f "$out/torch-$m.json" ]; then
+      "$py" $tc --compare "$out/torch-nvidia.json" "$out/torch-$m.json" >"$out/torch-compare-$m.log" 2>&1
+      say "torch-compare-$m" "$([ $? = 0 ] && echo PASS || echo FAIL)" "$(tail -1 "$out/torch-compare-$m.log")"
+    fi
+  done
 fi
 
 echo "gpu-check: $npass passed, $nfail failed, $nskip skipped, $nna n/a in $(($(date +%s) - t0)) s (logs: $out)"
