@@ -277,6 +277,7 @@ ncclResult_t pncclCommAbort(ncclComm_t comm) {
     snprintf(reason, sizeof(reason), "rank %d called ncclCommAbort", comm->rank);
     weft_shm_abort(comm->shm, ncclRemoteError, reason);
   }
+  weft_cuda_direct_release(comm);  // streams waiting on the direct path's counters run on
   weft_registry_remove(comm);
   if (!weft_comm_drain(comm, 5000)) {
     // An operation in another thread is still inside this communicator: leak

@@ -52,6 +52,7 @@ static void direct_drop(weft_cuda_direct_t *d, const weft_cuda_driver_t *drv, in
     for (int p = 0; d->opened != NULL && p < nranks; p++)
       if (d->opened[p]) drv->cuIpcCloseMemHandle(d->peer[p]);
     if (d->mine != 0) drv->cuMemFree(d->mine);
+    if (d->side != NULL) drv->cuStreamDestroy(d->side);
     weft_CUcontext popped;
     drv->cuCtxPopCurrent(&popped);
   }
@@ -94,6 +95,7 @@ static weft_cuda_direct_t *direct_prepare(struct ncclComm *comm, const weft_cuda
   weft_CUresult r = drv->cuMemAlloc(&d->mine, bytes);
   if (r == WEFT_CUDA_SUCCESS) r = drv->cuMemsetD8(d->mine, 0, d->box_at);  // the counters
   if (r == WEFT_CUDA_SUCCESS) r = drv->cuIpcGetMemHandle(&card->handle, d->mine);
+  if (r == WEFT_CUDA_SUCCESS) r = drv->cuStreamCreate(&d->side, 1 /* CU_STREAM_NON_BLOCKING */);
   weft_CUcontext popped;
   drv->cuCtxPopCurrent(&popped);
   if (r != WEFT_CUDA_SUCCESS) {
@@ -209,6 +211,32 @@ static void await_counter(const weft_cuda_driver_t *drv, weft_CUdeviceptr at, ui
   }
 }
 
+void weft_cuda_direct_release(struct ncclComm *comm) {
+  weft_cuda_direct_t *d = comm->cuda_direct;
+  const weft_cuda_driver_t *drv = weft_cuda_driver();
+  if (d == NULL || drv->cuCtxPushCurrent(d->ctx) != WEFT_CUDA_SUCCESS) return;
+  // Counters compare cyclically: half a window past the last round satisfies
+  // every wait of every rank, whichever rank's release lands last.
+  const uint32_t past = 1u << 30;
+  int n = comm->nranks, me = comm->rank, ok = 1;
+  for (int p = 0; p < n && ok; p++) {
+    const struct { size_t at; uint32_t v; } w[] = {
+        {WEFT_DIRECT_READY, d->rounds + past},
+        {WEFT_DIRECT_DONE, d->rounds + past},
+        {weft_direct_p2p_ready(me), d->taken[p] + past},
+        {weft_direct_p2p_done(n, me), d->sent[p] + past},
+    };
+    for (size_t i = 0; i < sizeof(w) / sizeof(w[0]) && ok; i++)
+      ok = drv->cuStreamWriteValue32(d->side, d->peer[p] + w[i].at, w[i].v, WEFT_CU_STREAM_WRITE_VALUE_DEFAULT) ==
+           WEFT_CUDA_SUCCESS;
+  }
+  if (ok) ok = drv->cuStreamSynchronize(d->side) == WEFT_CUDA_SUCCESS;
+  weft_CUcontext popped;
+  drv->cuCtxPopCurrent(&popped);
+  d->released = 1;
+  if (!ok) WARN("ncclCommAbort: rank %d could not release the CUDA streams waiting on its direct path", me);
+}
+
 // Peers may still be reading this rank's scratch: wait (bounded) until each
 // has said done for every collective round and taken every Send round.
 static void direct_quiesce(struct ncclComm *comm, weft_cuda_direct_t *d, const weft_cuda_driver_t *drv) {
@@ -226,7 +254,7 @@ static void direct_quiesce(struct ncclComm *comm, weft_cuda_direct_t *d, const w
 void weft_cuda_direct_free(struct ncclComm *comm) {
   if (comm->cuda_direct == NULL) return;
   const weft_cuda_driver_t *drv = weft_cuda_driver();
-  direct_quiesce(comm, comm->cuda_direct, drv);
+  if (!comm->cuda_direct->released) direct_quiesce(comm, comm->cuda_direct, drv);
   direct_drop(comm->cuda_direct, drv, comm->nranks);
   comm->cuda_direct = NULL;
 }

@@ -34,6 +34,12 @@ ncclResult_t weft_cuda_direct_queue(weft_op_t *op, weft_cuda_chan_t *chan);
 // Queues Send/Recv calls (one, or a group's, in call order) on their
 // channels' streams, interleaved in rounds; the ops stay the caller's.
 ncclResult_t weft_cuda_direct_queue_p2p(weft_op_t **ops, weft_cuda_chan_t **chans, int n);
+// ncclCommAbort: every counter this rank's streams may wait on (in its own
+// and its peers' scratch) is set past any call, so those streams run on;
+// what the aborted calls leave in their buffers is undefined.
+void weft_cuda_direct_release(struct ncclComm *comm);
+// Teardown: waits (bounded) until peers stopped reading this rank's scratch,
+// unless it was released.
 void weft_cuda_direct_free(struct ncclComm *comm);
 
 #endif

@@ -35,6 +35,8 @@ typedef struct weft_cuda_direct {
   uint8_t *opened;          // [nranks]: mapped with cuIpcOpenMemHandle (to close)
   uint32_t rounds;          // collective rounds queued so far (the k of the last one)
   uint32_t *sent, *taken;   // [nranks]: Send/Recv rounds queued to / from each peer
+  weft_CUstream side;       // a non-blocking stream of its own, to release waits on abort
+  int released;             // ncclCommAbort released this rank's waits
   const weft_cuda_kernels_t *kern;
 } weft_cuda_direct_t;
 

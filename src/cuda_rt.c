@@ -79,6 +79,8 @@ static const sym_t syms[] = {
     SYM(cuIpcGetMemHandle, "cuIpcGetMemHandle", 1),
     SYM(cuIpcOpenMemHandle, "cuIpcOpenMemHandle_v2", 1),
     SYM(cuIpcCloseMemHandle, "cuIpcCloseMemHandle", 1),
+    SYM(cuStreamCreate, "cuStreamCreate", 1),
+    SYM(cuStreamDestroy, "cuStreamDestroy_v2", 1),
     SYM(cuDeviceCanAccessPeer, "cuDeviceCanAccessPeer", 1),
     SYM(cuCtxEnablePeerAccess, "cuCtxEnablePeerAccess", 1),
     SYM(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", 1),
@@ -108,7 +110,7 @@ int weft_cuda_has_vmm(const weft_cuda_driver_t *d) {
 
 int weft_cuda_has_direct(const weft_cuda_driver_t *d) {
   return weft_cuda_has_engine(d) && d->cuMemAlloc && d->cuMemFree && d->cuMemsetD8 && d->cuIpcGetMemHandle &&
-         d->cuIpcOpenMemHandle && d->cuIpcCloseMemHandle;
+         d->cuIpcOpenMemHandle && d->cuIpcCloseMemHandle && d->cuStreamCreate && d->cuStreamDestroy;
 }
 
 const char *weft_cuda_error_text(weft_CUresult r) {

@@ -155,6 +155,8 @@ typedef struct {
   weft_CUresult (*cuIpcGetMemHandle)(weft_CUipcMemHandle *h, weft_CUdeviceptr p);
   weft_CUresult (*cuIpcOpenMemHandle)(weft_CUdeviceptr *p, weft_CUipcMemHandle h, unsigned int flags);  // _v2
   weft_CUresult (*cuIpcCloseMemHandle)(weft_CUdeviceptr p);
+  weft_CUresult (*cuStreamCreate)(weft_CUstream *s, unsigned int flags);
+  weft_CUresult (*cuStreamDestroy)(weft_CUstream s);  // _v2
   // Optional even there: ranks in one process on two devices need them.
   weft_CUresult (*cuDeviceCanAccessPeer)(int *can, weft_CUdevice dev, weft_CUdevice peer);
   weft_CUresult (*cuCtxEnablePeerAccess)(weft_CUcontext peer, unsigned int flags);

@@ -820,6 +820,46 @@ Test(cuda_stream, direct_path_ranks_in_one_process, .timeout = 120) {
   WEFT_TEST_EXPECT_FORK_OK(1, 1, direct_in_one_process, &threads, 50);
 }
 
+// A rank that never makes its call leaves its peers' streams waiting on its
+// counters; ncclCommAbort on a waiting rank lets its stream run on (the
+// results are undefined), and the rank that stayed away aborts too.
+static int abort_body(int rank, int nranks, ncclUniqueId id, void *arg) {
+  (void)arg;
+  tcu_stream s;
+  WEFT_TEST_CHECK(rank_setup(rank, &s) == 0, "driver setup failed");
+  if (weft_test_failures()) return weft_test_failures();
+  ncclComm_t comm = weft_test_init_rank(nranks, id, rank);
+  int32_t *buf = tcu_alloc(&cu, M * sizeof(int32_t));
+  if (comm == NULL || buf == NULL) return weft_test_failures() + 1;
+  if (rank == 0) {
+    WEFT_TEST_CHECK_RES(ncclAllReduce(buf, buf, M, ncclInt32, ncclSum, comm, (cudaStream_t)s), ncclSuccess);
+    WEFT_TEST_CHECK_RES(ncclGroupStart(), ncclSuccess);
+    WEFT_TEST_CHECK_RES(ncclRecv(buf, M, ncclInt32, 1, comm, (cudaStream_t)s), ncclSuccess);
+    WEFT_TEST_CHECK_RES(ncclGroupEnd(), ncclSuccess);
+    weft_test_sleep_ms(200);
+    WEFT_TEST_CHECK(cu.stream_query(s) == 600 /* CUDA_ERROR_NOT_READY */, "the stream did not wait for rank 1");
+    double t0 = weft_test_now();
+    WEFT_TEST_CHECK_RES(ncclCommAbort(comm), ncclSuccess);
+    WEFT_TEST_CHECK(cu.stream_sync(s) == 0, "cuStreamSynchronize failed");
+    double secs = weft_test_now() - t0;
+    WEFT_TEST_CHECK(secs < 5.0, "the stream ran on %.1f s after ncclCommAbort", secs);
+  } else {
+    weft_test_sleep_ms(400);
+    WEFT_TEST_CHECK_RES(ncclCommAbort(comm), ncclSuccess);
+  }
+  cu.free(tcu_p(buf));
+  cu.stream_destroy(s);
+  return weft_test_failures();
+}
+
+static weft_test_one_id_t abort_job = {abort_body, NULL};
+
+Test(cuda_stream, direct_path_abort_releases_waiting_streams, .timeout = 60) {
+  weft_test_env_timeout(20);
+  direct_setup();
+  WEFT_TEST_EXPECT_FORK_OK(2, 1, weft_test_one_id_main, &abort_job, 50);
+}
+
 // The stream semantics, groups, the device PreMulSum scalar, capture and
 // refusals again, with the direct path on.
 Test(cuda_stream, direct_path_keeps_stream_semantics, .timeout = 120) {
