@@ -235,6 +235,9 @@ void weft_cuda_direct_release(struct ncclComm *comm) {
   drv->cuCtxPopCurrent(&popped);
   d->released = 1;
   if (!ok) WARN("ncclCommAbort: rank %d could not release the CUDA streams waiting on its direct path", me);
+  // The released streams still read the scratch buffers: they stay until
+  // those streams have run out of work.
+  d->drained = ok && weft_cuda_comm_streams_drain(comm, 10000);
 }
 
 // Peers may still be reading this rank's scratch: wait (bounded) until each
@@ -254,7 +257,14 @@ static void direct_quiesce(struct ncclComm *comm, weft_cuda_direct_t *d, const w
 void weft_cuda_direct_free(struct ncclComm *comm) {
   if (comm->cuda_direct == NULL) return;
   const weft_cuda_driver_t *drv = weft_cuda_driver();
-  if (!comm->cuda_direct->released) direct_quiesce(comm, comm->cuda_direct, drv);
-  direct_drop(comm->cuda_direct, drv, comm->nranks);
+  weft_cuda_direct_t *d = comm->cuda_direct;
   comm->cuda_direct = NULL;
+  if (d->released && !d->drained) {
+    // A stream of this rank may still read the scratch: leaking it is safe.
+    WARN("ncclCommAbort: rank %d keeps its direct path's device buffers, which a CUDA stream still using this "
+         "communicator may read", comm->rank);
+    return;
+  }
+  if (!d->released) direct_quiesce(comm, d, drv);
+  direct_drop(d, drv, comm->nranks);
 }

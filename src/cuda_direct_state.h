@@ -36,7 +36,8 @@ typedef struct weft_cuda_direct {
   uint32_t rounds;          // collective rounds queued so far (the k of the last one)
   uint32_t *sent, *taken;   // [nranks]: Send/Recv rounds queued to / from each peer
   weft_CUstream side;       // a non-blocking stream of its own, to release waits on abort
-  int released;             // ncclCommAbort released this rank's waits
+  int released;             // ncclCommAbort released this rank's waits...
+  int drained;              // ...and this rank's streams then ran out of work
   const weft_cuda_kernels_t *kern;
 } weft_cuda_direct_t;
 

@@ -245,6 +245,25 @@ void weft_cuda_comm_release(struct ncclComm *comm) {
   comm->ncuda_chans = 0;
 }
 
+int weft_cuda_comm_streams_drain(struct ncclComm *comm, int64_t limit_ms) {
+  const weft_cuda_driver_t *d = weft_cuda_driver();
+  if (comm->ncuda_chans == 0) return 1;
+  if (d == NULL || d->cuStreamQuery == NULL) return 0;
+  int64_t end = weft_now_ms() + limit_ms;
+  int idle = 1;
+  for (int i = 0; i < comm->ncuda_chans && idle; i++) {
+    weft_cuda_chan_t *c = comm->cuda_chans[i];
+    if (d->cuCtxPushCurrent(c->ctx) != WEFT_CUDA_SUCCESS) return 0;
+    while (d->cuStreamQuery(c->stream) == WEFT_CUDA_ERROR_NOT_READY && (idle = weft_now_ms() < end)) {
+      struct timespec ts = {0, 1000000};
+      nanosleep(&ts, NULL);
+    }
+    weft_CUcontext popped;
+    d->cuCtxPopCurrent(&popped);
+  }
+  return idle;
+}
+
 /* ---------- staging ---------- */
 
 // A block of at least `bytes` whose last user the stream has finished with

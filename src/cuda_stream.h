@@ -83,5 +83,8 @@ int weft_cuda_scalar_on_device(const void *scalar, size_t bytes);
 // A communicator is freed: drop its references to channels (a channel no
 // communicator uses any more is drained and freed).
 void weft_cuda_comm_release(struct ncclComm *comm);
+// Waits (sleeping, up to limit_ms) until the streams of comm's channels
+// have run out of work; 0 when one has not.
+int weft_cuda_comm_streams_drain(struct ncclComm *comm, int64_t limit_ms);
 
 #endif
