@@ -14,6 +14,7 @@
 #include "api.h"
 #include "checks.h"
 #include "comm.h"
+#include "cuda_direct.h"
 #include "util.h"
 
 typedef struct {
@@ -43,6 +44,7 @@ ncclResult_t weft_comm_create_child(const struct ncclComm *parent, const struct 
   child->rank = rank;
   child->nranks = nranks;
   child->cuda_dev = parent->cuda_dev;
+  child->cuda_ctx = parent->cuda_ctx;
   child->blocking = settings->blocking;
   memcpy(child->name, settings->name, sizeof(child->name));
   weft_bootstrap_reset(&child->bs);
@@ -50,6 +52,7 @@ ncclResult_t weft_comm_create_child(const struct ncclComm *parent, const struct 
   WEFTCHECKGOTO(weft_bootstrap_connect(&child->bs, rank, nranks, parent->bs.secret, members, listen_fd), res, fail);
   WEFTCHECKGOTO(weft_comm_map_hosts(child), res, fail);
   WEFTCHECKGOTO(weft_comm_connect(child), res, fail);
+  WEFTCHECKGOTO(weft_cuda_direct_init(child), res, fail);
   child->id_hash = id_hash;
   weft_comm_plugins_init(child);
   weft_registry_add(child);

@@ -820,6 +820,59 @@ Test(cuda_stream, direct_path_ranks_in_one_process, .timeout = 120) {
   WEFT_TEST_EXPECT_FORK_OK(1, 1, direct_in_one_process, &threads, 50);
 }
 
+// Communicators made by ncclCommSplit take the direct path too: 3 ranks
+// split by parity, each child all-reduces and its ranks exchange a ring.
+static int split_body(int rank, int nranks, ncclUniqueId id, void *arg) {
+  (void)arg;
+  tcu_stream s;
+  WEFT_TEST_CHECK(rank_setup(rank, &s) == 0, "driver setup failed");
+  if (weft_test_failures()) return weft_test_failures();
+  ncclComm_t comm = weft_test_init_rank(nranks, id, rank), child = NULL;
+  int32_t *buf = tcu_alloc(&cu, M * sizeof(int32_t)), *in = tcu_alloc(&cu, M * sizeof(int32_t));
+  int32_t *h = malloc(M * sizeof(int32_t));
+  if (comm == NULL || buf == NULL || in == NULL || h == NULL) return weft_test_failures() + 1;
+  WEFT_TEST_CHECK_RES(ncclCommSplit(comm, rank % 2, rank, &child, NULL), ncclSuccess);
+  int crank = -1, cn = 0;
+  WEFT_TEST_CHECK_RES(ncclCommUserRank(child, &crank), ncclSuccess);
+  WEFT_TEST_CHECK_RES(ncclCommCount(child, &cn), ncclSuccess);
+  int before = fake_counter("WEFT_CUDA_DRIVER_LIB", "fake_cuda_device_waits");
+  for (int i = 0; i < M; i++) h[i] = rank * 1000 + i;
+  WEFT_TEST_CHECK(cu.htod(tcu_p(buf), h, M * sizeof(int32_t)) == 0, "htod failed");
+  cudaStream_t st = (cudaStream_t)s;
+  WEFT_TEST_CHECK_RES(ncclGroupStart(), ncclSuccess);
+  WEFT_TEST_CHECK_RES(ncclSend(buf, M, ncclInt32, (crank + 1) % cn, child, st), ncclSuccess);
+  WEFT_TEST_CHECK_RES(ncclRecv(in, M, ncclInt32, (crank + cn - 1) % cn, child, st), ncclSuccess);
+  WEFT_TEST_CHECK_RES(ncclGroupEnd(), ncclSuccess);
+  WEFT_TEST_CHECK_RES(ncclAllReduce(buf, buf, M, ncclInt32, ncclSum, child, st), ncclSuccess);
+  WEFT_TEST_CHECK(cu.stream_sync(s) == 0, "sync failed");
+  int32_t want_sum = 0;  // the child's members: the ranks of this parity
+  for (int r = rank % 2; r < nranks; r += 2) want_sum += r * 1000;
+  int from = -1;  // the member before this one, in rank order within the child
+  for (int r = rank % 2, k = 0; r < nranks; r += 2, k++)
+    if (k == (crank + cn - 1) % cn) from = r;
+  WEFT_TEST_CHECK(cu.dtoh(h, tcu_p(buf), M * sizeof(int32_t)) == 0, "dtoh failed");
+  WEFT_TEST_CHECK(h[5] == want_sum + cn * 5, "child all-reduce: %d, expected %d", h[5], want_sum + cn * 5);
+  WEFT_TEST_CHECK(cu.dtoh(h, tcu_p(in), M * sizeof(int32_t)) == 0, "dtoh failed");
+  WEFT_TEST_CHECK(h[7] == from * 1000 + 7, "child ring: %d, expected %d", h[7], from * 1000 + 7);
+  int waits = fake_counter("WEFT_CUDA_DRIVER_LIB", "fake_cuda_device_waits") - before;
+  WEFT_TEST_CHECK(cn == 1 || waits > 0, "the child's calls did not take the direct path");
+  WEFT_TEST_CHECK_RES(ncclCommDestroy(child), ncclSuccess);
+  WEFT_TEST_CHECK_RES(ncclCommDestroy(comm), ncclSuccess);
+  cu.free(tcu_p(buf));
+  cu.free(tcu_p(in));
+  free(h);
+  cu.stream_destroy(s);
+  return weft_test_failures();
+}
+
+static weft_test_one_id_t split_job = {split_body, NULL};
+
+Test(cuda_stream, direct_path_in_split_communicators, .timeout = 60) {
+  weft_test_env_timeout(20);
+  direct_setup();
+  WEFT_TEST_EXPECT_FORK_OK(3, 1, weft_test_one_id_main, &split_job, 50);
+}
+
 // A rank that never makes its call leaves its peers' streams waiting on its
 // counters; ncclCommAbort on a waiting rank lets its stream run on (the
 // results are undefined), and the rank that stayed away aborts too.
