@@ -26,7 +26,7 @@ typedef struct {  // what each rank publishes at set-up
   int32_t device;
   int32_t pad;
   uint64_t ctx;   // its context (meaningful to ranks of the same process)
-  uint64_t slot_bytes, box_bytes;
+  uint64_t slot_bytes, box_bytes, two_phase_min;
   weft_CUdeviceptr scratch;
   weft_CUipcMemHandle handle;
 } direct_card_t;
@@ -81,6 +81,8 @@ static weft_cuda_direct_t *direct_prepare(struct ncclComm *comm, const weft_cuda
   d->kern = kern;
   d->slot_bytes = slot;
   d->box_bytes = box;
+  int64_t tp = weft_env_WEFT_CUDA_DIRECT_TWO_PHASE_MIN_BYTES();
+  d->two_phase_min = tp > 0 ? (size_t)tp : 0;
   size_t bytes = direct_layout(d, comm->nranks);
   d->peer = calloc((size_t)comm->nranks, sizeof(*d->peer));
   d->opened = calloc((size_t)comm->nranks, 1);
@@ -107,6 +109,7 @@ static weft_cuda_direct_t *direct_prepare(struct ncclComm *comm, const weft_cuda
   card->ok = 1;
   card->slot_bytes = slot;
   card->box_bytes = box;
+  card->two_phase_min = d->two_phase_min;
   card->scratch = d->mine;
   return d;
 }
@@ -170,10 +173,11 @@ ncclResult_t weft_cuda_direct_init(struct ncclComm *comm) {
   int all = res == ncclSuccess;
   for (int p = 0; p < n && all; p++) all = cards[p].ok;
   for (int p = 0; p < n && all; p++)
-    if (cards[p].slot_bytes != cards[0].slot_bytes || cards[p].box_bytes != cards[0].box_bytes) {
+    if (cards[p].slot_bytes != cards[0].slot_bytes || cards[p].box_bytes != cards[0].box_bytes ||
+        cards[p].two_phase_min != cards[0].two_phase_min) {
       if (comm->rank == 0)
-        WARN("CUDA direct path: off, since WEFT_CUDA_DIRECT_SCRATCH_BYTES or WEFT_CUDA_DIRECT_P2P_BYTES differs "
-             "between rank 0 and rank %d", p);
+        WARN("CUDA direct path: off, since WEFT_CUDA_DIRECT_SCRATCH_BYTES, WEFT_CUDA_DIRECT_P2P_BYTES or "
+             "WEFT_CUDA_DIRECT_TWO_PHASE_MIN_BYTES differs between rank 0 and rank %d", p);
       all = 0;
     }
   mapped[comm->rank] = all && d != NULL && direct_map(comm, drv, d, cards);
@@ -223,6 +227,7 @@ void weft_cuda_direct_release(struct ncclComm *comm) {
     const struct { size_t at; uint32_t v; } w[] = {
         {WEFT_DIRECT_READY, d->rounds + past},
         {WEFT_DIRECT_DONE, d->rounds + past},
+        {WEFT_DIRECT_REDUCED, d->rounds + past},
         {weft_direct_p2p_ready(me), d->taken[p] + past},
         {weft_direct_p2p_done(n, me), d->sent[p] + past},
     };

@@ -7,7 +7,7 @@
  * Every rank's scratch is one device allocation with the same layout on
  * every rank (the ranks agree on the sizes at set-up):
  *
- *   collective counters   ready, done                      256 bytes
+ *   collective counters   ready, done, reduced             256 bytes
  *   Send/Recv counters    ready[nranks], done[nranks]      rounded up to 256
  *   mailboxes             [nranks][2] x box_bytes          this rank's data for each peer
  *   collective slots      [2] x slot_bytes                 round k uses slot k % 2
@@ -23,11 +23,13 @@
 
 #define WEFT_DIRECT_READY 0   // this rank's slot of round k is filled: ready = k
 #define WEFT_DIRECT_DONE 64   // this rank read what it needed of round k: done = k
+#define WEFT_DIRECT_REDUCED 128  // two-phase all-reduce: this rank's share of round k is in its slot
 #define WEFT_DIRECT_P2P 256   // where the Send/Recv counters start
 
 typedef struct weft_cuda_direct {
   weft_CUcontext ctx;
   size_t slot_bytes;        // a collective round's slot
+  size_t two_phase_min;     // all-reduces of at least this many bytes fold in two phases (0: never)
   size_t box_bytes;         // a Send/Recv mailbox slot
   size_t box_at, slot_at;   // offsets of the mailboxes and of the collective slots
   weft_CUdeviceptr mine;    // this rank's scratch

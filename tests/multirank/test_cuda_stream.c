@@ -541,7 +541,8 @@ Test(cuda_stream, two_ranks_as_threads_share_a_device, .timeout = 60) {
 // with a stand-in libweft-cuda.so whose "kernels" run weft's host
 // reductions on the stand-in driver's streams. The slots hold 4 KiB, so
 // most calls take many rounds (with blocks, slices of 2 or 1.25 KiB), and
-// round counts end on partial slices. Bitwise against the host path wherever
+// round counts end on partial slices; with 3 ranks, all-reduces of 4 KiB
+// or more fold in two phases. Bitwise against the host path wherever
 // the result does not depend on the order of the operands: every type and
 // op but float avg for two ranks (a op b and b op a are the same bits for
 // finite floats), integers and float max/min for three.
@@ -777,6 +778,7 @@ static void direct_setup(void) {
   setenv("WEFT_CUDA_DIRECT", "1", 1);
   setenv("WEFT_CUDA_DIRECT_SCRATCH_BYTES", "4096", 1);
   setenv("WEFT_CUDA_DIRECT_P2P_BYTES", "4096", 1);
+  setenv("WEFT_CUDA_DIRECT_TWO_PHASE_MIN_BYTES", "4096", 1);  // 3 ranks: larger all-reduces in two phases
 }
 
 Test(cuda_stream, direct_path_matches_the_host_path_2_ranks, .timeout = 240) {

@@ -254,12 +254,15 @@ Test(perf, every_benchmark_on_device_buffers, .timeout = 240) {
   }
 }
 
-// The direct path (WEFT_CUDA_DIRECT=1: collectives on the GPU through CUDA
-// IPC), with the stand-in driver and kernels and 4 KiB slots, so that most
-// sizes take several rounds: all-reduce with every type and op (PreMulSum
-// with a different scalar on each rank included) as 3 processes and as 2
-// threads, then every other benchmark as 3 processes (the send/recv of
-// sendrecv_perf and hypercube_perf take the staging path beside it).
+// The direct path (WEFT_CUDA_DIRECT=1: collectives and Send/Recv on the GPU
+// through CUDA IPC), with the stand-in driver and kernels and 4 KiB slots,
+// so that most sizes take several rounds: all-reduce with every type and
+// op (PreMulSum with a different scalar on each rank included; two phases
+// from 4 KiB) as 3 processes and as 2 threads, then every other benchmark
+// as 3 processes (2 for the hypercube).
+// 4 KiB slots; all-reduces of 4 KiB or more among 3 ranks in two phases.
+#define DIRECT_SMALL "WEFT_CUDA_DIRECT_SCRATCH_BYTES=4096", "WEFT_CUDA_DIRECT_TWO_PHASE_MIN_BYTES=4096"
+
 static void direct_env(char *env_lib, char *env_kern, size_t len) {
   const char *b = getenv("WEFT_BUILD_DIR");
   snprintf(env_lib, len, "WEFT_CUDA_DRIVER_LIB=%s/tests/lib/libweft-fake-cuda.so", b && b[0] ? b : "build");
@@ -271,7 +274,7 @@ Test(perf, all_reduce_direct_path_every_type_and_op, .timeout = 180) {
   bin_path(weftrun, sizeof(weftrun), "weftrun");
   bin_path(path, sizeof(path), "all_reduce_perf");
   direct_env(env_lib, env_kern, sizeof(env_lib));
-  char *env[] = {env_lib, env_kern, "WEFT_CUDA_DIRECT=1", "WEFT_CUDA_DIRECT_SCRATCH_BYTES=4096", NULL};
+  char *env[] = {env_lib, env_kern, "WEFT_CUDA_DIRECT=1", DIRECT_SMALL, NULL};
   for (int form = 0; form < 2; form++) {
     char *argv[MAX_ARGS];
     if (form == 0)
@@ -296,7 +299,7 @@ Test(perf, every_benchmark_on_the_direct_path, .timeout = 240) {
   char weftrun[512], env_lib[640], env_kern[640];
   bin_path(weftrun, sizeof(weftrun), "weftrun");
   direct_env(env_lib, env_kern, sizeof(env_lib));
-  char *env[] = {env_lib, env_kern, "WEFT_CUDA_DIRECT=1", "WEFT_CUDA_DIRECT_SCRATCH_BYTES=4096", "NCCL_DEBUG=INFO",
+  char *env[] = {env_lib, env_kern, "WEFT_CUDA_DIRECT=1", DIRECT_SMALL, "NCCL_DEBUG=INFO",
                  "NCCL_DEBUG_SUBSYS=INIT", NULL};
   for (size_t k = 1; k < NBENCH; k++) {
     char path[512], name[64];
