@@ -635,6 +635,7 @@ static int direct_body(int rank, int nranks, ncclUniqueId id, void *arg) {
   // once: the staging path waits only on pinned host memory.
   WEFT_TEST_CHECK(waits >= w.cases * (nranks - 1), "the direct path was not taken: %d waits on device counters for "
                   "%d calls", waits, w.cases);
+  WEFT_TEST_CHECK(reductions > 0, "the direct path queued no reductions");
   if (!failed && weft_test_failures() == 0) direct_in_flight(&w);
   if (rank == 0)
     fprintf(stderr, "cuda_stream direct: %d ranks, %d calls compared, %d waits on peers, %d reductions queued\n",
@@ -785,6 +786,12 @@ Test(cuda_stream, direct_path_matches_the_host_path_2_ranks, .timeout = 240) {
   weft_test_env_timeout(60);
   direct_setup();
   WEFT_TEST_EXPECT_FORK_OK(2, 1, weft_test_one_id_main, &direct_job, 220);
+}
+
+Test(cuda_stream, direct_path_matches_the_host_path_1_rank, .timeout = 240) {
+  weft_test_env_timeout(60);
+  direct_setup();
+  WEFT_TEST_EXPECT_FORK_OK(1, 1, weft_test_one_id_main, &direct_job, 220);
 }
 
 Test(cuda_stream, direct_path_matches_the_host_path_3_ranks, .timeout = 240) {
