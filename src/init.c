@@ -210,13 +210,15 @@ static void *init_all_main(void *arg) {
   // As NCCL, each rank's communicator belongs to its device: its context is
   // current while the communicator is made.
   int r = j->device >= 0 ? weft_cuda_use_device(j->device) : 0;
+  // Even then the rank joins, so that its peers are not left waiting.
+  j->res = pncclCommInitRank(j->slot, j->nranks, j->id, j->rank);
   if (r > 0) {
     WARN("ncclCommInitAll: cannot make device %d current for rank %d: CUDA error %d (%s)", j->device, j->rank, r,
          weft_cuda_error_text(r));
+    if (j->res == ncclSuccess) pncclCommDestroy(*j->slot);
+    *j->slot = NULL;
     j->res = ncclUnhandledCudaError;
-    return NULL;
   }
-  j->res = pncclCommInitRank(j->slot, j->nranks, j->id, j->rank);
   return NULL;
 }
 

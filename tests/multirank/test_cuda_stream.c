@@ -469,6 +469,27 @@ Test(cuda_stream, one_thread_drives_two_devices_in_a_group, .timeout = 60) {
   WEFT_TEST_EXPECT_FORK_OK(1, 0, multi_body, NULL, 50);
 }
 
+// A device that cannot be made current fails ncclCommInitAll at once (the
+// other ranks still meet, and are destroyed), not after WEFT_TIMEOUT.
+static int initall_fail_body(int rank, int nranks, ncclUniqueId *ids, void *arg) {
+  (void)rank, (void)nranks, (void)ids, (void)arg;
+  if (tcu_open(&cu) != 0) return 1;
+  ncclComm_t comms[2] = {NULL, NULL};
+  int devs[2] = {0, 1};
+  double t0 = weft_test_now();
+  WEFT_TEST_CHECK_RES(ncclCommInitAll(comms, 2, devs), ncclUnhandledCudaError);
+  WEFT_TEST_CHECK(weft_test_now() - t0 < 10.0, "ncclCommInitAll took %.1f s to fail", weft_test_now() - t0);
+  WEFT_TEST_CHECK(comms[0] == NULL && comms[1] == NULL, "a communicator was left behind");
+  return weft_test_failures();
+}
+
+Test(cuda_stream, init_all_fails_fast_when_a_device_cannot_be_used, .timeout = 60) {
+  weft_test_env_timeout(30);
+  driver_setup();
+  setenv("FAKE_CUDA_FAIL", "cuDevicePrimaryCtxRetain", 1);
+  WEFT_TEST_EXPECT_FORK_OK(1, 0, initall_fail_body, NULL, 50);
+}
+
 /* ---------- ranks that are threads of one process, on one device ---------- */
 
 // Two ranks share one context and one device, each with its own stream, as
