@@ -200,16 +200,19 @@ ncclResult_t weft_cuda_direct_init(struct ncclComm *comm) {
   return res;
 }
 
-// Reads the 32-bit counter at `at` (device memory) into *v.
-static int read_counter(const weft_cuda_driver_t *drv, weft_CUdeviceptr at, uint32_t *v) {
-  return drv->cuMemcpyAsync((weft_CUdeviceptr)(uintptr_t)v, at, sizeof(*v), NULL) == WEFT_CUDA_SUCCESS &&
-         drv->cuStreamSynchronize(NULL) == WEFT_CUDA_SUCCESS;
+// Reads the 32-bit counter at `at` (device memory) into *v, on the side
+// stream: the legacy stream would also wait for the user's blocked streams.
+static int read_counter(const weft_cuda_direct_t *d, const weft_cuda_driver_t *drv, weft_CUdeviceptr at,
+                        uint32_t *v) {
+  return drv->cuMemcpyAsync((weft_CUdeviceptr)(uintptr_t)v, at, sizeof(*v), d->side) == WEFT_CUDA_SUCCESS &&
+         drv->cuStreamSynchronize(d->side) == WEFT_CUDA_SUCCESS;
 }
 
 // Waits (sleeping, bounded by `end`) until the counter reached k.
-static void await_counter(const weft_cuda_driver_t *drv, weft_CUdeviceptr at, uint32_t k, int64_t end) {
+static void await_counter(const weft_cuda_direct_t *d, const weft_cuda_driver_t *drv, weft_CUdeviceptr at,
+                          uint32_t k, int64_t end) {
   uint32_t v = 0;
-  while (read_counter(drv, at, &v) && !weft_cyclic_ge(v, k) && weft_now_ms() < end) {
+  while (read_counter(d, drv, at, &v) && !weft_cyclic_ge(v, k) && weft_now_ms() < end) {
     struct timespec ts = {0, 1000000};
     nanosleep(&ts, NULL);
   }
@@ -251,9 +254,9 @@ static void direct_quiesce(struct ncclComm *comm, weft_cuda_direct_t *d, const w
   if (drv->cuCtxPushCurrent(d->ctx) != WEFT_CUDA_SUCCESS) return;
   int64_t limit = weft_timeout_ms() > 0 ? weft_timeout_ms() : 60000, end = weft_now_ms() + limit;
   for (int p = 0; p < comm->nranks; p++) {
-    if (d->rounds != 0) await_counter(drv, d->peer[p] + WEFT_DIRECT_DONE, d->rounds, end);
+    if (d->rounds != 0) await_counter(d, drv, d->peer[p] + WEFT_DIRECT_DONE, d->rounds, end);
     if (d->sent[p] != 0)
-      await_counter(drv, d->peer[p] + weft_direct_p2p_done(comm->nranks, comm->rank), d->sent[p], end);
+      await_counter(d, drv, d->peer[p] + weft_direct_p2p_done(comm->nranks, comm->rank), d->sent[p], end);
   }
   weft_CUcontext popped;
   drv->cuCtxPopCurrent(&popped);

@@ -254,10 +254,8 @@ int weft_cuda_comm_streams_drain(struct ncclComm *comm, int64_t limit_ms) {
   for (int i = 0; i < comm->ncuda_chans && idle; i++) {
     weft_cuda_chan_t *c = comm->cuda_chans[i];
     if (d->cuCtxPushCurrent(c->ctx) != WEFT_CUDA_SUCCESS) return 0;
-    while (d->cuStreamQuery(c->stream) == WEFT_CUDA_ERROR_NOT_READY && (idle = weft_now_ms() < end)) {
-      struct timespec ts = {0, 1000000};
-      nanosleep(&ts, NULL);
-    }
+    while (d->cuStreamQuery(c->stream) == WEFT_CUDA_ERROR_NOT_READY && (idle = weft_now_ms() < end))
+      nap_ns(1000000);
     weft_CUcontext popped;
     d->cuCtxPopCurrent(&popped);
   }
