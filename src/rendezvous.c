@@ -157,7 +157,11 @@ static int root_check(root_t *rt, const rdv_msg_t *m, const char *who, char *why
     rt->expected = root_expected(rt->root_index, rt->nranks, rt->nid);
     rt->entries = calloc((size_t)rt->nranks, sizeof(*rt->entries));
     rt->have = calloc((size_t)rt->nranks, 1);
-    if (rt->entries == NULL || rt->have == NULL) return 0;
+    rt->clients = calloc((size_t)rt->nranks, sizeof(*rt->clients));  // each brings at least one new rank
+    if (rt->entries == NULL || rt->have == NULL || rt->clients == NULL) {
+      snprintf(why, len, "bootstrap root out of memory for %d ranks", rt->nranks);
+      return 0;
+    }
   } else if (m->nranks != rt->nranks || m->nid != rt->nid) {
     snprintf(why, len, "%s says nranks=%d but the job has nranks=%d (the ranks disagree on the job's size)", who,
              m->nranks, rt->nranks);
@@ -264,7 +268,7 @@ static void pending_drop(pending_t *p) {
 // Take whatever of p's registration has arrived, without waiting for more:
 // PEND_WAIT until it is complete, PEND_DONE once it is registered (its fd
 // then belongs to rt->clients), PEND_DROP once it was refused and closed.
-static int root_serve(root_t *rt, pending_t *p, int cap) {
+static int root_serve(root_t *rt, pending_t *p) {
   const size_t hdr = sizeof(p->m);
   char who[WEFT_ADDR_STRLEN], why[300];
   weft_socket_peer_str(p->fd, who, sizeof(who));
@@ -307,10 +311,6 @@ static int root_serve(root_t *rt, pending_t *p, int cap) {
            (long long)ms);
       free(p->in);
       p->in = NULL;
-      if (rt->nclients == cap) {
-        close(p->fd);
-        return PEND_DROP;
-      }
       rt->clients[rt->nclients++] = (client_t){.fd = p->fd, .is_subroot = p->m.type == RDV_BATCH};
       return PEND_DONE;
     }
@@ -343,13 +343,12 @@ static int root_make_room(pending_t *pending, int *npending, int cap) {
 
 static void *root_main(void *arg) {
   root_t *rt = arg;
-  int cap = 64, npending = 0;
+  int cap = 64, npending = 0;  // registrations in progress at once; registered clients are not counted
   pending_t *pending = calloc((size_t)cap, sizeof(*pending));
   struct pollfd *pfd = calloc((size_t)cap + 1, sizeof(*pfd));
-  rt->clients = calloc((size_t)cap, sizeof(*rt->clients));
   int64_t timeout = weft_timeout_ms();
   int64_t deadline = timeout > 0 ? weft_now_ms() + timeout : INT64_MAX;
-  if (pending == NULL || pfd == NULL || rt->clients == NULL) goto out;
+  if (pending == NULL || pfd == NULL) goto out;
 
   while (rt->got < rt->expected || rt->nranks < 0) {
     int64_t now = weft_now_ms();
@@ -369,7 +368,7 @@ static void *root_main(void *arg) {
     // Serve the connections that spoke; the others keep waiting.
     for (int i = npending - 1; i >= 0; i--) {
       if (pfd[i + 1].revents == 0) continue;
-      if (root_serve(rt, &pending[i], cap) != PEND_WAIT) pending[i] = pending[--npending];
+      if (root_serve(rt, &pending[i]) != PEND_WAIT) pending[i] = pending[--npending];
     }
     if (pfd[0].revents & POLLIN) {
       int fd = -1;

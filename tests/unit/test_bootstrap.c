@@ -39,7 +39,8 @@ static void *rank_main(void *arg) {
 
 // Runs n ranks as threads on one id; returns how many succeeded with the right sum.
 static int run_ranks(const ncclUniqueId *id, int n, rank_job_t *jobs) {
-  pthread_t th[16];
+  pthread_t *th = calloc((size_t)n, sizeof(*th));
+  cr_assert_not_null(th);
   for (int r = 0; r < n; r++) {
     jobs[r] = (rank_job_t){.id = *id, .nranks = n, .rank = r};
     cr_assert_eq(pthread_create(&th[r], NULL, rank_main, &jobs[r]), 0);
@@ -49,6 +50,7 @@ static int run_ranks(const ncclUniqueId *id, int n, rank_job_t *jobs) {
     pthread_join(th[r], NULL);
     good += jobs[r].res == ncclSuccess && jobs[r].sum == n * (n + 1) / 2;
   }
+  free(th);
   return good;
 }
 
@@ -215,6 +217,20 @@ Test(bootstrap, a_hello_split_by_a_retransmission_is_accepted) { run_behind_slow
 
 // ... and dropped one that stayed silent for 5 s.
 Test(bootstrap, a_hello_that_comes_after_long_silence_is_accepted, .timeout = 40) { run_behind_slow_link(5500, 0); }
+
+// The root registers up to 64 connections at once; a job has no such limit
+// (every rank used to need its own slot until the table went out).
+Test(bootstrap, a_job_larger_than_the_roots_pending_slots_starts, .timeout = 120) {
+  enum { N = 80 };
+  ncclUniqueId uid;
+  cr_assert_eq(pncclGetUniqueId(&uid), ncclSuccess);
+  rank_job_t *jobs = calloc(N, sizeof(*jobs));
+  cr_assert_not_null(jobs);
+  int good = run_ranks(&uid, N, jobs);
+  destroy_all(jobs, N);
+  cr_expect_eq(good, N, "%d of %d ranks initialised and all-reduced: %s", good, N, weft_debug_last_error());
+  free(jobs);
+}
 
 Test(bootstrap, a_garbage_unique_id_is_refused) {
   ncclUniqueId uid;
