@@ -9,14 +9,12 @@
  */
 #include "bootstrap.h"
 
-#include <errno.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "checks.h"
+#include "hello_pool.h"
 #include "socket.h"
 #include "util.h"
 
@@ -39,92 +37,48 @@ ncclResult_t weft_bootstrap_listen(weft_peer_info_t *info, int *listen_fd) {
 #define HELLO_SLOTS 8        // connections whose hello is read at once
 #define ROOM_AFTER_MS 5000   // with every slot taken, one silent this long makes way
 
-typedef struct {
-  int fd;
-  int64_t heard;  // accepted, or last bytes received (weft_now_ms)
-  size_t got;
-  ring_hello_t h;
-  weft_sockaddr_t from;
-} hello_slot_t;
-
-static void slot_reject(weft_bootstrap_t *bs, hello_slot_t *s, const char *why) {
+static void reject(weft_bootstrap_t *bs, weft_hello_pool_t *pool, int idx, const char *why) {
   char a[WEFT_ADDR_STRLEN];
   WARN("rank %d: rejected a bootstrap connection from %s (%s)", bs->rank,
-       weft_socket_addr_str(&s->from, a, sizeof(a)), why);
-  close(s->fd);
+       weft_socket_addr_str(&pool->slot[idx].from, a, sizeof(a)), why);
+  weft_hello_pool_drop(pool, idx);
 }
 
 // Accept connections until the expected neighbour shows up with the secret.
 static ncclResult_t accept_prev(weft_bootstrap_t *bs, int listen_fd, int prev) {
   int64_t timeout = weft_timeout_ms();
   int64_t deadline = timeout > 0 ? weft_now_ms() + timeout : INT64_MAX;
-  hello_slot_t slot[HELLO_SLOTS];
-  struct pollfd pfd[HELLO_SLOTS + 1];
-  int n = 0;
+  char owner[48];
+  snprintf(owner, sizeof(owner), "rank %d: bootstrap", bs->rank);
+  weft_hello_pool_t pool;
+  WEFTCHECK(weft_hello_pool_init(&pool, listen_fd, HELLO_SLOTS, sizeof(ring_hello_t), ROOM_AFTER_MS, owner));
   ncclResult_t res = ncclRemoteError;
   for (;;) {
-    int64_t now = weft_now_ms(), left = deadline - now;
+    int64_t left = deadline - weft_now_ms();
     if (left <= 0) {
       char a[WEFT_ADDR_STRLEN];
       WARN("rank %d: bootstrap timed out waiting for rank %d (%s) to connect", bs->rank, prev,
            weft_socket_addr_str(&bs->peers[prev].listen, a, sizeof(a)));
       break;
     }
-    if (n == HELLO_SLOTS) {
-      int q = 0;
-      for (int i = 1; i < n; i++)
-        if (slot[i].heard < slot[q].heard) q = i;
-      if (now - slot[q].heard >= ROOM_AFTER_MS) {
-        slot_reject(bs, &slot[q], "silent, and its slot was needed");
-        slot[q] = slot[--n];
-      }
-    }
-    // Newcomers wait in the listen backlog while every slot is busy.
-    pfd[0] = (struct pollfd){.fd = n < HELLO_SLOTS ? listen_fd : -1, .events = POLLIN};
-    for (int i = 0; i < n; i++) pfd[i + 1] = (struct pollfd){.fd = slot[i].fd, .events = POLLIN};
-    if (poll(pfd, (nfds_t)n + 1, (int)WEFT_MIN(left, 1000)) < 0) {
-      if (errno == EINTR) continue;
-      WARN("rank %d: poll on the bootstrap listener failed: %s", bs->rank, strerror(errno));
-      res = ncclSystemError;
+    weft_hello_event_t ev;
+    int i;
+    if ((res = weft_hello_pool_poll(&pool, (int)WEFT_MIN(left, 1000), &ev, &i)) != ncclSuccess) break;
+    res = ncclRemoteError;
+    if (ev == WEFT_HELLO_LOST) reject(bs, &pool, i, "closed before its hello");
+    if (ev != WEFT_HELLO_READY) continue;
+    ring_hello_t h;
+    memcpy(&h, pool.slot[i].buf, sizeof(h));
+    if (h.magic == WEFT_ID_MAGIC && weft_consttime_eq(h.secret, bs->secret, WEFT_SECRET_BYTES) && h.rank == prev) {
+      bs->recv_fd = weft_hello_pool_take(&pool, i);
+      res = ncclSuccess;
       break;
     }
-    for (int i = n - 1; i >= 0; i--) {
-      if (pfd[i + 1].revents == 0) continue;
-      hello_slot_t *s = &slot[i];
-      size_t before = s->got;
-      ncclResult_t r = weft_socket_recv_some(s->fd, &s->h, sizeof(s->h), &s->got);
-      if (r == ncclSuccess && s->got < sizeof(s->h)) {
-        if (s->got > before) s->heard = weft_now_ms();
-        continue;
-      }
-      if (r == ncclSuccess && s->h.magic == WEFT_ID_MAGIC &&
-          weft_consttime_eq(s->h.secret, bs->secret, WEFT_SECRET_BYTES) && s->h.rank == prev) {
-        bs->recv_fd = s->fd;
-        slot[i] = slot[--n];
-        res = ncclSuccess;
-        goto out;
-      }
-      char why[64] = "closed before its hello";
-      if (r == ncclSuccess) snprintf(why, sizeof(why), "not rank %d of this job", prev);
-      slot_reject(bs, s, why);
-      slot[i] = slot[--n];
-    }
-    if (pfd[0].revents & POLLIN) {
-      hello_slot_t *s = &slot[n];
-      *s = (hello_slot_t){.fd = -1};
-      ncclResult_t r = weft_socket_accept(listen_fd, 0, &s->fd, &s->from);
-      if (r == ncclSystemError) {
-        res = r;
-        break;
-      }
-      if (r == ncclSuccess && s->fd >= 0) {
-        s->heard = weft_now_ms();
-        n++;
-      }
-    }
+    char why[64];
+    snprintf(why, sizeof(why), "not rank %d of this job", prev);
+    reject(bs, &pool, i, why);
   }
-out:
-  for (int i = 0; i < n; i++) close(slot[i].fd);
+  weft_hello_pool_free(&pool);
   return res;
 }
 

@@ -14,7 +14,6 @@
  */
 #include "rendezvous.h"
 
-#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +24,7 @@
 
 #include "checks.h"
 #include "env.h"
+#include "hello_pool.h"
 #include "util.h"
 
 enum { RDV_HELLO = 1, RDV_BATCH = 2, RDV_TABLE = 3, RDV_ERROR = 4 };
@@ -246,109 +246,61 @@ static void root_finish(root_t *rt) {
   free(table);
 }
 
+#define PENDING_SLOTS 64    // registrations read at once; registered clients are not counted
 #define ROOM_AFTER_MS 5000  // a full root may drop a connection silent this long to admit a newcomer
 
-// A connection whose registration is still arriving.
-typedef struct {
-  int fd;
-  int64_t since, heard;        // accepted at, last bytes at (weft_now_ms)
-  size_t got;                  // bytes of the header, then of the entries, received
+static void refuse(root_t *rt, weft_hello_pool_t *pool, int idx, const char *why) {
+  WARN("bootstrap root: %s; refused", why);
+  send_error(rt, pool->slot[idx].fd, why);  // the refused rank says why, too
+  weft_hello_pool_drop(pool, idx);
+}
+
+// A registration's header arrived: check it and ask for its entries.
+static void root_header(root_t *rt, weft_hello_pool_t *pool, int idx, const char *who) {
   rdv_msg_t m;
-  weft_peer_info_t *in;        // the entries, once the header checked out
-} pending_t;
-
-enum { PEND_WAIT, PEND_DONE, PEND_DROP };
-
-static void pending_drop(pending_t *p) {
-  close(p->fd);
-  free(p->in);
-  p->in = NULL;
+  memcpy(&m, pool->slot[idx].buf, sizeof(m));
+  char why[300];
+  if (!msg_authentic(&m, &rt->id) || (m.type != RDV_HELLO && m.type != RDV_BATCH)) {
+    WARN("bootstrap root: rejected a connection from %s (wrong secret or malformed message)", who);
+    weft_hello_pool_drop(pool, idx);
+  } else if (!root_check(rt, &m, who, why, sizeof(why))) {
+    refuse(rt, pool, idx, why);
+  } else if (!weft_hello_pool_extend(pool, idx, sizeof(weft_peer_info_t) * (size_t)m.count)) {
+    refuse(rt, pool, idx, "bootstrap root out of memory");
+  }
 }
 
-// Take whatever of p's registration has arrived, without waiting for more:
-// PEND_WAIT until it is complete, PEND_DONE once it is registered (its fd
-// then belongs to rt->clients), PEND_DROP once it was refused and closed.
-static int root_serve(root_t *rt, pending_t *p) {
-  const size_t hdr = sizeof(p->m);
-  char who[WEFT_ADDR_STRLEN], why[300];
-  weft_socket_peer_str(p->fd, who, sizeof(who));
-  size_t before = p->got;
-  ncclResult_t res = ncclSuccess;
-  if (p->got < hdr) {
-    res = weft_socket_recv_some(p->fd, &p->m, hdr, &p->got);
-    if (res == ncclSuccess && p->got == hdr) {
-      if (!msg_authentic(&p->m, &rt->id) || (p->m.type != RDV_HELLO && p->m.type != RDV_BATCH)) {
-        WARN("bootstrap root: rejected a connection from %s (wrong secret or malformed message)", who);
-        pending_drop(p);
-        return PEND_DROP;
-      }
-      int ok = root_check(rt, &p->m, who, why, sizeof(why));
-      if (ok && (p->in = calloc((size_t)p->m.count, sizeof(*p->in))) == NULL) {
-        snprintf(why, sizeof(why), "bootstrap root out of memory");
-        ok = 0;
-      }
-      if (!ok) {
-        WARN("bootstrap root: %s; refused", why);
-        send_error(rt, p->fd, why);  // the refused rank says why, too
-        pending_drop(p);
-        return PEND_DROP;
-      }
-    }
+// A whole registration arrived: record its entries and keep its connection for the answer.
+static void root_register(root_t *rt, weft_hello_pool_t *pool, int idx, const char *who) {
+  const weft_hello_t *h = &pool->slot[idx];
+  rdv_msg_t m;
+  memcpy(&m, h->buf, sizeof(m));
+  weft_peer_info_t *in = malloc(sizeof(*in) * (size_t)m.count);  // aligned: the body follows the header unaligned
+  char why[300];
+  if (in == NULL) {
+    refuse(rt, pool, idx, "bootstrap root out of memory");
+    return;
   }
-  if (res == ncclSuccess && p->got >= hdr) {
-    size_t body = sizeof(*p->in) * (size_t)p->m.count, done = p->got - hdr;
-    res = weft_socket_recv_some(p->fd, p->in, body, &done);
-    p->got = hdr + done;
-    if (res == ncclSuccess && done == body) {
-      int64_t ms = weft_now_ms() - p->since;
-      if (!root_take(rt, &p->m, p->in, who, why, sizeof(why))) {
-        WARN("bootstrap root: %s; refused", why);
-        send_error(rt, p->fd, why);
-        pending_drop(p);
-        return PEND_DROP;
-      }
-      INFO(WEFT_LOG_BOOTSTRAP, "bootstrap root: %s registered %d rank(s), %lld ms after connecting", who, p->m.count,
-           (long long)ms);
-      free(p->in);
-      p->in = NULL;
-      rt->clients[rt->nclients++] = (client_t){.fd = p->fd, .is_subroot = p->m.type == RDV_BATCH};
-      return PEND_DONE;
-    }
+  memcpy(in, h->buf + sizeof(m), sizeof(*in) * (size_t)m.count);
+  int taken = root_take(rt, &m, in, who, why, sizeof(why));
+  free(in);
+  if (!taken) {
+    refuse(rt, pool, idx, why);
+    return;
   }
-  if (res != ncclSuccess) {
-    WARN("bootstrap root: rejected a connection from %s (closed after %zu bytes of its registration)", who, p->got);
-    pending_drop(p);
-    return PEND_DROP;
-  }
-  if (p->got > before) p->heard = weft_now_ms();
-  return PEND_WAIT;
-}
-
-// With every slot taken, drop the connection silent longest if that is at
-// least ROOM_AFTER_MS; returns whether a slot is free.
-static int root_make_room(pending_t *pending, int *npending, int cap) {
-  if (*npending < cap) return 1;
-  int q = 0;
-  for (int i = 1; i < *npending; i++)
-    if (pending[i].heard < pending[q].heard) q = i;
-  int64_t quiet = weft_now_ms() - pending[q].heard;
-  if (quiet < ROOM_AFTER_MS) return 0;
-  char who[WEFT_ADDR_STRLEN];
-  weft_socket_peer_str(pending[q].fd, who, sizeof(who));
-  WARN("bootstrap root: dropped a connection from %s, silent for %lld ms, to make room", who, (long long)quiet);
-  pending_drop(&pending[q]);
-  pending[q] = pending[--*npending];
-  return 1;
+  INFO(WEFT_LOG_BOOTSTRAP, "bootstrap root: %s registered %d rank(s), %lld ms after connecting", who, m.count,
+       (long long)(weft_now_ms() - h->since));
+  rt->clients[rt->nclients++] = (client_t){.fd = weft_hello_pool_take(pool, idx), .is_subroot = m.type == RDV_BATCH};
 }
 
 static void *root_main(void *arg) {
   root_t *rt = arg;
-  int cap = 64, npending = 0;  // registrations in progress at once; registered clients are not counted
-  pending_t *pending = calloc((size_t)cap, sizeof(*pending));
-  struct pollfd *pfd = calloc((size_t)cap + 1, sizeof(*pfd));
+  weft_hello_pool_t pool;
   int64_t timeout = weft_timeout_ms();
   int64_t deadline = timeout > 0 ? weft_now_ms() + timeout : INT64_MAX;
-  if (pending == NULL || pfd == NULL) goto out;
+  if (weft_hello_pool_init(&pool, rt->listen_fd, PENDING_SLOTS, sizeof(rdv_msg_t), ROOM_AFTER_MS, "bootstrap root") !=
+      ncclSuccess)
+    goto out;
 
   while (rt->got < rt->expected || rt->nranks < 0) {
     int64_t now = weft_now_ms();
@@ -357,35 +309,32 @@ static void *root_main(void *arg) {
       root_missing(rt, missing, sizeof(missing));
       WARN("bootstrap root: timed out after %lld s; %s", (long long)(timeout / 1000), missing);
       root_reply_error(rt, missing);
-      goto out;
+      break;
     }
-    // Newcomers wait in the listen backlog while every slot is busy.
-    int room = root_make_room(pending, &npending, cap);
-    pfd[0] = (struct pollfd){.fd = room ? rt->listen_fd : -1, .events = POLLIN};
-    for (int i = 0; i < npending; i++) pfd[i + 1] = (struct pollfd){.fd = pending[i].fd, .events = POLLIN};
-    int wait = (int)((deadline - now) < 1000 ? (deadline - now) : 1000);
-    if (poll(pfd, (nfds_t)npending + 1, wait) < 0) continue;  // EINTR
-    // Serve the connections that spoke; the others keep waiting.
-    for (int i = npending - 1; i >= 0; i--) {
-      if (pfd[i + 1].revents == 0) continue;
-      if (root_serve(rt, &pending[i]) != PEND_WAIT) pending[i] = pending[--npending];
+    weft_hello_event_t ev;
+    int i;
+    if (weft_hello_pool_poll(&pool, (int)WEFT_MIN(deadline - now, 1000), &ev, &i) != ncclSuccess) {
+      root_reply_error(rt, "bootstrap root could not accept connections");
+      break;
     }
-    if (pfd[0].revents & POLLIN) {
-      int fd = -1;
-      weft_sockaddr_t peer;
-      if (weft_socket_accept(rt->listen_fd, 0, &fd, &peer) == ncclSuccess && fd >= 0) {
-        if (npending == cap) close(fd);
-        else pending[npending++] = (pending_t){.fd = fd, .since = weft_now_ms(), .heard = weft_now_ms()};
-      }
+    if (ev == WEFT_HELLO_IDLE) continue;
+    char who[WEFT_ADDR_STRLEN];
+    weft_socket_addr_str(&pool.slot[i].from, who, sizeof(who));
+    if (ev == WEFT_HELLO_LOST) {
+      WARN("bootstrap root: rejected a connection from %s (closed after %zu bytes of its registration)", who,
+           pool.slot[i].got);
+      weft_hello_pool_drop(&pool, i);
+    } else if (pool.slot[i].want == sizeof(rdv_msg_t)) {
+      root_header(rt, &pool, i, who);
+    } else {
+      root_register(rt, &pool, i, who);
     }
   }
-  root_finish(rt);
+  if (rt->got == rt->expected && rt->nranks >= 0) root_finish(rt);
 out:
-  for (int i = 0; pending != NULL && i < npending; i++) pending_drop(&pending[i]);
+  weft_hello_pool_free(&pool);
   for (int i = 0; i < rt->nclients; i++) close(rt->clients[i].fd);
   weft_socket_close(&rt->listen_fd);
-  free(pending);
-  free(pfd);
   free(rt->clients);
   free(rt->entries);
   free(rt->have);
