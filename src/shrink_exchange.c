@@ -11,7 +11,9 @@
  * with the member table, or with an error that names the difference.
  * Connections without the secret are logged and dropped, and so are stale
  * ones: a survivor that gave up on an earlier attempt before the leader
- * came left a hello whose sender has since closed its end.
+ * came left a hello whose sender has since closed its end. Hellos are read
+ * as they arrive, several at once (hello_pool.c), so neither a slow link
+ * nor a silent stranger holds up the others.
  */
 #include <poll.h>
 #include <stdio.h>
@@ -20,12 +22,14 @@
 #include <sys/socket.h>
 
 #include "checks.h"
+#include "hello_pool.h"
 #include "shrink.h"
 #include "util.h"
 
 enum { SHRINK_HELLO = 1, SHRINK_TABLE = 2, SHRINK_ERROR = 3 };
 
-#define HELLO_WAIT_MS 5000      // how long a connection may take to say who it is
+#define PENDING_SLOTS 64        // hellos read at once
+#define ROOM_AFTER_MS 5000      // with every slot taken, one silent this long makes way
 #define MISMATCH_GRACE_MS 2000  // after a mismatch, how long the leader waits for the rest to tell them
 
 typedef struct {
@@ -92,48 +96,62 @@ static int sender_gone(int fd) {
   return recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
 }
 
-typedef enum { HELLO_DROP, HELLO_MEMBER, HELLO_MISMATCH } hello_kind_t;
+typedef enum { HELLO_MORE, HELLO_DROP, HELLO_MEMBER, HELLO_MISMATCH } hello_kind_t;
 
-// Read one connection's hello. HELLO_MEMBER: *idx is the sender's new rank
-// and *info its entry; HELLO_MISMATCH: why says what differs (*idx >= 0 when
-// the sender is one of ours); HELLO_DROP: the connection was refused.
-static hello_kind_t take_hello(const weft_shrink_plan_t *p, int fd, int wait_ms, int *theirs, int *idx,
-                               weft_peer_info_t *info, char *why, size_t why_len) {
+// The whole hello of m->rank arrived, with its exclude list `theirs`.
+static hello_kind_t judge_member(const weft_shrink_plan_t *p, const shrink_msg_t *m, const int *theirs, int fd,
+                                 int *member, weft_peer_info_t *info, char *why, size_t why_len) {
   struct ncclComm *comm = p->parent;
-  char who[WEFT_ADDR_STRLEN];
-  weft_socket_peer_str(fd, who, sizeof(who));
-  shrink_msg_t m;
-  *idx = -1;
-  if (weft_socket_recv(fd, &m, sizeof(m), wait_ms) != ncclSuccess || !msg_authentic(&m, p) ||
-      m.type != SHRINK_HELLO || m.rank < 0 || m.rank >= comm->nranks || m.count < 0 || m.count > comm->nranks) {
-    WARN("ncclCommShrink: rank %d rejected a connection from %s (not a rank of this communicator)", comm->rank, who);
-    return HELLO_DROP;
-  }
-  if (m.comm_hash != comm->id_hash) {
-    WARN("ncclCommShrink: rank %d rejected a connection from %s (another communicator's)", comm->rank, who);
-    send_error(fd, p, ncclInvalidUsage, "that hello was for another communicator");
-    return HELLO_DROP;
-  }
-  if (m.count > 0 && weft_socket_recv(fd, theirs, sizeof(int) * (size_t)m.count, wait_ms) != ncclSuccess) {
-    WARN("ncclCommShrink: rank %d: rank %d (%s) sent a truncated hello", comm->rank, m.rank, who);
-    return HELLO_DROP;
-  }
   if (sender_gone(fd)) {
-    INFO(WEFT_LOG_BOOTSTRAP, "ncclCommShrink: rank %d dropped a stale hello of rank %d", comm->rank, m.rank);
+    INFO(WEFT_LOG_BOOTSTRAP, "ncclCommShrink: rank %d dropped a stale hello of rank %d", comm->rank, m->rank);
     return HELLO_DROP;
   }
-  *idx = index_of(p->surv, p->m, m.rank);
-  if (*idx >= 0 && m.count == p->nexcl && memcmp(theirs, p->excl, sizeof(int) * (size_t)m.count) == 0) {
-    *info = m.info;
-    info->rank = *idx;
+  *member = index_of(p->surv, p->m, m->rank);
+  if (*member >= 0 && m->count == p->nexcl && memcmp(theirs, p->excl, sizeof(int) * (size_t)m->count) == 0) {
+    *info = m->info;
+    info->rank = *member;
     return HELLO_MEMBER;
   }
   char a[128], b[128];
-  list_text(theirs, m.count, a, sizeof(a));
+  list_text(theirs, m->count, a, sizeof(a));
   list_text(p->excl, p->nexcl, b, sizeof(b));
-  snprintf(why, why_len, "the exclude lists differ: rank %d excludes %s, rank %d excludes %s", m.rank, a, comm->rank,
+  snprintf(why, why_len, "the exclude lists differ: rank %d excludes %s, rank %d excludes %s", m->rank, a, comm->rank,
            b);
   return HELLO_MISMATCH;
+}
+
+// Judge what has arrived of connection idx's hello. HELLO_MORE: the header
+// is good and the exclude list is asked for; HELLO_MEMBER: *member is the
+// sender's new rank and *info its entry; HELLO_MISMATCH: why says what
+// differs (*member >= 0 when the sender is one of ours); HELLO_DROP: refused.
+static hello_kind_t judge_hello(const weft_shrink_plan_t *p, weft_hello_pool_t *pool, int idx, int *member,
+                                weft_peer_info_t *info, char *why, size_t why_len) {
+  struct ncclComm *comm = p->parent;
+  const weft_hello_t *h = &pool->slot[idx];
+  char who[WEFT_ADDR_STRLEN];
+  weft_socket_addr_str(&h->from, who, sizeof(who));
+  shrink_msg_t m;
+  memcpy(&m, h->buf, sizeof(m));
+  *member = -1;
+  if (h->want == sizeof(m)) {
+    if (!msg_authentic(&m, p) || m.type != SHRINK_HELLO || m.rank < 0 || m.rank >= comm->nranks || m.count < 0 ||
+        m.count > comm->nranks) {
+      WARN("ncclCommShrink: rank %d rejected a connection from %s (not a rank of this communicator)", comm->rank, who);
+      return HELLO_DROP;
+    }
+    if (m.comm_hash != comm->id_hash) {
+      WARN("ncclCommShrink: rank %d rejected a connection from %s (another communicator's)", comm->rank, who);
+      send_error(h->fd, p, ncclInvalidUsage, "that hello was for another communicator");
+      return HELLO_DROP;
+    }
+    if (m.count > 0) return weft_hello_pool_extend(pool, idx, sizeof(int) * (size_t)m.count) ? HELLO_MORE : HELLO_DROP;
+  }
+  int *theirs = malloc(sizeof(int) * ((size_t)m.count + 1));  // aligned copy of the exclude list
+  if (theirs == NULL) return HELLO_DROP;
+  memcpy(theirs, h->buf + sizeof(m), sizeof(int) * (size_t)m.count);
+  hello_kind_t k = judge_member(p, &m, theirs, h->fd, member, info, why, why_len);
+  free(theirs);
+  return k;
 }
 
 static void missing_text(const weft_shrink_plan_t *p, const int *fds, char *buf, size_t len) {
@@ -148,13 +166,19 @@ static void missing_text(const weft_shrink_plan_t *p, const int *fds, char *buf,
              (long long)weft_timeout_ms() / 1000, mine);
 }
 
+// The lowest survivor collects every survivor's hello and answers them all.
 static ncclResult_t lead(const weft_shrink_plan_t *p, weft_peer_info_t *members) {
   struct ncclComm *comm = p->parent;
-  int *fds = malloc(sizeof(int) * (size_t)p->m), *theirs = malloc(sizeof(int) * ((size_t)comm->nranks + 1));
-  if (fds == NULL || theirs == NULL) {
+  char owner[64];
+  snprintf(owner, sizeof(owner), "ncclCommShrink: rank %d", comm->rank);
+  weft_hello_pool_t pool;
+  int *fds = malloc(sizeof(int) * (size_t)p->m);
+  if (fds == NULL) return ncclSystemError;
+  ncclResult_t res = weft_hello_pool_init(&pool, comm->bs.listen_fd, PENDING_SLOTS, sizeof(shrink_msg_t),
+                                          ROOM_AFTER_MS, owner);
+  if (res != ncclSuccess) {
     free(fds);
-    free(theirs);
-    return ncclSystemError;
+    return res;
   }
   for (int i = 0; i < p->m; i++) fds[i] = -1;
   members[0] = p->mine;
@@ -166,20 +190,23 @@ static ncclResult_t lead(const weft_shrink_plan_t *p, weft_peer_info_t *members)
   for (int got = 1; got < p->m;) {
     int64_t left = deadline - weft_now_ms();
     if (left <= 0) break;
-    int fd = -1;
-    weft_sockaddr_t from;
-    ncclResult_t r = weft_socket_accept(comm->bs.listen_fd, (int)WEFT_MIN(left, 1000), &fd, &from);
-    if (r == ncclInProgress || (r == ncclSuccess && fd < 0)) continue;
-    if (r != ncclSuccess) {
-      verdict = r;
+    weft_hello_event_t ev;
+    int i;
+    if (weft_hello_pool_poll(&pool, (int)WEFT_MIN(left, 1000), &ev, &i) != ncclSuccess) {
+      verdict = ncclSystemError;
       snprintf(why, sizeof(why), "rank %d could not accept connections", comm->rank);
       break;
     }
-    int idx;
+    if (ev == WEFT_HELLO_IDLE) continue;
+    int idx = -1;
     weft_peer_info_t info;
     char diff[400];
-    int wait_ms = (int)WEFT_MAX(WEFT_MIN(left, HELLO_WAIT_MS), 100);  // never much past the deadline
-    hello_kind_t k = take_hello(p, fd, wait_ms, theirs, &idx, &info, diff, sizeof(diff));
+    hello_kind_t k = HELLO_DROP;
+    if (ev == WEFT_HELLO_READY) k = judge_hello(p, &pool, i, &idx, &info, diff, sizeof(diff));
+    else
+      INFO(WEFT_LOG_BOOTSTRAP, "ncclCommShrink: rank %d: a connection closed after %zu bytes of its hello", comm->rank,
+           pool.slot[i].got);
+    if (k == HELLO_MORE) continue;
     if (k == HELLO_MISMATCH) {
       if (verdict == ncclSuccess) {
         verdict = ncclInvalidUsage;
@@ -187,7 +214,7 @@ static ncclResult_t lead(const weft_shrink_plan_t *p, weft_peer_info_t *members)
         deadline = WEFT_MIN(deadline, weft_now_ms() + MISMATCH_GRACE_MS);  // tell the rest, briefly
       }
       if (idx < 0) {  // not one of ours: tell it now
-        send_error(fd, p, ncclInvalidUsage, why);
+        send_error(pool.slot[i].fd, p, ncclInvalidUsage, why);
         k = HELLO_DROP;
       }
     }
@@ -196,13 +223,14 @@ static ncclResult_t lead(const weft_shrink_plan_t *p, weft_peer_info_t *members)
       k = HELLO_DROP;
     }
     if (k == HELLO_DROP) {
-      weft_socket_close(&fd);
+      weft_hello_pool_drop(&pool, i);
       continue;
     }
-    fds[idx] = fd;
+    fds[idx] = weft_hello_pool_take(&pool, i);
     if (k == HELLO_MEMBER) members[idx] = info;
     got++;
   }
+  weft_hello_pool_free(&pool);
   int complete = 1;
   for (int i = 1; i < p->m; i++) complete &= fds[i] >= 0;
   if (verdict == ncclSuccess && !complete) {
@@ -222,7 +250,6 @@ static ncclResult_t lead(const weft_shrink_plan_t *p, weft_peer_info_t *members)
   }
   if (verdict != ncclSuccess) WARN("ncclCommShrink: rank %d (the lowest remaining rank): %s", comm->rank, why);
   free(fds);
-  free(theirs);
   return verdict;
 }
 

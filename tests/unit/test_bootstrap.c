@@ -19,6 +19,7 @@
 #include "nccl.h"
 #include "rendezvous.h"
 #include "socket.h"
+#include "util.h"
 
 typedef struct {
   ncclUniqueId id;
@@ -230,6 +231,47 @@ Test(bootstrap, a_job_larger_than_the_roots_pending_slots_starts, .timeout = 120
   destroy_all(jobs, N);
   cr_expect_eq(good, N, "%d of %d ranks initialised and all-reduced: %s", good, N, weft_debug_last_error());
   free(jobs);
+}
+
+typedef struct {
+  ncclComm_t parent, child;
+  ncclResult_t res;
+  int64_t ms;
+} shrink_job_t;
+
+static void *shrink_main(void *arg) {
+  shrink_job_t *j = arg;
+  int exclude[1] = {2};
+  int64_t t0 = weft_now_ms();
+  j->res = pncclCommShrink(j->parent, exclude, 1, &j->child, NULL, NCCL_SHRINK_DEFAULT);
+  j->ms = weft_now_ms() - t0;
+  return NULL;
+}
+
+// The lowest survivor of ncclCommShrink reads the survivors' hellos beside a
+// stranger that connected first and says nothing; it once waited 5 s on it.
+Test(bootstrap, a_silent_stranger_does_not_hold_up_a_shrink) {
+  ncclUniqueId uid;
+  cr_assert_eq(pncclGetUniqueId(&uid), ncclSuccess);
+  rank_job_t jobs[3];
+  cr_assert_eq(run_ranks(&uid, 3, jobs), 3);
+  int stranger = -1;
+  cr_assert_eq(weft_socket_connect(&jobs[0].comm->bs.peers[0].listen, 2000, &stranger), ncclSuccess);
+  pause_ms(200);  // the stranger is first in rank 0's backlog
+  shrink_job_t sj[2];
+  pthread_t th[2];
+  for (int r = 0; r < 2; r++) {
+    sj[r] = (shrink_job_t){.parent = jobs[r].comm};
+    cr_assert_eq(pthread_create(&th[r], NULL, shrink_main, &sj[r]), 0);
+  }
+  for (int r = 0; r < 2; r++) pthread_join(th[r], NULL);
+  for (int r = 0; r < 2; r++) {
+    cr_expect_eq(sj[r].res, ncclSuccess, "rank %d: %s", r, weft_debug_last_error());
+    cr_expect_lt(sj[r].ms, 3000, "rank %d took %lld ms to shrink", r, (long long)sj[r].ms);
+    if (sj[r].child != NULL) pncclCommDestroy(sj[r].child);
+  }
+  weft_socket_close(&stranger);
+  destroy_all(jobs, 3);
 }
 
 Test(bootstrap, a_garbage_unique_id_is_refused) {
