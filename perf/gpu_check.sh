@@ -33,6 +33,9 @@
 # weftrun runs are skipped), NCCL_TESTS_BIN (a folder of nccl-tests
 # *_perf binaries: no nccl-tests build), EXTRA_LIB_DIR (shared libraries
 # weft needs that the machine lacks, e.g. libhwloc, libxml2, libnuma),
+# NCCL_TESTS_MPI_BIN (a folder of nccl-tests *_perf_mpi binaries built with
+# MPI=1), MPI_PREFIX (an Open MPI staged by perf/gpu_pack.sh; its mpirun runs
+# the MPI builds as processes, all on GPU 0),
 # COLLS (the collectives to run), NRANKS ("2 4"), RUN_TIMEOUT (seconds per
 # nccl-tests run, 120), PERF_DEVICE (set: weft's own *_perf with --device 1
 # under weftrun and as threads of one process, up to MAXBYTES, plus
@@ -68,6 +71,10 @@ if [ -n "${EXTRA_LIB_DIR:-}" ]; then  # only the libraries the machine lacks, so
   done
   echo "== carried libraries used: $(ls "$out/extra-lib" | tr '\n' ' ')"
   export LD_LIBRARY_PATH=$out/extra-lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+fi
+if [ -n "${MPI_PREFIX:-}" ]; then  # an Open MPI staged by perf/gpu_pack.sh
+  . "$root/perf/mpi_env.sh" "$MPI_PREFIX"
+  echo "== Open MPI: $(mpirun --version 2>&1 | head -1) from $MPI_PREFIX"
 fi
 for d in /usr/local/cuda/lib64 /usr/local/cuda/lib; do
   [ -d "$d" ] && export LD_LIBRARY_PATH=${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$d
@@ -142,7 +149,9 @@ else
   else
     say nccl-tests-build FAIL "$(tail -1 "$out/nccl-tests-build.log")"
   fi
-  if [ -z "${NO_MPI:-}" ] && command -v mpirun >/dev/null && mpicc -showme:incdirs >/dev/null 2>&1; then
+  if [ -n "${NCCL_TESTS_MPI_BIN:-}" ]; then
+    : # prebuilt, below
+  elif [ -z "${NO_MPI:-}" ] && command -v mpirun >/dev/null && mpicc -showme:incdirs >/dev/null 2>&1; then
     mpihome=$(dirname "$(mpicc -showme:incdirs | awk '{print $1}')")
     NCCL_TESTS_MAKE_ARGS="MPI=1 MPI_HOME=$mpihome NAME_SUFFIX=_mpi" JOBS=$jobs timeout 400 \
       perf/nccl_tests_build.sh "$tests" "$out/nccl-tests-mpi" >"$out/nccl-tests-mpi-build.log" 2>&1 &&
@@ -150,6 +159,14 @@ else
   fi
 fi
 mpibin=${mpibin:-}
+if [ -n "${NCCL_TESTS_MPI_BIN:-}" ] && [ -z "${NO_MPI:-}" ]; then
+  mpibin=$NCCL_TESTS_MPI_BIN
+  echo "== nccl-tests MPI builds: prebuilt, $(ls "$mpibin"/*_perf_mpi 2>/dev/null | wc -l) in $mpibin"
+fi
+if [ -n "$mpibin" ] && ! command -v mpirun >/dev/null; then
+  mpibin=""
+  echo "== no mpirun (set MPI_PREFIX to a staged Open MPI): the process mode uses weftrun"
+fi
 mpiflags="--allow-run-as-root --oversubscribe"   # Open MPI's; its -x passes the environment on
 if [ -n "$mpibin" ] && ! mpirun --version 2>&1 | grep -q "Open MPI"; then
   mpibin=""
@@ -194,7 +211,9 @@ for lib in $libs; do
         run_perf $lib "$dir" "$lib-$c-t$n" "$bindir/${c}_perf" "${args[@]}" -t $n
       fi
       if [ -n "$mpibin" ] && [ -n "$dir" ] && [ -n "$gpu" ]; then
-        run_perf $lib "$dir" "$lib-$c-p$n" mpirun $mpiflags -np $n -x LD_LIBRARY_PATH -x NCCL_SOCKET_IFNAME \
+        # NCCL_TESTS_DEVICE=0: every process on GPU 0 (else process i takes GPU i).
+        NCCL_TESTS_DEVICE=0 run_perf $lib "$dir" "$lib-$c-p$n" mpirun $mpiflags -np $n -x LD_LIBRARY_PATH \
+          -x NCCL_SOCKET_IFNAME -x NCCL_TESTS_DEVICE \
           sh -c 'NCCL_HOSTID=gpu-check-${OMPI_COMM_WORLD_RANK:-${PMI_RANK:-0}} exec "$0" "$@"' \
           "$mpibin/${c}_perf_mpi" "${args[@]}" -t 1
       elif [ $lib = weft ] && [ $weft_ok != 0 ] && [ -x build/bin/weftrun ]; then
