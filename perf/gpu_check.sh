@@ -41,7 +41,9 @@
 # under weftrun and as threads of one process, up to MAXBYTES, plus
 # PERF_ARGS, and the same with WEFT_CUDA_DIRECT=1, PyTorch included),
 # DIRECT_ONLY (set: only the direct path's runs, the copy bandwidth and the
-# PyTorch checks), SKIP_TORCH (set: no
+# PyTorch checks), TEST_CUDA_STREAM (test_cuda_stream to run with
+# WEFT_TEST_REAL_CUDA=1; build/tests/multirank's by default, with
+# PERF_DEVICE or DIRECT_ONLY), SKIP_TORCH (set: no
 # PyTorch or copy-bandwidth checks), SKIP_NVIDIA (set: no
 # NVIDIA nccl-tests runs, e.g. when threads on one GPU are all it could do).
 #
@@ -241,6 +243,29 @@ for lib in $libs; do
     done
   done
 done
+
+# ---- 3a. test_cuda_stream on the real driver: the stand-in tests' bitwise
+# sweeps against the host path, stream semantics, Send/Recv, split, abort,
+# staging and direct path, with libcuda.so.1 and libweft-cuda.so.
+tcs=${TEST_CUDA_STREAM:-build/tests/multirank/test_cuda_stream}
+if [ -n "${PERF_DEVICE:-}${DIRECT_ONLY:-}${TEST_CUDA_STREAM:-}" ]; then
+  if [ -z "$gpu" ]; then
+    say test-cuda-stream-real SKIP "no GPU visible"
+  elif [ ! -x "$tcs" ]; then
+    say test-cuda-stream-real SKIP "no $tcs (perf/gpu_pack.sh carries it)"
+  else
+    log=$out/test-cuda-stream-real.log
+    WEFT_TEST_REAL_CUDA=1 LD_LIBRARY_PATH=$weftdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} timeout 400 "$tcs" \
+      --verbose >"$log" 2>&1
+    rc=$?
+    synth=$(grep -m1 "Synthesis" "$log" | sed 's/.*Synthesis: //')
+    if [ $rc = 0 ] && grep -q "Failing: 0 | Crashing: 0" "$log"; then
+      say test-cuda-stream-real PASS "$synth; skipped: $(grep -c '^\[SKIP\]' "$log")"
+    else
+      say test-cuda-stream-real FAIL "rc=$rc: ${synth:-no synthesis}: $(grep -m1 -E 'FAIL|check failed' "$log" | cut -c1-160)"
+    fi
+  fi
+fi
 
 # ---- 3b. The direct path (WEFT_CUDA_DIRECT=1: collectives on the GPU through
 # CUDA IPC and libweft-cuda.so's kernels, in rounds through device slots and

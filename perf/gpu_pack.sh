@@ -15,9 +15,11 @@
 #
 # The archive holds:
 #   *_perf            nccl-tests (perf/nccl_tests_build.sh);
+#   tests/            test_cuda_stream, for WEFT_TEST_REAL_CUDA=1 on the GPU;
 #   mpi/*_perf_mpi    the same built with MPI=1 (when mpicc is here);
-#   lib/              libraries weft and Open MPI link beyond glibc (gpu_check.sh
-#                     uses only those the machine's ldconfig does not know);
+#   lib/              libraries weft, the test (Criterion) and Open MPI link
+#                     beyond glibc (gpu_check.sh uses only those the
+#                     machine's ldconfig does not know);
 #   ompi/             Debian's openmpi-bin, libopenmpi3, openmpi-common and
 #                     libpmix2 files, /usr and / stripped (when installed).
 # With Open MPI it then checks the staged copy: a two-process MPI_Allreduce
@@ -60,10 +62,13 @@ fi
 
 # 2. Shared libraries beyond glibc that weft (and Open MPI's launcher) link.
 need() { ldd "$@" 2>/dev/null | awk '$3 ~ /^\// {print $3}' | grep -vE '/(libc|libm|libpthread|libdl|librt|ld-linux[^/]*)\.so' || true; }
-libs=$(need "$root/build/lib/libnccl.so.2")
+test_bin=$root/build/tests/multirank/test_cuda_stream  # run with WEFT_TEST_REAL_CUDA=1 there
+[ -x "$test_bin" ] || fail "no $test_bin (make test builds it)"
+mkdir -p "$stage/tests" && cp "$test_bin" "$stage/tests/"
+libs="$(need "$root/build/lib/libnccl.so.2") $(need "$test_bin")"
 if [ "$mpi" = yes ]; then libs="$libs $(need "$(readlink -f "$(command -v orterun)")" /usr/lib/x86_64-linux-gnu/libmpi.so.40)"; fi
 for l in $(echo $libs | tr ' ' '\n' | sort -u); do
-  case $l in *openmpi*|*libmpi*|*libopen-*|*pmix*) continue ;; esac  # these travel in ompi/
+  case $l in *openmpi*|*libmpi*|*libopen-*|*pmix*|"$root"/*) continue ;; esac  # in ompi/, or weft's own
   cp -L "$l" "$stage/lib/"
 done
 

@@ -23,6 +23,7 @@ typedef void (*tcu_host_fn)(void *);
 typedef struct {
   void *lib;
   tcu_result (*init)(unsigned int);
+  tcu_result (*device_count)(int *);
   tcu_result (*primary_retain)(tcu_ctx *, int);
   tcu_result (*ctx_set)(tcu_ctx);
   tcu_result (*stream_create)(tcu_stream *, unsigned int);
@@ -47,6 +48,12 @@ typedef struct {
 
 static char tcu_fake_path[512];
 
+// WEFT_TEST_REAL_CUDA=1: the real libcuda.so.1, on a GPU machine.
+static inline int tcu_real(void) {
+  const char *real = getenv("WEFT_TEST_REAL_CUDA");
+  return real != NULL && real[0] == '1';
+}
+
 // Points libweft (WEFT_CUDA_DRIVER_LIB) and tcu_open at the stand-in driver.
 static inline void tcu_use_fake_driver(void) {
   const char *b = getenv("WEFT_BUILD_DIR");
@@ -66,6 +73,7 @@ static inline int tcu_open(tcu_t *t) {
     const char *name;
   } syms[] = {
       {(void **)&t->init, "cuInit"},
+      {(void **)&t->device_count, "cuDeviceGetCount"},
       {(void **)&t->primary_retain, "cuDevicePrimaryCtxRetain"},
       {(void **)&t->ctx_set, "cuCtxSetCurrent"},
       {(void **)&t->stream_create, "cuStreamCreate"},

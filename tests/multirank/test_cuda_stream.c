@@ -6,7 +6,9 @@
  * memory is a PROT_NONE view (a host memcpy on it would crash) and its
  * streams are in-order queues run by threads, with stream memory operations,
  * host functions and capture, as cuda.h describes them. With
- * WEFT_TEST_REAL_CUDA=1 the same test runs against libcuda.so.1.
+ * WEFT_TEST_REAL_CUDA=1 the same test runs against libcuda.so.1 and
+ * libweft-cuda.so's kernels, on device 0; what needs the stand-in (a failure
+ * it injects) or two devices is then skipped, saying so.
  *
  * The oracle for every collective is weft's host path: the same call on
  * host copies of the same bytes (NULL stream, completed on return) must give
@@ -28,15 +30,32 @@ static tcu_t cu;
 // A rank's driver, context (device = rank % 2 on the fake's two devices) and stream.
 static int rank_setup(int rank, tcu_stream *stream) {
   if (tcu_open(&cu) != 0) return -1;
-  const char *real = getenv("WEFT_TEST_REAL_CUDA");
-  int dev = real != NULL && real[0] == '1' ? 0 : rank % 2;
-  if (tcu_use_device(&cu, dev) != 0) return -1;
+  if (tcu_use_device(&cu, tcu_real() ? 0 : rank % 2) != 0) return -1;
   return cu.stream_create(stream, 1 /* CU_STREAM_NON_BLOCKING */);
 }
 
 static void driver_setup(void) {
-  const char *real = getenv("WEFT_TEST_REAL_CUDA");
-  if (real == NULL || real[0] != '1') tcu_use_fake_driver();
+  if (!tcu_real()) tcu_use_fake_driver();
+}
+
+// CUDA devices the driver sees, counted in a child process: the test
+// process forks its ranks, and a process that initialised CUDA must not fork.
+static int device_count(void) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    tcu_t t;
+    int n = 0;
+    _exit(tcu_open(&t) == 0 && t.device_count(&n) == 0 ? (n > 100 ? 100 : n) : 0);
+  }
+  int status = 0;
+  if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) return 0;
+  return WEXITSTATUS(status);
+}
+
+// For a test that needs two devices: skips with real CUDA on fewer.
+static void need_two_devices(void) {
+  int n = tcu_real() ? device_count() : 2;  // the stand-in has two
+  if (n < 2) cr_skip_test("needs two CUDA devices; this machine has %d", n);
 }
 
 /* ---------- the sweep: device path against the host path ---------- */
@@ -466,6 +485,7 @@ static int multi_body(int rank, int nranks, ncclUniqueId *ids, void *arg) {
 Test(cuda_stream, one_thread_drives_two_devices_in_a_group, .timeout = 60) {
   weft_test_env_timeout(30);
   driver_setup();
+  need_two_devices();
   WEFT_TEST_EXPECT_FORK_OK(1, 0, multi_body, NULL, 50);
 }
 
@@ -484,6 +504,7 @@ static int initall_fail_body(int rank, int nranks, ncclUniqueId *ids, void *arg)
 }
 
 Test(cuda_stream, init_all_fails_fast_when_a_device_cannot_be_used, .timeout = 60) {
+  if (tcu_real()) cr_skip_test("injects a driver failure, which only the stand-in driver can do");
   weft_test_env_timeout(30);
   driver_setup();
   setenv("FAKE_CUDA_FAIL", "cuDevicePrimaryCtxRetain", 1);
@@ -579,6 +600,34 @@ static int fake_counter(const char *lib_env, const char *name) {
   return f != NULL ? f() : -1;
 }
 
+// Lines of process line_pid saying "CUDA direct path: on" in the log of
+// process file_pid (NCCL_DEBUG_FILE with %p: a rank forked after its parent
+// opened the log writes to the parent's file). Lines start "host:pid:tid".
+static int direct_on_lines(int file_pid, int line_pid) {
+  const char *pattern = getenv("NCCL_DEBUG_FILE"), *pp = pattern != NULL ? strstr(pattern, "%p") : NULL;
+  if (pp == NULL) return 0;
+  char path[512], tag[32], line[512];
+  snprintf(path, sizeof(path), "%.*s%d%s", (int)(pp - pattern), pattern, file_pid, pp + 2);
+  snprintf(tag, sizeof(tag), ":%d:", line_pid);
+  FILE *f = fopen(path, "r");
+  int n = 0;
+  while (f != NULL && fgets(line, sizeof(line), f) != NULL)
+    n += strstr(line, tag) != NULL && strstr(line, "CUDA direct path: on") != NULL;
+  if (f != NULL) fclose(f);
+  return n;
+}
+
+#define EVIDENCE (tcu_real() ? "communicators with the path on" : "waits on peers")
+
+// How far this process took the direct path: with the stand-in driver, its
+// streams' waits on peers' counters in device memory (the staging path
+// waits only on pinned host memory); with real CUDA, the communicators that
+// set the path up, from the log (direct_setup turns it on).
+static int direct_evidence(void) {
+  if (!tcu_real()) return fake_counter("WEFT_CUDA_DRIVER_LIB", "fake_cuda_device_waits");
+  return direct_on_lines(getpid(), getpid()) + direct_on_lines(getppid(), getpid());
+}
+
 static int direct_sweep(sweep_t *w) {
   const ncclRedOp_t ops[] = {ncclSum, ncclProd, ncclMax, ncclMin, ncclAvg};
   const size_t counts[] = {1, 1027, 9000};
@@ -650,17 +699,17 @@ static int direct_body(int rank, int nranks, ncclUniqueId id, void *arg) {
   if (sweep_open(&w, rank, nranks, id) != 0) return weft_test_failures();
   finite_floats = 1;
   int failed = direct_sweep(&w);
-  int waits = fake_counter("WEFT_CUDA_DRIVER_LIB", "fake_cuda_device_waits");
+  int waits = direct_evidence();
   int reductions = fake_counter("WEFT_CUDA_KERNELS_LIB", "fake_kernels_calls");
-  // Every call waited on its peers' counters in device memory at least
-  // once: the staging path waits only on pinned host memory.
-  WEFT_TEST_CHECK(waits >= w.cases * (nranks - 1), "the direct path was not taken: %d waits on device counters for "
-                  "%d calls", waits, w.cases);
-  WEFT_TEST_CHECK(reductions > 0, "the direct path queued no reductions");
+  // With the stand-in, every call waited on its peers' counters in device
+  // memory at least once, and reductions ran as stand-in kernels.
+  WEFT_TEST_CHECK(tcu_real() ? waits > 0 : waits >= w.cases * (nranks - 1),
+                  "the direct path was not taken: %d %s for %d calls", waits, EVIDENCE, w.cases);
+  WEFT_TEST_CHECK(tcu_real() || reductions > 0, "the direct path queued no reductions");
   if (!failed && weft_test_failures() == 0) direct_in_flight(&w);
   if (rank == 0)
-    fprintf(stderr, "cuda_stream direct: %d ranks, %d calls compared, %d waits on peers, %d reductions queued\n",
-            nranks, w.cases, waits, reductions);
+    fprintf(stderr, "cuda_stream direct: %d ranks, %d calls compared, %d %s, %d reductions queued\n",
+            nranks, w.cases, waits, EVIDENCE, reductions);
   sweep_close(&w);
   return weft_test_failures();
 }
@@ -774,10 +823,11 @@ static int p2p_body(int rank, int nranks, ncclUniqueId id, void *arg) {
     for (int p = 0; p < nranks; p++) from[p] = p == prev;
     p2p_check(&t, call, MAXB, from, "beside all-reduces");
   }
-  int waits = fake_counter("WEFT_CUDA_DRIVER_LIB", "fake_cuda_device_waits");
-  WEFT_TEST_CHECK(waits >= call * 2, "the direct path was not taken: %d waits on device counters", waits);
-  if (rank == 0) fprintf(stderr, "cuda_stream direct p2p: %d ranks, %d exchanges, %d waits on peers\n", nranks, call,
-                         waits);
+  int waits = direct_evidence();
+  WEFT_TEST_CHECK(tcu_real() ? waits > 0 : waits >= call * 2, "the direct path was not taken: %d %s", waits,
+                  EVIDENCE);
+  if (rank == 0)
+    fprintf(stderr, "cuda_stream direct p2p: %d ranks, %d exchanges, %d %s\n", nranks, call, waits, EVIDENCE);
   free(from);
   WEFT_TEST_CHECK_RES(ncclCommDestroy(t.comm), ncclSuccess);
   cu.free(tcu_p(t.d_send));
@@ -793,10 +843,18 @@ static weft_test_one_id_t direct_job = {direct_body, NULL};
 
 static void direct_setup(void) {
   driver_setup();
-  static char lib[600];
-  const char *b = getenv("WEFT_BUILD_DIR");
-  snprintf(lib, sizeof(lib), "%s/tests/lib/libweft-fake-cuda-kernels.so", b && b[0] ? b : "build");
-  setenv("WEFT_CUDA_KERNELS_LIB", lib, 1);
+  if (tcu_real()) {  // libweft-cuda.so beside libweft; each rank logs whether the path came up
+    setenv("NCCL_DEBUG", "INFO", 1);
+    setenv("NCCL_DEBUG_SUBSYS", "INIT", 1);
+    static char log[64];
+    snprintf(log, sizeof(log), "/tmp/weft-cuda-stream-%d-%%p.log", (int)getpid());
+    setenv("NCCL_DEBUG_FILE", log, 1);
+  } else {
+    static char lib[600];
+    const char *b = getenv("WEFT_BUILD_DIR");
+    snprintf(lib, sizeof(lib), "%s/tests/lib/libweft-fake-cuda-kernels.so", b && b[0] ? b : "build");
+    setenv("WEFT_CUDA_KERNELS_LIB", lib, 1);
+  }
   setenv("WEFT_CUDA_DIRECT", "1", 1);
   setenv("WEFT_CUDA_DIRECT_SCRATCH_BYTES", "4096", 1);
   setenv("WEFT_CUDA_DIRECT_P2P_BYTES", "4096", 1);
@@ -837,8 +895,8 @@ typedef struct {
 
 static int direct_in_one_process(int rank, int nranks, ncclUniqueId *ids, void *arg) {
   int failed = ((one_process_t *)arg)->body(rank, nranks, ids, NULL);
-  int waits = fake_counter("WEFT_CUDA_DRIVER_LIB", "fake_cuda_device_waits");
-  WEFT_TEST_CHECK(waits > 0, "the direct path was not taken (%d waits on device counters)", waits);
+  int waits = direct_evidence();
+  WEFT_TEST_CHECK(waits > 0, "the direct path was not taken (%d %s)", waits, EVIDENCE);
   return failed ? failed : weft_test_failures();
 }
 
@@ -846,7 +904,7 @@ Test(cuda_stream, direct_path_ranks_in_one_process, .timeout = 120) {
   weft_test_env_timeout(30);
   direct_setup();
   one_process_t multi = {multi_body}, threads = {threads_body};
-  WEFT_TEST_EXPECT_FORK_OK(1, 0, direct_in_one_process, &multi, 50);
+  if (!tcu_real() || device_count() >= 2) WEFT_TEST_EXPECT_FORK_OK(1, 0, direct_in_one_process, &multi, 50);
   WEFT_TEST_EXPECT_FORK_OK(1, 1, direct_in_one_process, &threads, 50);
 }
 
@@ -861,11 +919,11 @@ static int split_body(int rank, int nranks, ncclUniqueId id, void *arg) {
   int32_t *buf = tcu_alloc(&cu, M * sizeof(int32_t)), *in = tcu_alloc(&cu, M * sizeof(int32_t));
   int32_t *h = malloc(M * sizeof(int32_t));
   if (comm == NULL || buf == NULL || in == NULL || h == NULL) return weft_test_failures() + 1;
+  int before = direct_evidence();
   WEFT_TEST_CHECK_RES(ncclCommSplit(comm, rank % 2, rank, &child, NULL), ncclSuccess);
   int crank = -1, cn = 0;
   WEFT_TEST_CHECK_RES(ncclCommUserRank(child, &crank), ncclSuccess);
   WEFT_TEST_CHECK_RES(ncclCommCount(child, &cn), ncclSuccess);
-  int before = fake_counter("WEFT_CUDA_DRIVER_LIB", "fake_cuda_device_waits");
   for (int i = 0; i < M; i++) h[i] = rank * 1000 + i;
   WEFT_TEST_CHECK(cu.htod(tcu_p(buf), h, M * sizeof(int32_t)) == 0, "htod failed");
   cudaStream_t st = (cudaStream_t)s;
@@ -884,7 +942,7 @@ static int split_body(int rank, int nranks, ncclUniqueId id, void *arg) {
   WEFT_TEST_CHECK(h[5] == want_sum + cn * 5, "child all-reduce: %d, expected %d", h[5], want_sum + cn * 5);
   WEFT_TEST_CHECK(cu.dtoh(h, tcu_p(in), M * sizeof(int32_t)) == 0, "dtoh failed");
   WEFT_TEST_CHECK(h[7] == from * 1000 + 7, "child ring: %d, expected %d", h[7], from * 1000 + 7);
-  int waits = fake_counter("WEFT_CUDA_DRIVER_LIB", "fake_cuda_device_waits") - before;
+  int waits = direct_evidence() - before;
   WEFT_TEST_CHECK(cn == 1 || waits > 0, "the child's calls did not take the direct path");
   WEFT_TEST_CHECK_RES(ncclCommDestroy(child), ncclSuccess);
   WEFT_TEST_CHECK_RES(ncclCommDestroy(comm), ncclSuccess);
