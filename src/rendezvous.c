@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -293,8 +294,21 @@ static void root_register(root_t *rt, weft_hello_pool_t *pool, int idx, const ch
   rt->clients[rt->nclients++] = (client_t){.fd = weft_hello_pool_take(pool, idx), .is_subroot = m.type == RDV_BATCH};
 }
 
+// The root holds a connection per rank until it answers: let it open as many
+// descriptors as the hard limit allows (NCCL's root does the same).
+static void raise_fd_limit(void) {
+  struct rlimit lim;
+  if (getrlimit(RLIMIT_NOFILE, &lim) != 0 || lim.rlim_cur >= lim.rlim_max) return;
+  rlim_t was = lim.rlim_cur;
+  lim.rlim_cur = lim.rlim_max;
+  if (setrlimit(RLIMIT_NOFILE, &lim) == 0)
+    INFO(WEFT_LOG_BOOTSTRAP, "bootstrap root: open-file limit raised from %llu to %llu", (unsigned long long)was,
+         (unsigned long long)lim.rlim_max);
+}
+
 static void *root_main(void *arg) {
   root_t *rt = arg;
+  raise_fd_limit();
   weft_hello_pool_t pool;
   int64_t timeout = weft_timeout_ms();
   int64_t deadline = timeout > 0 ? weft_now_ms() + timeout : INT64_MAX;

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "comm.h"
@@ -272,6 +273,28 @@ Test(bootstrap, a_silent_stranger_does_not_hold_up_a_shrink) {
   }
   weft_socket_close(&stranger);
   destroy_all(jobs, 3);
+}
+
+// The root raises the open-file limit to the hard one, as NCCL's does: a
+// job of a few hundred ranks must not die of EMFILE at a soft limit of 1024.
+Test(bootstrap, the_root_raises_the_open_file_limit) {
+  struct rlimit lim;
+  cr_assert_eq(getrlimit(RLIMIT_NOFILE, &lim), 0);
+  if (lim.rlim_max <= 64) cr_skip_test("the hard open-file limit is %llu", (unsigned long long)lim.rlim_max);
+  lim.rlim_cur = 64;
+  cr_assert_eq(setrlimit(RLIMIT_NOFILE, &lim), 0);
+  ncclUniqueId uid;
+  cr_assert_eq(pncclGetUniqueId(&uid), ncclSuccess);
+  struct rlimit now = {0};
+  for (int i = 0; i < 100 && now.rlim_cur != lim.rlim_max; i++) {  // the root's thread does it
+    pause_ms(10);
+    getrlimit(RLIMIT_NOFILE, &now);
+  }
+  cr_expect_eq(now.rlim_cur, lim.rlim_max, "soft limit %llu, hard %llu", (unsigned long long)now.rlim_cur,
+               (unsigned long long)lim.rlim_max);
+  rank_job_t jobs[2];
+  cr_expect_eq(run_ranks(&uid, 2, jobs), 2);
+  destroy_all(jobs, 2);
 }
 
 Test(bootstrap, a_garbage_unique_id_is_refused) {
