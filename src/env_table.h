@@ -21,6 +21,7 @@ WEFT_ENV_INT(WEFT_TIMEOUT, 300, "Seconds any initialisation wait or collective m
 WEFT_ENV_INT(WEFT_SHM_SLOT_BYTES, 65536, "Bytes in one shared-memory FIFO slot (the pipelining unit).")
 WEFT_ENV_INT(WEFT_SHM_SLOTS, 16, "Slots in each shared-memory FIFO (per peer, per traffic class).")
 WEFT_ENV_INT(WEFT_SPIN_NS, 20000, "Nanoseconds a waiting rank polls before it sleeps on a futex.")
+WEFT_ENV_INT(WEFT_NET_SPIN_NS, 1000000, "Nanoseconds the network proxy keeps polling after it last moved data before it sleeps in epoll: the next step of a collective usually comes within it, and an idle proxy sleeps.")
 WEFT_ENV_INT(WEFT_CHECK_MISMATCH, 1, "1: ranks compare each collective's arguments and fail mismatches with ncclInvalidUsage.")
 WEFT_ENV_STR(WEFT_COMM_SECRET, NULL, "Shared secret for environment-based rendezvous (NCCL_COMM_ID, torchrun, Slurm, MPI).")
 WEFT_ENV_INT(WEFT_MASTER_PORT_OFFSET, 1, "weftInitFromEnv: rendezvous port = MASTER_PORT + this (torchrun's own store uses MASTER_PORT).")

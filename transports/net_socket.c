@@ -14,7 +14,10 @@
  * says where its payload goes, so large messages are read from the kernel
  * straight into their final buffer; the sockets not carrying it go on.
  * Each communicator has an epoll descriptor over its sockets (edge
- * triggered) that the caller can wait on.
+ * triggered) that the caller can wait on: receivers watch for bytes,
+ * senders for room only while the kernel has none, and every pass of
+ * progress takes the events first, so the descriptor is readable only when
+ * there is something new to do and an idle caller really sleeps.
  *
  * An orderly close sends a "bye" header after the last message; an end of
  * stream without it, a reset or keepalive expiry fails the communicator.
@@ -90,6 +93,10 @@ struct sock_comm {
   uint64_t head, tail;        // oldest unfinished request; next free one
   uint64_t cur[MAX_SOCKS];    // per socket: the request whose part it moves
   int failed, peer_closed;
+  uint64_t out_armed;         // send sockets (bits) whose epoll entry asks for EPOLLOUT
+  uint64_t headers_read;      // receives whose header arrived (their parts may follow on any socket)
+  uint64_t moves;             // transfers and request steps so far
+  int quiet;                  // the last pass of progress moved nothing
   size_t hold_min;            // receives of at least this many bytes ...
   uint64_t hold_until;        // ... numbered below this are held
   char peer[WEFT_ADDR_STRLEN];
@@ -186,7 +193,8 @@ static ncclResult_t comm_new(int is_send, int nsocks, int *fds, sock_comm_t **ou
   if (getpeername(c->fds[0], (struct sockaddr *)&ss, &sl) == 0 && sl <= sizeof(peer)) memcpy(&peer, &ss, sl);
   weft_socket_addr_str(&peer, c->peer, sizeof(c->peer));
   for (int i = 0; i < nsocks && c->epfd >= 0; i++) {
-    struct epoll_event ev = {.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET, .data.u32 = (uint32_t)i};
+    // Receivers wait for bytes; senders ask for room only while blocked (arm_out).
+    struct epoll_event ev = {.events = is_send ? EPOLLET : EPOLLIN | EPOLLRDHUP | EPOLLET, .data.u32 = (uint32_t)i};
     if (set_nonblocking(c->fds[i]) != 0 || epoll_ctl(c->epfd, EPOLL_CTL_ADD, c->fds[i], &ev) != 0) {
       WARN("socket to %s: cannot set up polling: %s", c->peer, strerror(errno));
       comm_free(c, 1);
@@ -323,6 +331,16 @@ static ncclResult_t comm_fail(sock_comm_t *c, const char *what, int err) {
   return ncclRemoteError;
 }
 
+// A send socket asks epoll for EPOLLOUT while the kernel has no room for
+// it, and stops when it has nothing left to move: an idle sender's sockets
+// are always writable, which would keep the poll descriptor ready forever.
+static void arm_out(sock_comm_t *c, int i, int on) {
+  uint64_t bit = 1ull << i;
+  if (!(c->out_armed & bit) == !on) return;
+  struct epoll_event ev = {.events = (on ? EPOLLOUT : 0) | EPOLLET, .data.u32 = (uint32_t)i};
+  if (epoll_ctl(c->epfd, EPOLL_CTL_MOD, c->fds[i], &ev) == 0) c->out_armed ^= bit;
+}
+
 // Move bytes on socket i for the requests in order; stops when the kernel
 // would block or the next message's cut is not known yet.
 static ncclResult_t progress_socket(sock_comm_t *c, int i) {
@@ -335,6 +353,7 @@ static ncclResult_t progress_socket(sock_comm_t *c, int i) {
         ssize_t n = recv(c->fds[i], (char *)&r->hdr + r->hdr_done, sizeof(r->hdr) - r->hdr_done, MSG_DONTWAIT);
         if (n > 0) {
           r->hdr_done += (size_t)n;
+          c->moves++;
           continue;
         }
         if (n == 0) return c->peer_closed ? ncclSuccess : comm_fail(c, "connection closed without a goodbye", 0);
@@ -356,6 +375,7 @@ static ncclResult_t progress_socket(sock_comm_t *c, int i) {
       r->size = r->hdr.size;
       r->tag = r->hdr.tag;
       r->hdr_known = 1;
+      c->headers_read++;
       r->held = c->hold_min > 0 && r->size >= c->hold_min && r->index < c->hold_until;
     }
     int k = nparts(r->size, c->nsocks), part = (i - first + c->nsocks) % c->nsocks;
@@ -380,28 +400,52 @@ static ncclResult_t progress_socket(sock_comm_t *c, int i) {
           size_t h = (size_t)n < hdr_left ? (size_t)n : hdr_left;
           r->hdr_done += h;
           r->part_done[i] += (size_t)n - h;
+          c->moves++;
           continue;
         }
       } else {
         n = recv(c->fds[i], r->data + off + r->part_done[i], len - r->part_done[i], MSG_DONTWAIT);
         if (n > 0) {
           r->part_done[i] += (size_t)n;
+          c->moves++;
           continue;
         }
         if (n == 0) return comm_fail(c, "connection closed in the middle of a message", 0);
       }
       if (errno == EINTR) continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK) return ncclSuccess;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        if (c->is_send) arm_out(c, i, 1);
+        return ncclSuccess;
+      }
       return comm_fail(c, NULL, errno);
     }
     c->cur[i]++;
+    c->moves++;
   }
+  if (c->is_send) arm_out(c, i, 0);
   return ncclSuccess;
 }
 
+// The poll descriptor is readable while its epoll holds events nobody took
+// (edge-triggered entries stay listed until reported). After a pass that
+// moved nothing (the caller may be about to sleep) they are taken first, so
+// the descriptor becomes readable again only for what happens after this
+// pass; while data flows, that system call is saved. Then every socket
+// moves what it can; a header read on one socket lets the others take their
+// parts of that message, so the pass is repeated until no new header came
+// (their events may have been taken: nothing would wake us for them).
 static ncclResult_t progress(sock_comm_t *c) {
   if (c->failed) return ncclRemoteError;
-  for (int i = 0; i < c->nsocks; i++) WEFTCHECK(progress_socket(c, i));
+  if (c->quiet) {
+    struct epoll_event seen[MAX_SOCKS];
+    (void)epoll_wait(c->epfd, seen, MAX_SOCKS, 0);
+  }
+  uint64_t headers, moves = c->moves;
+  do {
+    headers = c->headers_read;
+    for (int i = 0; i < c->nsocks; i++) WEFTCHECK(progress_socket(c, i));
+  } while (c->headers_read != headers);
+  c->quiet = c->moves == moves;
   return ncclSuccess;
 }
 

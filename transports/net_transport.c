@@ -319,7 +319,7 @@ static void *proxy_main(void *arg) {
   net_state_t *st = arg;
   struct ncclComm *comm = st->comm;
   weft_debug_set_rank(comm->rank);
-  int64_t spin_ns = weft_env_WEFT_SPIN_NS(), idle_since = 0;
+  int64_t spin_ns = weft_env_WEFT_NET_SPIN_NS(), last_moved = 0;  // weft_now_ns() when data last moved
   int naps = 0;  // sleeps since anything moved
   for (;;) {
     if (comm_failed(comm)) {
@@ -343,13 +343,11 @@ static void *proxy_main(void *arg) {
       break;
     }
     if (moved) {
-      idle_since = 0;
+      last_moved = weft_now_ns();
       naps = 0;
       continue;
     }
-    int64_t now = weft_now_ns();
-    if (idle_since == 0) idle_since = now;
-    if (now - idle_since < spin_ns) {
+    if (weft_now_ns() - last_moved < spin_ns) {  // the next step usually comes soon
       sched_yield();
       continue;
     }
@@ -367,7 +365,6 @@ static void *proxy_main(void *arg) {
     uint64_t drained;
     while (read(st->evfd, &drained, sizeof(drained)) > 0) {
     }
-    idle_since = 0;
   }
   for (int i = 0; i < st->nconns; i++) {
     net_conn_t *nc = st->conns[i];
