@@ -37,6 +37,7 @@
 
 #include "checks.h"
 #include "env.h"
+#include "hello_pool.h"
 #include "net.h"
 #include "socket.h"
 #include "util.h"
@@ -48,7 +49,7 @@
 #define MAX_REQS 256
 #define PART_MIN 65536
 #define HELLO_MAX 256
-#define HELLO_WAIT_MS 10000  // for a new socket's introduction: lossy links retransmit for seconds
+#define HELLO_ROOM_MS 5000   // with every introduction slot taken, one silent this long makes way
 #define MAX_PENDING 64
 
 typedef struct {
@@ -111,6 +112,7 @@ typedef struct {  // a connection being assembled on the accepting side
 
 typedef struct {
   int fd;
+  weft_hello_pool_t hellos;  // connections whose introduction is still arriving
   pending_t pending[MAX_PENDING];
   int npending;
 } sock_listen_t;
@@ -151,7 +153,10 @@ static ncclResult_t sock_listen(int dev, void *handle, void **listen_comm) {
   if (l == NULL) return ncclSystemError;
   handle_t h = {.magic = HANDLE_MAGIC, .addr = dev_addr};
   ncclResult_t res = weft_socket_listen(&h.addr, &l->fd);
+  if (res == ncclSuccess)
+    res = weft_hello_pool_init(&l->hellos, l->fd, MAX_PENDING, sizeof(sock_hello_t), HELLO_ROOM_MS, "net socket");
   if (res != ncclSuccess) {
+    weft_socket_close(&l->fd);
     free(l);
     return res;
   }
@@ -243,6 +248,42 @@ static ncclResult_t sock_connect(int dev, const void *handle, const void *hello,
   return ncclSuccess;
 }
 
+// The next socket that introduced itself (its hello read as it arrived,
+// beside the others', hello_pool.c), before end_ms (< 0: none). Sockets
+// that close first or introduce themselves wrongly are dropped.
+static ncclResult_t next_introduced(sock_listen_t *l, size_t hello_len, int64_t end_ms, int *fd, sock_hello_t *sh,
+                                    char *hello) {
+  for (;;) {
+    int64_t left = end_ms < 0 ? 1000 : end_ms - weft_now_ms();
+    if (left <= 0) {
+      WARN("net socket: no connection arrived within WEFT_TIMEOUT=%lld s", (long long)weft_timeout_ms() / 1000);
+      return ncclRemoteError;
+    }
+    weft_hello_event_t ev;
+    int i;
+    WEFTCHECK(weft_hello_pool_poll(&l->hellos, (int)WEFT_MIN(left, 1000), &ev, &i));
+    if (ev == WEFT_HELLO_IDLE) continue;
+    weft_hello_t *h = &l->hellos.slot[i];
+    memcpy(sh, h->buf, sizeof(*sh));
+    int fits = ev == WEFT_HELLO_READY && sh->hello_len == hello_len && sh->nsocks > 0 && sh->nsocks <= MAX_SOCKS &&
+               sh->index < sh->nsocks;
+    if (fits && h->want == sizeof(*sh) && hello_len > 0) {  // the header is good: now its hello
+      if (!weft_hello_pool_extend(&l->hellos, i, hello_len)) weft_hello_pool_drop(&l->hellos, i);
+      continue;
+    }
+    if (!fits) {
+      char a[WEFT_ADDR_STRLEN];
+      INFO(WEFT_LOG_NET, "net socket: dropped a connection from %s that did not introduce itself",
+           weft_socket_addr_str(&h->from, a, sizeof(a)));
+      weft_hello_pool_drop(&l->hellos, i);
+      continue;
+    }
+    memcpy(hello, h->buf + sizeof(*sh), hello_len);
+    *fd = weft_hello_pool_take(&l->hellos, i);
+    return ncclSuccess;
+  }
+}
+
 // Accept connections until one communicator has all its sockets; blocking,
 // bounded by WEFT_TIMEOUT. Connections from strangers are dropped.
 static ncclResult_t sock_accept(void *listen_comm, void *hello, size_t hello_len, void **recv_comm) {
@@ -251,20 +292,9 @@ static ncclResult_t sock_accept(void *listen_comm, void *hello, size_t hello_len
   int64_t end = tmo > 0 ? weft_now_ms() + tmo : -1;
   for (;;) {
     int fd = -1;
-    weft_sockaddr_t from;
-    ncclResult_t res = weft_socket_accept_by(l->fd, end, "net socket", &fd, &from);
-    if (res != ncclSuccess) return res;
     sock_hello_t sh;
     char buf[HELLO_MAX];
-    if (weft_socket_recv(fd, &sh, sizeof(sh), HELLO_WAIT_MS) != ncclSuccess || sh.hello_len != hello_len ||
-        sh.nsocks == 0 || sh.nsocks > MAX_SOCKS || sh.index >= sh.nsocks ||
-        (hello_len && weft_socket_recv(fd, buf, hello_len, HELLO_WAIT_MS) != ncclSuccess)) {
-      char a[WEFT_ADDR_STRLEN];
-      INFO(WEFT_LOG_NET, "net socket: dropped a connection from %s that did not introduce itself",
-           weft_socket_addr_str(&from, a, sizeof(a)));
-      weft_socket_close(&fd);
-      continue;
-    }
+    WEFTCHECK(next_introduced(l, hello_len, end, &fd, &sh, buf));
     pending_t *p = NULL;
     for (int i = 0; i < l->npending && p == NULL; i++)
       if (l->pending[i].conn_id == sh.conn_id) p = &l->pending[i];
@@ -290,7 +320,7 @@ static ncclResult_t sock_accept(void *listen_comm, void *hello, size_t hello_len
     p->fds[sh.index] = fd;
     if (++p->got < p->nsocks) continue;
     sock_comm_t *c = NULL;
-    res = comm_new(0, (int)p->nsocks, p->fds, &c);
+    ncclResult_t res = comm_new(0, (int)p->nsocks, p->fds, &c);
     memcpy(hello, p->hello, hello_len);
     for (int i = 0; i < (int)p->nsocks; i++) weft_socket_close(&p->fds[i]);
     *p = l->pending[--l->npending];
@@ -305,6 +335,7 @@ static ncclResult_t sock_close_listen(void *listen_comm) {
   if (l == NULL) return ncclSuccess;
   for (int i = 0; i < l->npending; i++)
     for (int j = 0; j < MAX_SOCKS; j++) weft_socket_close(&l->pending[i].fds[j]);
+  weft_hello_pool_free(&l->hellos);
   weft_socket_close(&l->fd);
   free(l);
   return ncclSuccess;
