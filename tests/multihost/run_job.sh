@@ -147,22 +147,38 @@ done
 
 # Reap the hosts as they end; the first failure stops the rest.
 declare -A host_status
+host_ended() {  # host_ended PID STATUS
+  host_status[${hostof[$1]}]=$2
+  local p running=()
+  for p in "${pids[@]}"; do [ "$p" = "$1" ] || running+=("$p"); done
+  pids=("${running[@]}")
+  if [ "$2" -ne 0 ] && [ "$status" -eq 0 ]; then
+    status=$2
+    if [ "${#keep[@]}" -eq 0 ]; then
+      echo "run_job.sh: host ${hostof[$1]} failed (weftrun exit $2); stopping the others" >&2
+      stop_all
+    fi
+  fi
+}
 while [ "${#pids[@]}" -gt 0 ]; do
   done_pid=""
   wait -n -p done_pid "${pids[@]}"
   rc=$?
-  [ -n "$done_pid" ] || continue
-  running=()
-  for p in "${pids[@]}"; do [ "$p" = "$done_pid" ] || running+=("$p"); done
-  pids=("${running[@]}")
-  host_status[${hostof[done_pid]}]=$rc
-  if [ "$rc" -ne 0 ] && [ "$status" -eq 0 ]; then
-    status=$rc
-    if [ "${#keep[@]}" -eq 0 ]; then
-      echo "run_job.sh: host ${hostof[done_pid]} failed (weftrun exit $rc); stopping the others" >&2
-      stop_all
-    fi
+  if [ -n "${done_pid:-}" ]; then
+    host_ended "$done_pid" "$rc"
+    continue
   fi
+  # wait -n unsets done_pid, and bash may answer "no such job" for a host
+  # that ended beside another: take the ended ones by plain wait, which
+  # still knows their status.
+  ended=0
+  for p in "${pids[@]}"; do
+    kill -0 "$p" 2>/dev/null && continue
+    wait "$p" 2>/dev/null
+    host_ended "$p" $?
+    ended=1
+  done
+  [ "$ended" -eq 1 ] || sleep 0.1  # nothing ended: do not spin
 done
 rm -rf "$tmp"
 
