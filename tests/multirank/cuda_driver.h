@@ -13,6 +13,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 typedef int tcu_result;
 typedef unsigned long long tcu_ptr;
@@ -103,6 +105,20 @@ static inline int tcu_open(tcu_t *t) {
     }
   }
   return t->init(0);
+}
+
+// CUDA devices the driver sees, counted in a child process: a process that
+// initialised CUDA must not fork, and test processes fork their ranks.
+static inline int tcu_device_count(void) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    tcu_t t;
+    int n = 0;
+    _exit(tcu_open(&t) == 0 && t.device_count(&n) == 0 ? (n > 100 ? 100 : n) : 0);
+  }
+  int status = 0;
+  if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) return 0;
+  return WEXITSTATUS(status);
 }
 
 // Makes device `dev`'s primary context current on this thread; 0 on success.

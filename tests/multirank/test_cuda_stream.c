@@ -38,23 +38,9 @@ static void driver_setup(void) {
   if (!tcu_real()) tcu_use_fake_driver();
 }
 
-// CUDA devices the driver sees, counted in a child process: the test
-// process forks its ranks, and a process that initialised CUDA must not fork.
-static int device_count(void) {
-  pid_t pid = fork();
-  if (pid == 0) {
-    tcu_t t;
-    int n = 0;
-    _exit(tcu_open(&t) == 0 && t.device_count(&n) == 0 ? (n > 100 ? 100 : n) : 0);
-  }
-  int status = 0;
-  if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) return 0;
-  return WEXITSTATUS(status);
-}
-
 // For a test that needs two devices: skips with real CUDA on fewer.
 static void need_two_devices(void) {
-  int n = tcu_real() ? device_count() : 2;  // the stand-in has two
+  int n = tcu_real() ? tcu_device_count() : 2;  // the stand-in has two
   if (n < 2) cr_skip_test("needs two CUDA devices; this machine has %d", n);
 }
 
@@ -904,7 +890,7 @@ Test(cuda_stream, direct_path_ranks_in_one_process, .timeout = 120) {
   weft_test_env_timeout(30);
   direct_setup();
   one_process_t multi = {multi_body}, threads = {threads_body};
-  if (!tcu_real() || device_count() >= 2) WEFT_TEST_EXPECT_FORK_OK(1, 0, direct_in_one_process, &multi, 50);
+  if (!tcu_real() || tcu_device_count() >= 2) WEFT_TEST_EXPECT_FORK_OK(1, 0, direct_in_one_process, &multi, 50);
   WEFT_TEST_EXPECT_FORK_OK(1, 1, direct_in_one_process, &threads, 50);
 }
 
