@@ -4,8 +4,8 @@
  * An algorithm is a pure function from (collective, nranks, rank, count,
  * element size, root, slice, host of every rank) to a per-rank schedule: a
  * list of steps in a small vocabulary, grouped into lanes. Steps within a
- * lane run in order; lanes run concurrently. The engine (src/engine.c)
- * executes schedules on real buffers, the simulator (algorithms/sim.c)
+ * lane run in order; lanes run concurrently. The engine (src/core/engine.c)
+ * executes schedules on real buffers, the simulator (algorithms/sim/sim.c)
  * executes them symbolically, and the tuner prices them (algorithms/cost.c).
  * Nothing here touches memory or the network.
  *

@@ -75,10 +75,10 @@ done
 run_script "abi" 300 ./tests/abi/run_abi.sh "$build"
 run_script "docs/env.md current" 60 bash -c "'$build/bin/weft-env' --markdown | diff -u docs/env.md -"
 run_script "demo (4 ranks)" 120 "$build/bin/weftrun" -n 4 "$build/bin/weft-demo"
-# The GPU machine's PyTorch check (perf/gpu_torch_check.py), its logic on
+# The GPU machine's PyTorch check (tests/gpu/gpu_torch_check.py), its logic on
 # CPU with gloo: Debian's python3-torch, loopback only.
 if /usr/bin/python3 -c 'import torch' >/dev/null 2>&1; then
-  run_script "gpu/torch check (gloo, cpu)" 120 /usr/bin/python3 perf/gpu_torch_check.py --backend gloo --device cpu \
+  run_script "gpu/torch check (gloo, cpu)" 120 /usr/bin/python3 tests/gpu/gpu_torch_check.py --backend gloo --device cpu \
     --large 65536 --timeout 60
 else
   printf '%-28s skipped (no torch in /usr/bin/python3)\n' "gpu/torch check (gloo, cpu)"

@@ -4,7 +4,7 @@
  *   weft-env              every knob and the value weft would use now
  *   weft-env --markdown   the knob table as markdown (this is docs/env.md)
  *
- * Built against the library's internal env module (src/env.c, src/debug.c)
+ * Built against the library's internal env module (src/base/env.c, src/base/debug.c)
  * so it reads the knobs exactly as the library does.
  */
 #include <inttypes.h>

@@ -4,7 +4,7 @@
  *   weft-status [PID...]
  *
  * Each rank keeps the state of its latest operation in the header of its
- * shared-memory segment (src/engine_status.c): the call, its sequence
+ * shared-memory segment (src/core/engine_status.c): the call, its sequence
  * number, whether it runs, waits (on which rank, since when, with how many
  * bytes moved of how many), finished or failed. The segment's name is
  * unlinked once the ranks have mapped it, so this tool finds it in

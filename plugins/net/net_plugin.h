@@ -1,7 +1,7 @@
 /*
  * net_plugin.h — NCCL net plugins inside weft: the loader (net_plugin_load.c)
  * finds and binds a plugin, the adapter (net_plugin_adapt.c) presents it to
- * the network transport as a weft_net_t (transports/net.h).
+ * the network transport as a weft_net_t (transports/net/net.h).
  *
  * Between them sits weft_plugin_ops_t: one plugin's calls with the
  * differences between ABI versions taken out (argument order, int or

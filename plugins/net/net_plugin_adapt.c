@@ -1,7 +1,7 @@
 /*
  * net_plugin_adapt.c — an NCCL net plugin seen as a weft_net_t.
  *
- * weft's network interface (transports/net.h) asks for a little more than
+ * weft's network interface (transports/net/net.h) asks for a little more than
  * the plugin ABI gives; the adapter makes up the difference:
  *  - tags: every weft message travels as two plugin messages on the same
  *    communicator, a 16-byte header (magic, tag, size) and the payload, so

@@ -9,7 +9,7 @@
  * magic, so the fuzzer reaches the code behind authentication too (a real
  * stranger could not; a buggy or stale rank of the same job could).
  *
- *   mode 0, rendezvous root: root_main (src/rendezvous.c) runs in a thread on
+ *   mode 0, rendezvous root: root_main (src/boot/rendezvous.c) runs in a thread on
  *     a loopback listener; one hostile connection sends the bytes (a
  *     rdv_msg_t, then peer entries). The harness then completes the job with
  *     well-formed hellos, so the root always finishes, and joins the thread.

@@ -2,11 +2,11 @@
 """make_seeds.py — writes the binary seeds of corpus/wire, corpus/unique_id,
 corpus/env and corpus/net_ib (the topology seeds are XML files kept as they are).
 
-The layouts mirror src/rendezvous.h (rdv_msg_t in rendezvous.c: 116 bytes;
-weft_peer_info_t: 48 bytes, 8-aligned) and src/bootstrap.c (ring hello: 40
+The layouts mirror src/boot/rendezvous.h (rdv_msg_t in rendezvous.c: 116 bytes;
+weft_peer_info_t: 48 bytes, 8-aligned) and src/boot/bootstrap.c (ring hello: 40
 bytes, ring header: 8). Secrets are zero here: the harness splices the job's
 secret in when the input's option bits ask for it. The verbs connection info
-mirrors transports/net_ib_conn.c (WEFT_IB_CONN_BYTES = 120, FNV-1a 64 checksum).
+mirrors transports/ib/net_ib_conn.c (WEFT_IB_CONN_BYTES = 120, FNV-1a 64 checksum).
 Rerun after a layout change.
 """
 import os
@@ -64,7 +64,7 @@ seeds = {
     # wire, mode 0: the rendezvous root
     "wire/root-hello": bytes([0 | AUTH, 0]) + rdv(1, 2, 1, 0, 1) + peer(1),
     "wire/root-batch": bytes([0 | AUTH, 0]) + rdv(2, 3, 1, 0, 2) + peer(0) + peer(2),
-    # A known bug in src/rendezvous.c (README.md, "Open findings"), kept out of the corpus.
+    # A known bug in src/boot/rendezvous.c (README.md, "Open findings"), kept out of the corpus.
     "../crashers/rendezvous-batch-duplicate-rank": bytes([0 | AUTH, 0]) + rdv(2, 4, 1, 0, 2) + peer(3) + peer(3),
     "wire/root-subroot-hello": bytes([0 | AUTH, 0]) + rdv(1, 4, 2, 1, 1) + peer(3),
     "wire/root-stranger": bytes([0, 0]) + b"GET / HTTP/1.0\r\n\r\n",

@@ -2,7 +2,7 @@
  * cuda_driver.h — the CUDA driver as a test program sees it: the calls a
  * framework makes around NCCL (contexts, streams, device memory, copies),
  * looked up with dlsym in the same library libweft opens, so one test runs
- * against tests/fake_cuda (WEFT_CUDA_DRIVER_LIB, no GPU needed) or against
+ * against tests/fakes/cuda (WEFT_CUDA_DRIVER_LIB, no GPU needed) or against
  * the real libcuda.so.1 on a GPU machine. Types are written from cuda.h.
  */
 #ifndef WEFT_TEST_CUDA_DRIVER_H

@@ -1,6 +1,6 @@
 /*
  * test_cuda_mem.c — device buffers the library must refuse, on machines
- * without a GPU: ranks load tests/fake_cuda/ (a stand-in CUDA driver whose
+ * without a GPU: ranks load tests/fakes/cuda/ (a stand-in CUDA driver whose
  * "device memory" is a PROT_NONE mapping, so touching it would crash) by
  * WEFT_CUDA_DRIVER_LIB, and pass its pointers to collectives and p2p calls
  * from a thread with no current CUDA context (test_cuda_stream.c covers

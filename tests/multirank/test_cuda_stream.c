@@ -1,8 +1,8 @@
 /*
- * test_cuda_stream.c — device buffers on CUDA streams (src/cuda_stream.c),
+ * test_cuda_stream.c — device buffers on CUDA streams (src/cuda/cuda_stream.c),
  * through the public API, with ranks as forked processes.
  *
- * The driver is tests/fake_cuda (named by WEFT_CUDA_DRIVER_LIB): its device
+ * The driver is tests/fakes/cuda (named by WEFT_CUDA_DRIVER_LIB): its device
  * memory is a PROT_NONE view (a host memcpy on it would crash) and its
  * streams are in-order queues run by threads, with stream memory operations,
  * host functions and capture, as cuda.h describes them. With

@@ -1,6 +1,6 @@
 /*
  * test_device_api.c — the host entry points of NCCL 2.28's device API
- * (include/nccl_device.h, src/device_api.c) through the public API.
+ * (include/nccl_device.h, src/core/device_api.c) through the public API.
  *
  * weft has no GPU backend, so what creates device state must refuse with
  * ncclInvalidUsage (never crash, never leave the communicator unusable),

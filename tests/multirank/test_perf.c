@@ -222,7 +222,7 @@ Test(perf, every_benchmark_under_weftrun, .timeout = 180) {
 
 // --device 1: buffers from ncclMemAlloc on the current device, calls on
 // CUDA streams, checked through host copies; against the stand-in driver
-// (tests/fake_cuda), as processes (weftrun -n 2) and as one thread driving
+// (tests/fakes/cuda), as processes (weftrun -n 2) and as one thread driving
 // two devices in groups (-g 2).
 Test(perf, every_benchmark_on_device_buffers, .timeout = 240) {
   char weftrun[512], fake[600], env_lib[640];

@@ -1,5 +1,5 @@
 /*
- * cuda_ops_shim.cpp — src/cuda/reduce_ops.cuh compiled as host C++17 behind
+ * cuda_ops_shim.cpp — src/kernels/reduce_ops.cuh compiled as host C++17 behind
  * a C interface (cuda_ops_shim.h), so a C unit test can compare the device
  * functors with the host backend without a GPU or nvcc.
  *

@@ -1,5 +1,5 @@
 /*
- * cuda_ops_shim.h — the device backend's functors (src/cuda/reduce_ops.cuh)
+ * cuda_ops_shim.h — the device backend's functors (src/kernels/reduce_ops.cuh)
  * run on the host, for test_cuda_ops.c.
  *
  * cuda_ops_shim.cpp compiles the header as plain C++17 with the host

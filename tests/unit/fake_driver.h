@@ -1,6 +1,6 @@
 /*
  * fake_driver.h — unit tests that point libweft at the stand-in CUDA driver
- * (tests/fake_cuda, built as <build>/tests/lib/libweft-fake-cuda.so) and
+ * (tests/fakes/cuda, built as <build>/tests/lib/libweft-fake-cuda.so) and
  * call it themselves, through the same loaded library.
  */
 #ifndef WEFT_TEST_FAKE_DRIVER_H

@@ -1,7 +1,7 @@
 /*
- * test_cuda_ops.c — the device backend's functors (src/cuda/reduce_ops.cuh),
+ * test_cuda_ops.c — the device backend's functors (src/kernels/reduce_ops.cuh),
  * run on the host through cuda_ops_shim.cpp, against the host backend
- * (weft_reduce / weft_reduce_first of src/reduce.h), bit for bit.
+ * (weft_reduce / weft_reduce_first of src/arith/reduce.h), bit for bit.
  *
  * Runs everywhere: no GPU, no nvcc. What it covers: the narrow-format
  * converters (every fp16, bf16 and fp8 pattern to float; float to each

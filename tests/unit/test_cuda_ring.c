@@ -1,6 +1,6 @@
 /*
  * test_cuda_ring.c — the staging ring of a CUDA stream channel
- * (src/cuda_ring.c): regions handed out in order, taken back in order as the
+ * (src/cuda/cuda_ring.c): regions handed out in order, taken back in order as the
  * stream's `freed` counter passes their batches, wrapping around the block;
  * WAIT only when the stream will free room, NEVER when it cannot (too big,
  * or the room is held by a batch not queued yet); regions given back

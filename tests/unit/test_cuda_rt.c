@@ -1,6 +1,6 @@
 /*
  * test_cuda_rt.c — the CUDA driver loader and pointer classification
- * (src/cuda_rt.c) against tests/fake_cuda/, a stand-in driver whose
+ * (src/cuda/cuda_rt.c) against tests/fakes/cuda/, a stand-in driver whose
  * cuPointerGetAttribute(s) report its own ranges as device, managed or
  * registered host memory: host, device (two ordinals), managed, NULL, zero
  * bytes and buffers that run out of an allocation; the fallback to the

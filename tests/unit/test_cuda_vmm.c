@@ -1,7 +1,7 @@
 /*
  * test_cuda_vmm.c — ncclMemAlloc/ncclMemFree on device memory through the
- * CUDA VMM calls (src/mem_cuda.c), against the stand-in driver
- * (tests/fake_cuda/, build/tests/lib/libweft-fake-cuda.so): host memory
+ * CUDA VMM calls (src/cuda/mem_cuda.c), against the stand-in driver
+ * (tests/fakes/cuda/, build/tests/lib/libweft-fake-cuda.so): host memory
  * while the thread has no current context, with the driver switched off
  * (WEFT_CUDA_DRIVER_LIB=none) or absent; device memory on the current
  * context's device once there is one, rounded up to the 2 MiB granularity,

@@ -1,5 +1,5 @@
 /*
- * test_fake_cuda.c — the stand-in CUDA driver (tests/fake_cuda/,
+ * test_fake_cuda.c — the stand-in CUDA driver (tests/fakes/cuda/,
  * build/tests/lib/libweft-fake-cuda.so) behaves as cuda.h says, so that the
  * tests of the device engine and ncclMemAlloc can trust it: the cuInit gate
  * and contexts; stream FIFO order; stream memory operations that hold a

@@ -1,0 +1,27 @@
+# plugins.mk — the example NCCL plugins (plugins/*/example/): each built from
+# its ABI header alone, without libweft, as a third party would build it.
+
+# The example net plugin: its own TCP code and net_abi.h.
+NET_EXAMPLE := $(BUILD)/lib/libnccl-net-example.so
+ALL += $(NET_EXAMPLE)
+$(NET_EXAMPLE): $(wildcard plugins/net/example/*.c) $(wildcard plugins/net/example/*.h) plugins/net/net_abi.h
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_BASE) -fvisibility=hidden -Iinclude -Iplugins/net -shared -o $@ $(filter %.c,$^) -pthread
+
+# The example tuner and profiler plugins.
+TP_PLUGIN_EXAMPLES := $(BUILD)/lib/libnccl-tuner-example.so $(BUILD)/lib/libnccl-profiler-example.so
+ALL += $(TP_PLUGIN_EXAMPLES)
+$(BUILD)/lib/libnccl-tuner-example.so: plugins/tuner/example/tuner_example.c plugins/tuner/tuner_abi.h plugins/plugin_log_abi.h
+$(BUILD)/lib/libnccl-profiler-example.so: plugins/profiler/example/profiler_example.c plugins/profiler/profiler_abi.h plugins/plugin_log_abi.h
+$(TP_PLUGIN_EXAMPLES):
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_BASE) -shared -fvisibility=hidden -Iinclude -I$(dir $(firstword $(filter %.h,$^))) -o $@ $(filter %.c,$^)
+
+# The same examples exporting only their v4 symbol, for the v4 loaders' test.
+TP_PLUGIN_V4 := $(BUILD)/tests/plugins/libnccl-tuner-v4only.so $(BUILD)/tests/plugins/libnccl-profiler-v4only.so
+$(BUILD)/tests/plugins/libnccl-tuner-v4only.so: plugins/tuner/example/tuner_example.c plugins/tuner/tuner_abi.h plugins/plugin_log_abi.h
+$(BUILD)/tests/plugins/libnccl-profiler-v4only.so: plugins/profiler/example/profiler_example.c plugins/profiler/profiler_abi.h plugins/plugin_log_abi.h
+$(TP_PLUGIN_V4):
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_BASE) -DWEFT_EXAMPLE_V4_ONLY -shared -fvisibility=hidden -Iinclude -I$(dir $(firstword $(filter %.h,$^))) \
+	  -o $@ $(filter %.c,$^)

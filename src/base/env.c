@@ -1,0 +1,233 @@
+/*
+ * env.c — cached accessors for the knobs in env_table.h, the strict integer
+ * parser they use, and the markdown page generated from the same table.
+ *
+ * Each knob is read from the environment the first time its accessor runs
+ * and cached (one mutex for the slow path, a per-knob flag read with acquire
+ * ordering for the fast path). An empty value counts as unset. A value that
+ * differs from the default is reported once at INFO/ENV; an integer that does
+ * not parse is reported once with a WARN and the default is used.
+ *
+ * String values are copied; the copies are never freed (not even by
+ * weft_env_reset), so a pointer an accessor returned stays valid for the life
+ * of the process.
+ */
+#include "env.h"
+
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "debug.h"
+
+typedef struct {
+  const char *name;
+  const char *doc;
+  const char *str_default;
+  int64_t int_default;
+  int is_int;
+} weft_env_knob_t;
+
+// A copied string value, kept on a list that is never freed.
+typedef struct weft_env_text {
+  struct weft_env_text *next;
+  char text[];
+} weft_env_text_t;
+
+typedef struct {
+  int read;  // atomic: 1 once ival/sval hold this knob's value
+  int64_t ival;
+  const char *sval;
+} weft_env_cache_t;
+
+#define WEFT_ENV_INT(name, def, doc) WEFT_ENV_IDX_##name,
+#define WEFT_ENV_STR(name, def, doc) WEFT_ENV_IDX_##name,
+enum {
+#include "env_table.h"
+  WEFT_ENV_COUNT
+};
+#undef WEFT_ENV_INT
+#undef WEFT_ENV_STR
+
+#define WEFT_ENV_INT(name, def, doc) {#name, doc, NULL, (def), 1},
+#define WEFT_ENV_STR(name, def, doc) {#name, doc, (def), 0, 0},
+static const weft_env_knob_t knobs[WEFT_ENV_COUNT] = {
+#include "env_table.h"
+};
+#undef WEFT_ENV_INT
+#undef WEFT_ENV_STR
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static weft_env_cache_t cache[WEFT_ENV_COUNT];
+static weft_env_text_t *texts;
+
+int weft_env_parse_int(const char *text, int64_t *value) {
+  if (text == NULL || value == NULL) return -1;
+  const char *p = text;
+  int negative = 0;
+  if (*p == '+' || *p == '-') negative = (*p++ == '-');
+  unsigned base = 10;
+  if (p[0] == '0' && (p[1] == 'x' || p[1] == 'X')) {
+    base = 16;
+    p += 2;
+  }
+  uint64_t magnitude = 0;
+  int digits = 0;
+  for (;; p++, digits++) {
+    unsigned d;
+    if (*p >= '0' && *p <= '9') d = (unsigned)(*p - '0');
+    else if (base == 16 && *p >= 'a' && *p <= 'f') d = (unsigned)(*p - 'a' + 10);
+    else if (base == 16 && *p >= 'A' && *p <= 'F') d = (unsigned)(*p - 'A' + 10);
+    else break;
+    if (magnitude > (UINT64_MAX - d) / base) return -1;
+    magnitude = magnitude * base + d;
+  }
+  if (digits == 0) return -1;
+  unsigned shift = 0;
+  switch (*p) {
+    case 'k': case 'K': shift = 10; p++; break;
+    case 'm': case 'M': shift = 20; p++; break;
+    case 'g': case 'G': shift = 30; p++; break;
+    default: break;
+  }
+  if (*p != '\0') return -1;
+  if (magnitude > (UINT64_MAX >> shift)) return -1;
+  magnitude <<= shift;
+  uint64_t limit = negative ? (uint64_t)INT64_MAX + 1 : (uint64_t)INT64_MAX;
+  if (magnitude > limit) return -1;
+  if (negative)
+    *value = magnitude == (uint64_t)INT64_MAX + 1 ? INT64_MIN : -(int64_t)magnitude;
+  else
+    *value = (int64_t)magnitude;
+  return 0;
+}
+
+// Values of knobs that hold secrets are never written to logs.
+static int is_secret(const char *name) { return strstr(name, "SECRET") != NULL; }
+
+static void load(int idx) {
+  if (__atomic_load_n(&cache[idx].read, __ATOMIC_ACQUIRE)) return;
+  const weft_env_knob_t *k = &knobs[idx];
+  enum { QUIET, SAY_INT, SAY_STR, BAD_INT, NO_MEMORY } report = QUIET;
+  char bad[128] = "";
+  int64_t ival = 0;
+  const char *sval = NULL;
+
+  pthread_mutex_lock(&lock);
+  if (!cache[idx].read) {
+    const char *raw = getenv(k->name);
+    if (raw != NULL && raw[0] == '\0') raw = NULL;
+    ival = k->int_default;
+    sval = k->str_default;
+    if (k->is_int && raw != NULL) {
+      if (weft_env_parse_int(raw, &ival) != 0) {
+        ival = k->int_default;
+        snprintf(bad, sizeof(bad), "%s", raw);
+        report = BAD_INT;
+      } else if (ival != k->int_default) {
+        report = SAY_INT;
+      }
+    } else if (raw != NULL) {
+      size_t n = strlen(raw);
+      weft_env_text_t *t = malloc(sizeof(*t) + n + 1);
+      if (t == NULL) {
+        report = NO_MEMORY;
+      } else {
+        memcpy(t->text, raw, n + 1);
+        t->next = texts;
+        texts = t;
+        sval = t->text;
+        if (k->str_default == NULL || strcmp(sval, k->str_default) != 0) report = SAY_STR;
+      }
+    }
+    cache[idx].ival = ival;
+    cache[idx].sval = sval;
+    __atomic_store_n(&cache[idx].read, 1, __ATOMIC_RELEASE);
+  }
+  pthread_mutex_unlock(&lock);
+
+  // Log outside the lock: logging may read the debug knobs through here.
+  switch (report) {
+    case SAY_INT:
+      INFO(WEFT_LOG_ENV, "%s set by environment to %" PRId64, k->name, ival);
+      break;
+    case SAY_STR:
+      INFO(WEFT_LOG_ENV, "%s set by environment to %s", k->name,
+           is_secret(k->name) ? "(hidden)" : sval);
+      break;
+    case BAD_INT:
+      WARN("%s='%s' is not an integer; using default %" PRId64, k->name,
+           is_secret(k->name) ? "(hidden)" : bad, k->int_default);
+      break;
+    case NO_MEMORY:
+      WARN("out of memory reading %s; using its default", k->name);
+      break;
+    case QUIET:
+      break;
+  }
+}
+
+#define WEFT_ENV_INT(name, def, doc)                 \
+  int64_t weft_env_##name(void) {                    \
+    load(WEFT_ENV_IDX_##name);                       \
+    return cache[WEFT_ENV_IDX_##name].ival;          \
+  }
+#define WEFT_ENV_STR(name, def, doc)                 \
+  const char *weft_env_##name(void) {                \
+    load(WEFT_ENV_IDX_##name);                       \
+    return cache[WEFT_ENV_IDX_##name].sval;          \
+  }
+#include "env_table.h"
+#undef WEFT_ENV_INT
+#undef WEFT_ENV_STR
+
+void weft_env_reset(void) {
+  pthread_mutex_lock(&lock);
+  for (int i = 0; i < WEFT_ENV_COUNT; i++) __atomic_store_n(&cache[i].read, 0, __ATOMIC_RELEASE);
+  pthread_mutex_unlock(&lock);
+  weft_debug_reset();  // the log settings were derived from these knobs
+}
+
+// Markdown table cells: '|' would end the cell.
+static void print_cell(const char *text) {
+  for (const char *p = text; *p; p++) {
+    if (*p == '|') fputc('\\', stdout);
+    fputc(*p, stdout);
+  }
+}
+
+void weft_env_print_markdown(void) {
+  fputs("# Environment variables\n"
+        "\n"
+        "weft reads each of these variables once, the first time it is needed, and\n"
+        "keeps the value for the life of the process. An empty value counts as\n"
+        "unset. Integers are decimal or 0x-prefixed hexadecimal, optionally signed,\n"
+        "with an optional K, M or G suffix (powers of 1024); a value that does not\n"
+        "parse is reported with a warning and the default is used. A value that\n"
+        "differs from the default is logged once at INFO level (subsystem ENV).\n"
+        "NCCL's names are used where NCCL has the same knob, WEFT_ otherwise. This\n"
+        "page is generated from src/base/env_table.h by `weft-env --markdown`.\n"
+        "\n"
+        "| Variable | Default | Meaning |\n"
+        "|---|---|---|\n",
+        stdout);
+  for (int i = 0; i < WEFT_ENV_COUNT; i++) {
+    const weft_env_knob_t *k = &knobs[i];
+    printf("| `%s` | ", k->name);
+    if (k->is_int) {
+      printf("`%" PRId64 "`", k->int_default);
+    } else if (k->str_default != NULL) {
+      fputc('`', stdout);
+      print_cell(k->str_default);
+      fputc('`', stdout);
+    } else {
+      fputs("(unset)", stdout);
+    }
+    fputs(" | ", stdout);
+    print_cell(k->doc);
+    fputs(" |\n", stdout);
+  }
+  fflush(stdout);
+}

@@ -1,0 +1,132 @@
+/*
+ * comm.h — the communicator: who the ranks are, how they are connected, and
+ * the per-communicator state of operations in flight.
+ */
+#ifndef WEFT_COMM_H
+#define WEFT_COMM_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "bootstrap.h"
+#include "nccl.h"
+#include "transport.h"
+
+#define WEFT_COMM_MAGIC 0x7765667463306d6dull
+#define WEFT_MAX_PREMUL_OPS 64
+
+struct weft_shm;
+struct weft_tuner_plugin;
+struct weft_profiler;
+
+typedef struct {
+  int in_use;
+  ncclDataType_t dtype;
+  int64_t scale_i;
+  double scale_f;
+  const void *dev_scalar;  // ncclScalarDevice on device memory: read in stream order at each call
+} weft_premul_t;
+
+// The value of one element of `dt` at host address p, into pm's scale_i or scale_f.
+void weft_premul_read_scalar(const void *p, ncclDataType_t dt, weft_premul_t *pm);
+
+typedef struct weft_registration {
+  void *buff;
+  size_t size;
+  struct weft_registration *next;
+} weft_registration_t;
+
+struct ncclComm {
+  uint64_t magic;
+  int rank, nranks;
+  int cuda_dev;
+  void *cuda_ctx;          // the caller's current CUDA context at creation (weft_CUcontext), or NULL
+  struct weft_cuda_direct *cuda_direct;  // the direct path's state (src/cuda/cuda_direct.c), or NULL
+  int blocking;            // config.blocking (1 unless the config says 0)
+  char name[64];           // config.commName, for logs
+  uint64_t id_hash;        // identifies the communicator in logs
+
+  weft_bootstrap_t bs;
+  struct weft_shm *shm;    // shared-memory transport state
+  struct weft_net_state *net;  // network transport state (NULL when shared memory serves every pair)
+  weft_conn_t *conns;      // [WEFT_NUM_CLASSES][2 (recv=0, send=1)][nranks]
+  int can_read;            // every rank can read every other rank's memory (single-copy schedules)
+  int *host_of;            // [nranks]: host index of each rank (hosts numbered by their first rank)
+  int nhosts;
+  int local_rank, local_size;  // this rank among the ranks of its host
+
+  pthread_mutex_t lock;    // seq and ticket issue, premul table, registrations
+  uint64_t coll_seq;       // sequence number of the next collective launched
+
+  _Atomic int async_error; // ncclInProgress during non-blocking init, then the sticky error
+  _Atomic int aborted;     // ncclCommAbort called: every operation fails fast
+  _Atomic int revoked;     // ncclCommRevoke called: new operations refused; destroy, split, shrink allowed
+  _Atomic int inflight;    // operations launched and not finished (finalize waits on it)
+  int finalized;
+  uint32_t shrink_count;   // ncclCommShrink calls on this communicator (mixed into the children's id_hash)
+
+  pthread_t init_thread;   // non-blocking initialisation
+  int init_thread_live;
+
+  struct weft_tuner_plugin *tuner;  // NCCL_TUNER_PLUGIN's per-communicator state, or NULL (plugins/tuner)
+  struct weft_profiler *prof;        // NCCL_PROFILER_PLUGIN's, or NULL (plugins/profiler)
+
+  weft_premul_t premul[WEFT_MAX_PREMUL_OPS];
+  weft_registration_t *registrations;
+  struct weft_cuda_chan **cuda_chans;  // CUDA stream channels this communicator used (src/cuda/cuda_stream.c)
+  int ncuda_chans;
+};
+
+static inline weft_conn_t *weft_comm_conn(struct ncclComm *c, int cls, int is_send, int peer) {
+  return &c->conns[((size_t)cls * 2 + (size_t)is_send) * (size_t)c->nranks + (size_t)peer];
+}
+
+// Fill host_of, nhosts, local_rank and local_size from the bootstrap's peer table.
+ncclResult_t weft_comm_map_hosts(struct ncclComm *comm);
+
+// Live-communicator registry: public entry points reject pointers that are
+// not live communicators (NULL, destroyed, or garbage) without touching them.
+ncclResult_t weft_comm_check(ncclComm_t comm, const char *api);
+void weft_registry_add(ncclComm_t comm);
+void weft_registry_remove(ncclComm_t comm);
+int weft_registry_contains(ncclComm_t comm);
+
+// Validate a config (NULL is allowed) and apply the fields weft uses:
+// blocking (default 1) and commName.
+ncclResult_t weft_comm_read_config(const ncclConfig_t *config, const char *api, struct ncclComm *comm);
+
+// Non-blocking initialisation may still be running: wait for it to settle
+// and return its result (or the communicator's later sticky error).
+ncclResult_t weft_comm_wait_init(ncclComm_t comm);
+
+// For the calls that make a communicator from a parent (split, shrink): the
+// pointer is live, initialisation succeeded and it was not finalized. A
+// revoked parent passes once its operations have stopped; one whose
+// operations failed (ncclCommGetAsyncError) passes only with allow_failed.
+ncclResult_t weft_comm_check_parent(ncclComm_t comm, const char *api, int allow_failed);
+// Wait (bounded, limit_ms < 0: no bound) until no operation of comm runs; 1 if none does.
+int weft_comm_drain(ncclComm_t comm, int64_t limit_ms);
+
+// A communicator built from a parent (split, shrink): rank of nranks, with
+// members[] (ranks 0..nranks-1, each with its new bootstrap listen address)
+// and this rank's listener listen_fd (taken over). settings gives blocking
+// and name. Connects the bootstrap ring and the transports, registers it.
+ncclResult_t weft_comm_create_child(const struct ncclComm *parent, const struct ncclComm *settings, int rank,
+                                    int nranks, const weft_peer_info_t *members, int *listen_fd, uint64_t id_hash,
+                                    struct ncclComm **out);
+
+// Tuner and profiler plugins: set up once the communicator is connected and
+// has its id_hash (never fails: a plugin that does not load is not used);
+// torn down by weft_comm_free.
+void weft_comm_plugins_init(struct ncclComm *comm);
+
+// Build a communicator's connections once its bootstrap is up (collective).
+ncclResult_t weft_comm_connect(struct ncclComm *comm);
+// Free everything; safe on a partly built communicator.
+void weft_comm_free(struct ncclComm *comm);
+
+// Record a failure so ncclCommGetAsyncError reports it (first one sticks).
+void weft_comm_set_error(struct ncclComm *comm, ncclResult_t res);
+
+#endif

@@ -1,0 +1,105 @@
+/*
+ * engine.h — runs schedules on real buffers.
+ *
+ * An operation (weft_op_t) is one collective or point-to-point call on one
+ * communicator: its arguments, its schedule, and where each lane got to.
+ * weft_engine_run advances any set of operations — of one or many
+ * communicators — with a non-blocking progress pass over every lane; a step
+ * that cannot move now is simply resumed on the next pass. When nothing
+ * moves the caller spins briefly, then sleeps on its rank's doorbell.
+ */
+#ifndef WEFT_ENGINE_H
+#define WEFT_ENGINE_H
+
+#include <stdint.h>
+
+#include "comm.h"
+#include "reduce.h"
+#include "schedule.h"
+
+typedef struct {
+  uint32_t cursor;  // step index within the lane
+  uint64_t done;    // elements of the current step already moved
+} weft_lane_state_t;
+
+// How far the messages from one peer have been described to its
+// connection (transports that land messages in the user's buffer).
+typedef struct {
+  uint32_t step;    // absolute step index; UINT32_MAX until the first description
+  uint64_t elems;   // elements of that step described
+} weft_expect_cursor_t;
+
+enum { WEFT_OP_PENDING = 0, WEFT_OP_DONE, WEFT_OP_FAILED };
+
+typedef struct weft_op {
+  struct ncclComm *comm;
+  weft_coll_args_t args;
+  weft_algo_t algo;
+  weft_schedule_t sched;
+  ncclDataType_t dtype;
+  size_t esize;
+  int user_op;             // the ncclRedOp_t the caller passed (for descriptors and logs)
+  int has_op;
+  weft_redop_t redop;
+  weft_redop_t redop_acc;  // redop without prescale, for WEFT_STEP_ACCUMULATE
+  const char *sendbuff;
+  char *recvbuff;
+  int cls;                 // WEFT_CLASS_COLL or WEFT_CLASS_P2P
+  uint64_t seq;            // collectives: sequence number on the communicator
+  int64_t *send_ticket;    // per peer, -1 when unused (set at launch)
+  int64_t *recv_ticket;
+  uint8_t *verified;       // per peer: its descriptor for `seq` matched ours
+  weft_expect_cursor_t *expect;  // per peer: messages described to its connection
+  int check;               // compare descriptors and slot tags (WEFT_CHECK_MISMATCH)
+  uint32_t tag;            // collectives: a hash of seq and the call, sent with every slot
+  int nt;                  // write the output with non-temporal stores (WEFT_NT_MIN_BYTES)
+  int reads;               // the schedule reads peer memory (READ steps)
+  uint64_t *peer_buf;      // reads: per peer, its sendbuff and recvbuff addresses
+  char *scratch;           // reads: a peer's operand on its way into a reduction
+  size_t scratch_bytes;
+  weft_lane_state_t *lanes;
+  uint32_t lanes_left;
+  int state;
+  int released;            // tickets given back
+  int counted;             // included in comm->inflight (launched, not yet freed)
+  ncclResult_t result;
+  int64_t last_progress_ns;
+  int profiled;            // a profiler event runs for it (plugins/profiler)
+  void *prof_event;
+  struct weft_prof_group *prof_group;
+  void **prof_lanes;       // ProxyOp/ProxyStep events: [2 * nlanes] (lane's op, its open step), or NULL
+  struct {                 // device buffers (src/cuda/cuda_stream.c); sendbuff/recvbuff then point at host staging
+    int on;                // the call's buffers are device or managed memory
+    int device;            // their device ordinal
+    const void *send;      // the caller's pointers
+    void *recv;
+    const void *scalar;    // ncclScalarDevice PreMulSum scalar in device memory, else NULL
+    const char *scalar_stage;  // its copy in staging, read once the stream reached the call
+  } dev;
+  struct weft_op *next;    // group / stream lists
+} weft_op_t;
+
+// engine_status.c: the peers an operation waits on (a list in `peers`, the
+// first in *first_peer), the bytes its steps moved and move in all; and the
+// status published in the rank's segment (state: WEFT_STATUS_*).
+void weft_engine_stuck_state(const weft_op_t *op, char *peers, size_t len, uint64_t *moved, uint64_t *total,
+                             int *first_peer);
+void weft_engine_publish(const weft_op_t *op, int state, int waiting_on, uint64_t moved, uint64_t total,
+                         int64_t now_ns);
+void weft_engine_publish_waiting(const weft_op_t *op, int64_t now_ns);
+
+// Assign sequence number and connection tickets; publish the descriptor.
+// Operations must be launched in the same order on every rank.
+ncclResult_t weft_op_launch(weft_op_t *op);
+// Run operations to completion (or failure); returns the first error.
+ncclResult_t weft_engine_run(weft_op_t **ops, int nops);
+// A zeroed operation (possibly one this thread freed before, with its
+// schedule's arrays kept, empty); NULL when out of memory.
+weft_op_t *weft_op_alloc(void);
+// A finished operation stops counting as in flight on its communicator (which
+// may then be destroyed); the operation itself stays valid until freed.
+void weft_op_release_comm(weft_op_t *op);
+// Frees the operation (releasing the communicator first if still counted).
+void weft_op_free(weft_op_t *op);
+
+#endif

@@ -1,0 +1,302 @@
+/*
+ * enqueue.c — every collective and point-to-point entry point.
+ *
+ * Public entry points validate everything (communicator, buffers, datatype,
+ * op, root or peer, count overflow, stream) and WARN naming the argument and
+ * its value; past this file the library trusts its inputs. A valid call
+ * becomes a weft_op_t with its schedule, queued in the caller's group.
+ */
+#include "enqueue.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api.h"
+#include "checks.h"
+#include "cuda_rt.h"
+#include "cuda_direct.h"
+#include "cuda_stream.h"
+#include "dtype.h"
+#include "env.h"
+#include "group.h"
+#include "stream.h"
+#include "shm.h"
+#include "profiler_plugin.h"
+#include "tuner.h"
+#include "tuner_plugin.h"
+
+static ncclResult_t check_buffer(const char *api, const char *name, const void *buf, size_t elems) {
+  if (buf == NULL && elems > 0) {
+    WARN("%s: %s is NULL with %zu elements to move", api, name, elems);
+    return ncclInvalidArgument;
+  }
+  return ncclSuccess;
+}
+
+// Where the buffers live (docs/gpu_memory.md). Without CUDA: one branch.
+// Host buffers run on the host path; device (or managed) buffers on the
+// caller's CUDA stream (src/cuda/cuda_stream.c). Both buffers must agree.
+static void describe(char *text, size_t len, const weft_mem_info_t *m) {
+  if (m->kind == WEFT_MEM_DEVICE || m->kind == WEFT_MEM_MANAGED)
+    snprintf(text, len, "%s memory of device %d", weft_mem_kind_name(m->kind), m->device);
+  else
+    snprintf(text, len, "%s memory", m->registered ? "registered host" : "host");
+}
+
+static ncclResult_t check_memory(const char *api, const void *sendbuff, size_t send_bytes, const void *recvbuff,
+                                 size_t recv_bytes, int *on_device, int *device) {
+  *on_device = 0, *device = -1;
+  if (__builtin_expect(atomic_load_explicit(&weft_cuda_state, memory_order_acquire) == WEFT_CUDA_ABSENT, 1))
+    return ncclSuccess;
+  weft_mem_info_t m[2];
+  const void *buf[2] = {sendbuff, recvbuff};
+  const char *name[2] = {"sendbuff", "recvbuff"};
+  size_t bytes[2] = {send_bytes, recv_bytes};
+  for (int i = 0; i < 2; i++) {
+    weft_mem_classify(buf[i], bytes[i], &m[i]);
+    if (m[i].kind == WEFT_MEM_MIXED) {
+      WARN("%s: %s=%p (%zu bytes) starts and ends in different kinds of memory (host/device/managed, or two "
+           "devices): a buffer must lie in one allocation", api, name[i], buf[i], bytes[i]);
+      return ncclInvalidArgument;
+    }
+  }
+  char text[2][64];
+  for (int i = 0; i < 2; i++) describe(text[i], sizeof(text[i]), &m[i]);
+  int unused = bytes[0] == 0 ? 0 : bytes[1] == 0 ? 1 : -1;  // a buffer with nothing to move has no kind
+  int dev0 = m[0].kind != WEFT_MEM_HOST, dev1 = m[1].kind != WEFT_MEM_HOST;
+  if (unused < 0 && (dev0 != dev1 || m[0].device != m[1].device)) {
+    WARN("%s: sendbuff=%p is %s but recvbuff=%p is %s: both buffers must be host memory, or memory of one device",
+         api, sendbuff, text[0], recvbuff, text[1]);
+    return ncclInvalidUsage;
+  }
+  int used = unused == 0 ? 1 : 0;
+  *on_device = m[used].kind != WEFT_MEM_HOST;
+  *device = m[used].device;
+  return ncclSuccess;
+}
+
+// Lower ncclAvg / PreMulSum to the reduce backend's sum + transform.
+static ncclResult_t resolve_op(ncclComm_t comm, const char *api, ncclRedOp_t op, ncclDataType_t dt,
+                               weft_redop_t *out, const void **dev_scalar) {
+  memset(out, 0, sizeof(*out));
+  *dev_scalar = NULL;
+  out->dtype = dt;
+  out->postdiv = 1;
+  switch ((int)op) {
+    case ncclSum: out->kind = WEFT_RED_SUM; return ncclSuccess;
+    case ncclProd: out->kind = WEFT_RED_PROD; return ncclSuccess;
+    case ncclMax: out->kind = WEFT_RED_MAX; return ncclSuccess;
+    case ncclMin: out->kind = WEFT_RED_MIN; return ncclSuccess;
+    case ncclAvg:
+      out->kind = WEFT_RED_SUM;
+      if (weft_dtype_is_float(dt)) {
+        out->prescale = 1;
+        out->scale_f = 1.0 / comm->nranks;
+      } else {
+        out->postdiv = comm->nranks;
+      }
+      return ncclSuccess;
+    default: break;
+  }
+  int idx = (int)op - ncclNumOps;
+  pthread_mutex_lock(&comm->lock);
+  int ok = idx >= 0 && idx < WEFT_MAX_PREMUL_OPS && comm->premul[idx].in_use;
+  weft_premul_t pm = ok ? comm->premul[idx] : (weft_premul_t){0};
+  pthread_mutex_unlock(&comm->lock);
+  if (!ok) {
+    WARN("%s: op=%d is not a valid ncclRedOp_t on this communicator", api, (int)op);
+    return ncclInvalidArgument;
+  }
+  if (pm.dtype != dt) {
+    WARN("%s: op=%d was created for %s but the call uses %s", api, (int)op, weft_dtype_name(pm.dtype),
+         weft_dtype_name(dt));
+    return ncclInvalidArgument;
+  }
+  out->kind = WEFT_RED_SUM;
+  out->prescale = 1;
+  out->scale_i = pm.scale_i;
+  out->scale_f = pm.scale_f;
+  *dev_scalar = pm.dev_scalar;
+  return ncclSuccess;
+}
+
+static int is_rooted(weft_coll_t c) {
+  return c == WEFT_COLL_BROADCAST || c == WEFT_COLL_REDUCE || c == WEFT_COLL_GATHER || c == WEFT_COLL_SCATTER;
+}
+
+static ncclResult_t enqueue_checked(weft_coll_t coll, const void *sendbuff, void *recvbuff, size_t count,
+                                    ncclDataType_t dtype, ncclRedOp_t op, int root, ncclComm_t comm,
+                                    cudaStream_t stream) {
+  const char *api = weft_coll_name(coll);
+  WEFTCHECK(weft_comm_check(comm, api));
+  weft_debug_set_rank(comm->rank);
+  size_t esize = weft_dtype_size(dtype);
+  if ((int)dtype < 0 || (int)dtype >= ncclNumTypes || esize == 0) {
+    WARN("%s: datatype=%d is not a valid ncclDataType_t", api, (int)dtype);
+    return ncclInvalidArgument;
+  }
+  if ((is_rooted(coll) || coll == WEFT_COLL_SEND || coll == WEFT_COLL_RECV) && (root < 0 || root >= comm->nranks)) {
+    WARN("%s: %s=%d is out of range for a communicator of %d ranks", api, is_rooted(coll) ? "root" : "peer", root,
+         comm->nranks);
+    return ncclInvalidArgument;
+  }
+  weft_stream_t *ws = NULL;
+  weft_cuda_chan_t *chan = NULL;
+  const void *dev_scalar = NULL;
+  weft_op_t *o = weft_op_alloc();
+  if (o == NULL) return ncclSystemError;
+  ncclResult_t res = ncclSuccess;
+  o->comm = comm;
+  o->dtype = dtype;
+  o->esize = esize;
+  o->user_op = (int)op;
+  o->sendbuff = sendbuff;
+  o->recvbuff = recvbuff;
+  o->cls = (coll == WEFT_COLL_SEND || coll == WEFT_COLL_RECV) ? WEFT_CLASS_P2P : WEFT_CLASS_COLL;
+  o->args = (weft_coll_args_t){.coll = coll, .nranks = comm->nranks, .rank = comm->rank, .root = root,
+                               .count = count, .host_of = comm->host_of, .nhosts = comm->nhosts};
+  o->has_op = weft_coll_has_op(coll);
+  if (o->has_op) WEFTCHECKGOTO(resolve_op(comm, api, op, dtype, &o->redop, &dev_scalar), res, fail);
+  else o->user_op = 0;
+  o->redop_acc = o->redop;  // folding partial results: no prescale
+  o->redop_acc.prescale = 0;
+
+  // Buffer sizes, with overflow checks: count * nranks * esize must fit.
+  if (count > SIZE_MAX / esize / (size_t)comm->nranks) {
+    WARN("%s: count=%zu of %s overflows the address space with %d ranks", api, count, weft_dtype_name(dtype),
+         comm->nranks);
+    res = ncclInvalidArgument;
+    goto fail;
+  }
+  WEFTCHECKGOTO(check_buffer(api, "sendbuff", sendbuff, weft_coll_send_elems(&o->args)), res, fail);
+  WEFTCHECKGOTO(check_buffer(api, "recvbuff", recvbuff, weft_coll_recv_elems(&o->args)), res, fail);
+  if (count == 0) {  // nothing to move: a no-op on every rank, as in NCCL (any CUDA stream will do)
+    if (weft_cuda_load() != WEFT_CUDA_PRESENT) WEFTCHECKGOTO(weft_stream_resolve(stream, api, &ws), res, fail);
+    weft_op_free(o);
+    return ncclSuccess;
+  }
+  size_t send_bytes = weft_coll_send_elems(&o->args) * esize, recv_bytes = weft_coll_recv_elems(&o->args) * esize;
+  int on_device, device;
+  WEFTCHECKGOTO(check_memory(api, sendbuff, send_bytes, recvbuff, recv_bytes, &on_device, &device), res, fail);
+  if (on_device) {
+    WEFTCHECKGOTO(weft_cuda_chan_get(comm, stream, device, api, &chan), res, fail);
+    ws = weft_cuda_chan_worker(chan);
+    o->dev.on = 1;
+    o->dev.device = device;
+    o->dev.send = send_bytes > 0 ? sendbuff : NULL;
+    o->dev.recv = recv_bytes > 0 ? recvbuff : NULL;
+    o->dev.scalar = dev_scalar;
+    if (weft_cuda_direct_eligible(o)) return weft_group_add_direct(o, chan);  // on the GPU, no staging
+  } else if (dev_scalar != NULL) {
+    WARN("%s: op=%d has its scalar in device memory but the buffers are host memory: use device buffers, or "
+         "create the op with a host scalar", api, (int)op);
+    res = ncclInvalidUsage;
+    goto fail;
+  } else {
+    WEFTCHECKGOTO(weft_stream_resolve(stream, api, &ws), res, fail);
+  }
+  weft_tuner_params_t tp = {.slot_bytes = comm->shm->slot_bytes, .nslots = comm->shm->nslots,
+                            .oneshot_max = (size_t)weft_env_WEFT_ONESHOT_MAX_BYTES(),
+                            .can_read = comm->can_read,
+                            .read_min = (size_t)weft_env_WEFT_READ_MIN_BYTES(),
+                            .algo_spec = weft_env_NCCL_ALGO()};
+  WEFTCHECKGOTO(weft_tuner_choose(&tp, &o->args, esize, &o->algo), res, fail);
+  if (__builtin_expect(comm->tuner != NULL, 0)) weft_tuner_plugin_apply(comm, &tp, &o->args, esize, &o->algo);
+  WEFTCHECKGOTO(weft_schedule_build(&o->args, o->algo, &o->sched), res, fail);
+  TRACE(WEFT_LOG_COLL, "%s count=%zu %s op=%d root=%d algo=%s steps=%u", api, count, weft_dtype_name(dtype),
+        (int)op, root, weft_algo_name(o->algo), o->sched.nsteps);
+  return weft_group_add(o, ws, chan);
+fail:
+  weft_op_free(o);
+  return res;
+}
+
+ncclResult_t weft_enqueue(weft_coll_t coll, const void *sendbuff, void *recvbuff, size_t count,
+                          ncclDataType_t dtype, ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) {
+  void *api_event = NULL;
+  if (weft_profiler_on())
+    api_event = weft_profiler_api_start(comm, coll, count, dtype, root, (void *)stream);
+  ncclResult_t res = enqueue_checked(coll, sendbuff, recvbuff, count, dtype, op, root, comm, stream);
+  if (__builtin_expect(api_event != NULL, 0)) weft_profiler_api_stop(comm, api_event);
+  if (res != ncclSuccess) weft_group_note_error(res);  // a bad call inside a group fails the whole group
+  return res;
+}
+
+NCCL_API(ncclResult_t, ncclAllReduce, const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+         ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream);
+ncclResult_t pncclAllReduce(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+                            ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
+  return weft_enqueue(WEFT_COLL_ALLREDUCE, sendbuff, recvbuff, count, datatype, op, 0, comm, stream);
+}
+
+NCCL_API(ncclResult_t, ncclBroadcast, const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+         int root, ncclComm_t comm, cudaStream_t stream);
+ncclResult_t pncclBroadcast(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, int root,
+                            ncclComm_t comm, cudaStream_t stream) {
+  return weft_enqueue(WEFT_COLL_BROADCAST, sendbuff, recvbuff, count, datatype, ncclSum, root, comm, stream);
+}
+
+NCCL_API(ncclResult_t, ncclBcast, void *buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
+         cudaStream_t stream);
+ncclResult_t pncclBcast(void *buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
+                        cudaStream_t stream) {
+  return weft_enqueue(WEFT_COLL_BROADCAST, buff, buff, count, datatype, ncclSum, root, comm, stream);
+}
+
+NCCL_API(ncclResult_t, ncclReduce, const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+         ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream);
+ncclResult_t pncclReduce(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
+                         int root, ncclComm_t comm, cudaStream_t stream) {
+  return weft_enqueue(WEFT_COLL_REDUCE, sendbuff, recvbuff, count, datatype, op, root, comm, stream);
+}
+
+NCCL_API(ncclResult_t, ncclAllGather, const void *sendbuff, void *recvbuff, size_t sendcount,
+         ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream);
+ncclResult_t pncclAllGather(const void *sendbuff, void *recvbuff, size_t sendcount, ncclDataType_t datatype,
+                            ncclComm_t comm, cudaStream_t stream) {
+  return weft_enqueue(WEFT_COLL_ALLGATHER, sendbuff, recvbuff, sendcount, datatype, ncclSum, 0, comm, stream);
+}
+
+NCCL_API(ncclResult_t, ncclReduceScatter, const void *sendbuff, void *recvbuff, size_t recvcount,
+         ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream);
+ncclResult_t pncclReduceScatter(const void *sendbuff, void *recvbuff, size_t recvcount, ncclDataType_t datatype,
+                                ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
+  return weft_enqueue(WEFT_COLL_REDUCESCATTER, sendbuff, recvbuff, recvcount, datatype, op, 0, comm, stream);
+}
+
+NCCL_API(ncclResult_t, ncclAlltoAll, const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+         ncclComm_t comm, cudaStream_t stream);
+ncclResult_t pncclAlltoAll(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+                           ncclComm_t comm, cudaStream_t stream) {
+  return weft_enqueue(WEFT_COLL_ALLTOALL, sendbuff, recvbuff, count, datatype, ncclSum, 0, comm, stream);
+}
+
+NCCL_API(ncclResult_t, ncclGather, const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+         int root, ncclComm_t comm, cudaStream_t stream);
+ncclResult_t pncclGather(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, int root,
+                         ncclComm_t comm, cudaStream_t stream) {
+  return weft_enqueue(WEFT_COLL_GATHER, sendbuff, recvbuff, count, datatype, ncclSum, root, comm, stream);
+}
+
+NCCL_API(ncclResult_t, ncclScatter, const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+         int root, ncclComm_t comm, cudaStream_t stream);
+ncclResult_t pncclScatter(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, int root,
+                          ncclComm_t comm, cudaStream_t stream) {
+  return weft_enqueue(WEFT_COLL_SCATTER, sendbuff, recvbuff, count, datatype, ncclSum, root, comm, stream);
+}
+
+NCCL_API(ncclResult_t, ncclSend, const void *sendbuff, size_t count, ncclDataType_t datatype, int peer,
+         ncclComm_t comm, cudaStream_t stream);
+ncclResult_t pncclSend(const void *sendbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
+                       cudaStream_t stream) {
+  return weft_enqueue(WEFT_COLL_SEND, sendbuff, NULL, count, datatype, ncclSum, peer, comm, stream);
+}
+
+NCCL_API(ncclResult_t, ncclRecv, void *recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
+         cudaStream_t stream);
+ncclResult_t pncclRecv(void *recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
+                       cudaStream_t stream) {
+  return weft_enqueue(WEFT_COLL_RECV, NULL, recvbuff, count, datatype, ncclSum, peer, comm, stream);
+}
