@@ -4,9 +4,9 @@
  *   weft-status [PID...]
  *
  * Each rank keeps the state of its latest operation in the header of its
- * shared-memory segment (src/core/engine_status.c): the call, its sequence
- * number, whether it runs, waits (on which rank, since when, with how many
- * bytes moved of how many), finished or failed. The segment's name is
+ * control segment (src/core/segment.h, written by src/core/engine_status.c):
+ * the call, its sequence number, whether it runs, waits (on which rank,
+ * since when, with how many bytes moved of how many), finished or failed. The segment's name is
  * unlinked once the ranks have mapped it, so this tool finds it in
  * /proc/PID/maps ("/dev/shm/weft-PID-...-rR (deleted)") and reads the
  * header with process_vm_readv. With no PID it looks at every process.
@@ -29,7 +29,7 @@
 
 #include "dtype.h"
 #include "schedule.h"
-#include "shm.h"
+#include "segment.h"
 #include "util.h"
 
 static const char *state_name(int s) {
@@ -43,13 +43,13 @@ static int read_remote(pid_t pid, uint64_t addr, void *dst, size_t len) {
 
 // One rank's segment header at addr in pid: print its status line.
 static int show(pid_t pid, uint64_t addr, int64_t now) {
-  weft_shm_header_t h;
+  weft_segment_header_t h;
   weft_status_t s;
   if (read_remote(pid, addr, &h, sizeof(h)) != 0) {
     fprintf(stderr, "weft-status: cannot read process %d: %s\n", (int)pid, strerror(errno));
     return 0;
   }
-  if (h.magic != WEFT_SHM_MAGIC) return 0;
+  if (h.magic != WEFT_SEGMENT_MAGIC) return 0;
   uint64_t field = addr + (uint64_t)((char *)&h.status - (char *)&h);
   int tries = 0;
   do {  // a consistent copy: the version is even and unchanged around it

@@ -72,84 +72,6 @@ struct weft_tuner_plugin {
   unsigned next;
 };
 
-/* ---------- the library, once per process ---------- */
-
-static pthread_once_t load_once = PTHREAD_ONCE_INIT;
-static const ncclTuner_v5_t *lib_v5;
-static const ncclTuner_v4_t *lib_v4;
-
-static void load(void) {
-  int named = 0;
-  void *lib = weft_plugin_open("tuner", weft_env_NCCL_TUNER_PLUGIN(), &named, NULL, 0);
-  if (lib == NULL) return;
-  static const char *const symbols[] = {NCCL_TUNER_PLUGIN_SYMBOL_V5, NCCL_TUNER_PLUGIN_SYMBOL_V4, NULL};
-  int which = -1;
-  void *sym = weft_plugin_symbol(lib, symbols, &which);
-  if (sym == NULL) {
-    WARN("tuner plugin '%s' exports neither %s nor %s; using the built-in tuner",
-         named ? weft_env_NCCL_TUNER_PLUGIN() : "libnccl-tuner.so", symbols[0], symbols[1]);
-    return;  // the library stays open: dlclose of a half-used plugin buys nothing
-  }
-  if (which == 0) lib_v5 = sym;
-  else lib_v4 = sym;
-  const char *name = which == 0 ? lib_v5->name : lib_v4->name;
-  INFO(WEFT_LOG_INIT | WEFT_LOG_TUNING, "tuner plugin '%s' loaded (%s)", name ? name : "?", symbols[which]);
-}
-
-/* ---------- per communicator ---------- */
-
-void weft_tuner_plugin_comm_init(struct ncclComm *comm) {
-  comm->tuner = NULL;
-  pthread_once(&load_once, load);
-  if (lib_v5 == NULL && lib_v4 == NULL) return;
-  struct weft_tuner_plugin *t = calloc(1, sizeof(*t));
-  if (t == NULL) {
-    WARN("tuner plugin: out of memory; using the built-in tuner");
-    return;
-  }
-  ncclResult_t res;
-  if (lib_v5 != NULL) {
-    // Hosts stand in for NVLink domains; NCCL's GPU tuning constants mean nothing here (zeros).
-    int *per_host = calloc((size_t)comm->nhosts, sizeof(int));
-    ncclNvlDomainInfo_v5_t nvl = {.nNvlDomains = comm->nhosts, .minRanksPerNvlDomain = comm->nranks,
-                                  .maxRanksPerNvlDomain = 0};
-    if (per_host != NULL) {
-      for (int r = 0; r < comm->nranks; r++) per_host[comm->host_of[r]]++;
-      for (int h = 0; h < comm->nhosts; h++) {
-        if (per_host[h] < nvl.minRanksPerNvlDomain) nvl.minRanksPerNvlDomain = per_host[h];
-        if (per_host[h] > nvl.maxRanksPerNvlDomain) nvl.maxRanksPerNvlDomain = per_host[h];
-      }
-      free(per_host);
-    }
-    static ncclTunerConstants_v5_t constants;  // zeros; the plugin may write them, weft does not read them
-    ncclTunerConstants_v5_t mine = constants;
-    res = lib_v5->init(&t->ctx, comm->id_hash, (size_t)comm->nranks, (size_t)comm->nhosts, weft_plugin_logger, &nvl,
-                       &mine);
-    t->v5 = lib_v5;
-  } else {
-    res = lib_v4->init((size_t)comm->nranks, (size_t)comm->nhosts, weft_plugin_logger, &t->ctx);
-    t->v4 = lib_v4;
-  }
-  if (res != ncclSuccess) {
-    WARN("tuner plugin '%s': init failed (%d, %s); rank %d uses the built-in tuner",
-         t->v5 ? t->v5->name : t->v4->name, (int)res, ncclGetErrorString(res), comm->rank);
-    free(t);
-    return;
-  }
-  pthread_mutex_init(&t->lock, NULL);
-  comm->tuner = t;
-}
-
-void weft_tuner_plugin_comm_free(struct ncclComm *comm) {
-  struct weft_tuner_plugin *t = comm->tuner;
-  if (t == NULL) return;
-  ncclResult_t res = t->v5 ? t->v5->finalize(t->ctx) : t->v4->destroy(t->ctx);
-  if (res != ncclSuccess) INFO(WEFT_LOG_TUNING, "tuner plugin: finalize returned %d", (int)res);
-  pthread_mutex_destroy(&t->lock);
-  free(t);
-  comm->tuner = NULL;
-}
-
 /* ---------- choosing ---------- */
 
 static int nccl_func(weft_coll_t c) {
@@ -197,9 +119,9 @@ static shape_t *shape_of(struct weft_tuner_plugin *t, const weft_tuner_params_t 
   return s;
 }
 
-void weft_tuner_plugin_apply(struct ncclComm *comm, const weft_tuner_params_t *p, const weft_coll_args_t *args,
-                             size_t esize, weft_algo_t *algo) {
-  struct weft_tuner_plugin *t = comm->tuner;
+static void tune(void *tuner, const weft_tuner_params_t *p, const weft_coll_args_t *args, size_t esize,
+                 weft_algo_t *algo) {
+  struct weft_tuner_plugin *t = tuner;
   int func = nccl_func(args->coll);
   if (func < 0) return;
   unsigned candidates = weft_tuner_candidates(p, args);
@@ -240,4 +162,81 @@ void weft_tuner_plugin_apply(struct ncclComm *comm, const weft_tuner_params_t *p
   if (note_channels)
     INFO(WEFT_LOG_TUNING, "tuner plugin asked for %d channels: weft has no channels, ignored (noted once)", nch);
   if (chosen >= 0) *algo = (weft_algo_t)chosen;
+}
+
+/* ---------- the library, once per process ---------- */
+
+static pthread_once_t load_once = PTHREAD_ONCE_INIT;
+static const ncclTuner_v5_t *lib_v5;
+static const ncclTuner_v4_t *lib_v4;
+
+static void load(void) {
+  int named = 0;
+  void *lib = weft_plugin_open("tuner", weft_env_NCCL_TUNER_PLUGIN(), &named, NULL, 0);
+  if (lib == NULL) return;
+  static const char *const symbols[] = {NCCL_TUNER_PLUGIN_SYMBOL_V5, NCCL_TUNER_PLUGIN_SYMBOL_V4, NULL};
+  int which = -1;
+  void *sym = weft_plugin_symbol(lib, symbols, &which);
+  if (sym == NULL) {
+    WARN("tuner plugin '%s' exports neither %s nor %s; using the built-in tuner",
+         named ? weft_env_NCCL_TUNER_PLUGIN() : "libnccl-tuner.so", symbols[0], symbols[1]);
+    return;  // the library stays open: dlclose of a half-used plugin buys nothing
+  }
+  if (which == 0) lib_v5 = sym;
+  else lib_v4 = sym;
+  const char *name = which == 0 ? lib_v5->name : lib_v4->name;
+  INFO(WEFT_LOG_INIT | WEFT_LOG_TUNING, "tuner plugin '%s' loaded (%s)", name ? name : "?", symbols[which]);
+  weft_plugin_hooks.tune = tune;
+}
+
+/* ---------- per communicator ---------- */
+
+void *weft_tuner_plugin_comm_init(const weft_plugin_comm_t *c) {
+  pthread_once(&load_once, load);
+  if (lib_v5 == NULL && lib_v4 == NULL) return NULL;
+  struct weft_tuner_plugin *t = calloc(1, sizeof(*t));
+  if (t == NULL) {
+    WARN("tuner plugin: out of memory; using the built-in tuner");
+    return NULL;
+  }
+  ncclResult_t res;
+  if (lib_v5 != NULL) {
+    // Hosts stand in for NVLink domains; NCCL's GPU tuning constants mean nothing here (zeros).
+    int *per_host = calloc((size_t)c->nhosts, sizeof(int));
+    ncclNvlDomainInfo_v5_t nvl = {.nNvlDomains = c->nhosts, .minRanksPerNvlDomain = c->nranks,
+                                  .maxRanksPerNvlDomain = 0};
+    if (per_host != NULL) {
+      for (int r = 0; r < c->nranks; r++) per_host[c->host_of[r]]++;
+      for (int h = 0; h < c->nhosts; h++) {
+        if (per_host[h] < nvl.minRanksPerNvlDomain) nvl.minRanksPerNvlDomain = per_host[h];
+        if (per_host[h] > nvl.maxRanksPerNvlDomain) nvl.maxRanksPerNvlDomain = per_host[h];
+      }
+      free(per_host);
+    }
+    static ncclTunerConstants_v5_t constants;  // zeros; the plugin may write them, weft does not read them
+    ncclTunerConstants_v5_t mine = constants;
+    res = lib_v5->init(&t->ctx, c->id_hash, (size_t)c->nranks, (size_t)c->nhosts, weft_plugin_logger, &nvl,
+                       &mine);
+    t->v5 = lib_v5;
+  } else {
+    res = lib_v4->init((size_t)c->nranks, (size_t)c->nhosts, weft_plugin_logger, &t->ctx);
+    t->v4 = lib_v4;
+  }
+  if (res != ncclSuccess) {
+    WARN("tuner plugin '%s': init failed (%d, %s); rank %d uses the built-in tuner",
+         t->v5 ? t->v5->name : t->v4->name, (int)res, ncclGetErrorString(res), c->rank);
+    free(t);
+    return NULL;
+  }
+  pthread_mutex_init(&t->lock, NULL);
+  return t;
+}
+
+void weft_tuner_plugin_comm_free(void *tuner) {
+  struct weft_tuner_plugin *t = tuner;
+  if (t == NULL) return;
+  ncclResult_t res = t->v5 ? t->v5->finalize(t->ctx) : t->v4->destroy(t->ctx);
+  if (res != ncclSuccess) INFO(WEFT_LOG_TUNING, "tuner plugin: finalize returned %d", (int)res);
+  pthread_mutex_destroy(&t->lock);
+  free(t);
 }

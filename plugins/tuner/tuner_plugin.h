@@ -9,21 +9,17 @@
  * entries weft cannot run, or NCCL_ALGO excludes, are -1), lets the plugin
  * edit it, and runs the algorithm of the cheapest entry. A plugin that
  * leaves the table as it was, or fails the call, leaves weft's own choice.
+ * The core reaches it through weft_plugin_hooks.tune (hooks.h).
  */
 #ifndef WEFT_TUNER_PLUGIN_H
 #define WEFT_TUNER_PLUGIN_H
 
-#include "comm.h"
-#include "tuner.h"
+#include "hooks.h"
 
-// At the end of communicator initialisation: loads the plugin (first time)
-// and sets comm->tuner, or leaves it NULL (no plugin, or its init failed:
+// Loads the plugin (first time; fills weft_plugin_hooks.tune) and returns
+// its state for this communicator, or NULL (no plugin, or its init failed:
 // WARN, the built-in tuner serves the communicator).
-void weft_tuner_plugin_comm_init(struct ncclComm *comm);
-void weft_tuner_plugin_comm_free(struct ncclComm *comm);
-
-// After weft_tuner_choose: lets comm->tuner (not NULL) change *algo.
-void weft_tuner_plugin_apply(struct ncclComm *comm, const weft_tuner_params_t *p, const weft_coll_args_t *args,
-                             size_t esize, weft_algo_t *algo);
+void *weft_tuner_plugin_comm_init(const weft_plugin_comm_t *c);
+void weft_tuner_plugin_comm_free(void *tuner);
 
 #endif

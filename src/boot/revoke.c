@@ -19,7 +19,6 @@
 #include "api.h"
 #include "checks.h"
 #include "comm.h"
-#include "shm.h"
 #include "util.h"
 
 NCCL_API(ncclResult_t, ncclCommRevoke, ncclComm_t comm, int revokeFlags);
@@ -48,11 +47,9 @@ ncclResult_t pncclCommRevoke(ncclComm_t comm, int revokeFlags) {
   // Operations in this process stop at their next progress check (the
   // engine looks every couple of milliseconds even while asleep).
   atomic_store(&comm->aborted, 1);
-  if (comm->shm != NULL) {
-    char reason[128];
-    snprintf(reason, sizeof(reason), "rank %d revoked the communicator", comm->rank);
-    weft_shm_abort(comm->shm, ncclRemoteError, reason);
-  }
+  char reason[128];
+  snprintf(reason, sizeof(reason), "rank %d revoked the communicator", comm->rank);
+  weft_comm_fail(comm, ncclRemoteError, reason);
   if (!comm->blocking) return atomic_load(&comm->inflight) > 0 ? ncclInProgress : ncclSuccess;
   if (!weft_comm_drain(comm, weft_timeout_ms())) {
     WARN("ncclCommRevoke: operations of rank %d did not stop within %lld s", comm->rank,

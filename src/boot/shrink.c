@@ -19,7 +19,6 @@
 #include "api.h"
 #include "checks.h"
 #include "comm.h"
-#include "shm.h"
 #include "shrink.h"
 #include "util.h"
 
@@ -77,11 +76,9 @@ static ncclResult_t check_excludes(const struct ncclComm *comm, const int *list,
 static void abort_parent(struct ncclComm *comm) {
   if (atomic_load(&comm->revoked)) return;  // already quiet
   atomic_store(&comm->aborted, 1);
-  if (comm->shm != NULL) {
-    char reason[128];
-    snprintf(reason, sizeof(reason), "rank %d aborts the communicator to shrink it", comm->rank);
-    weft_shm_abort(comm->shm, ncclRemoteError, reason);
-  }
+  char reason[128];
+  snprintf(reason, sizeof(reason), "rank %d aborts the communicator to shrink it", comm->rank);
+  weft_comm_fail(comm, ncclRemoteError, reason);
   if (!weft_comm_drain(comm, ABORT_DRAIN_MS))
     WARN("ncclCommShrink: rank %d: operations of the parent did not stop within %d s; shrinking anyway", comm->rank,
          ABORT_DRAIN_MS / 1000);

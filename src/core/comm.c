@@ -1,16 +1,15 @@
 /*
  * comm.c — communicator lifetime after initialisation: the live registry,
- * connection set-up, finalize/destroy/abort, and the simple queries.
- * Revoke and shrink live in revoke.c and shrink.c.
+ * the plugins' set-up, finalize/destroy/abort, freeing, and the simple
+ * queries. Connections are made in connect.c; revoke and shrink live in
+ * src/boot/revoke.c and src/boot/shrink.c.
  */
 #include "comm.h"
 
 #include "cuda_direct.h"
 #include "cuda_stream.h"
 
-#include "net_transport.h"
-#include "profiler_plugin.h"
-#include "tuner_plugin.h"
+#include "hooks.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,7 +19,7 @@
 #include "api.h"
 #include "checks.h"
 #include "env.h"
-#include "shm.h"
+#include "segment.h"
 #include "util.h"
 
 /* ---------- registry of live communicators ---------- */
@@ -165,43 +164,19 @@ ncclResult_t weft_comm_map_hosts(struct ncclComm *comm) {
   return ncclSuccess;
 }
 
-/* ---------- connections ---------- */
-
-// Shared memory serves the ranks of a host; the network every other pair
-// (and every pair when NCCL_SHM_DISABLE=1). Shared memory is set up for
-// every communicator: its segments also carry doorbells, abort words and
-// descriptor boards.
-ncclResult_t weft_comm_connect(struct ncclComm *comm) {
-  comm->conns = calloc((size_t)WEFT_NUM_CLASSES * 2 * (size_t)comm->nranks, sizeof(*comm->conns));
-  if (comm->conns == NULL) return ncclSystemError;
-  WEFTCHECK(weft_shm_transport.setup(comm));
-  WEFTCHECK(weft_net_setup(comm));
-  for (int p = 0; p < comm->nranks; p++) {
-    if (p == comm->rank) continue;
-    for (int cls = 0; cls < WEFT_NUM_CLASSES; cls++)
-      for (int is_send = 0; is_send < 2; is_send++)
-        if (weft_comm_conn(comm, cls, is_send, p)->tp == NULL) {
-          WARN("rank %d: no transport serves rank %d", comm->rank, p);
-          return ncclInternalError;
-        }
-  }
-  return ncclSuccess;
-}
-
 void weft_comm_plugins_init(struct ncclComm *comm) {
-  weft_tuner_plugin_comm_init(comm);
-  weft_profiler_comm_init(comm);
+  weft_plugin_comm_t c = {.id_hash = comm->id_hash, .name = comm->name[0] ? comm->name : NULL, .rank = comm->rank,
+                          .nranks = comm->nranks, .nhosts = comm->nhosts, .host_of = comm->host_of};
+  weft_plugins_comm_init(&c, &comm->tuner, &comm->prof);
 }
 
 void weft_comm_free(struct ncclComm *comm) {
   if (comm == NULL) return;
   weft_cuda_comm_release(comm);  // CUDA stream channels first: their workers may still run this comm's calls
   weft_cuda_direct_free(comm);
-  weft_profiler_comm_free(comm);
-  weft_tuner_plugin_comm_free(comm);
-  weft_net_teardown(comm);
-  weft_shm_transport.teardown(comm);
-  free(comm->conns);
+  weft_plugins_comm_free(comm->tuner, comm->prof);
+  comm->tuner = comm->prof = NULL;
+  weft_comm_disconnect(comm);
   free(comm->host_of);
   weft_bootstrap_close(&comm->bs);
   for (weft_registration_t *r = comm->registrations; r != NULL;) {
@@ -272,11 +247,9 @@ ncclResult_t pncclCommAbort(ncclComm_t comm) {
   atomic_store(&comm->aborted, 1);
   join_init(comm);
   // Peers blocked on this rank fail fast instead of waiting for a timeout.
-  if (comm->shm != NULL) {
-    char reason[128];
-    snprintf(reason, sizeof(reason), "rank %d called ncclCommAbort", comm->rank);
-    weft_shm_abort(comm->shm, ncclRemoteError, reason);
-  }
+  char reason[128];
+  snprintf(reason, sizeof(reason), "rank %d called ncclCommAbort", comm->rank);
+  weft_comm_fail(comm, ncclRemoteError, reason);
   weft_cuda_direct_release(comm);  // streams waiting on the direct path's counters run on
   weft_registry_remove(comm);
   if (!weft_comm_drain(comm, 5000)) {
@@ -297,7 +270,7 @@ ncclResult_t pncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncError) {
     return ncclInvalidArgument;
   }
   ncclResult_t res = (ncclResult_t)atomic_load(&comm->async_error);
-  if (res == ncclSuccess && comm->shm != NULL) res = weft_shm_abort_code(comm->shm);
+  if (res == ncclSuccess) res = weft_segment_abort_code(comm->seg);
   // As NCCL: a revoked communicator reports ncclInProgress until its operations have stopped, then success.
   if (atomic_load(&comm->revoked)) res = atomic_load(&comm->inflight) > 0 ? ncclInProgress : ncclSuccess;
   *asyncError = res;

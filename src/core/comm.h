@@ -15,10 +15,9 @@
 
 #define WEFT_COMM_MAGIC 0x7765667463306d6dull
 #define WEFT_MAX_PREMUL_OPS 64
+#define WEFT_MAX_TRANSPORTS 4  // the registry's length bound (connect.c)
 
-struct weft_shm;
-struct weft_tuner_plugin;
-struct weft_profiler;
+struct weft_segment;
 
 typedef struct {
   int in_use;
@@ -48,10 +47,9 @@ struct ncclComm {
   uint64_t id_hash;        // identifies the communicator in logs
 
   weft_bootstrap_t bs;
-  struct weft_shm *shm;    // shared-memory transport state
-  struct weft_net_state *net;  // network transport state (NULL when shared memory serves every pair)
-  weft_conn_t *conns;      // [WEFT_NUM_CLASSES][2 (recv=0, send=1)][nranks]
-  int can_read;            // every rank can read every other rank's memory (single-copy schedules)
+  struct weft_segment *seg;  // the host control block: doorbells, abort word, descriptors, status (segment.h)
+  weft_transport_view_t tv;  // what the transports see: connections, geometry, can_read (connect.c)
+  void *tp_state[WEFT_MAX_TRANSPORTS];  // each registered transport's set-up state
   int *host_of;            // [nranks]: host index of each rank (hosts numbered by their first rank)
   int nhosts;
   int local_rank, local_size;  // this rank among the ranks of its host
@@ -69,8 +67,8 @@ struct ncclComm {
   pthread_t init_thread;   // non-blocking initialisation
   int init_thread_live;
 
-  struct weft_tuner_plugin *tuner;  // NCCL_TUNER_PLUGIN's per-communicator state, or NULL (plugins/tuner)
-  struct weft_profiler *prof;        // NCCL_PROFILER_PLUGIN's, or NULL (plugins/profiler)
+  void *tuner;             // NCCL_TUNER_PLUGIN's per-communicator state, or NULL (plugins/hooks.h)
+  void *prof;              // NCCL_PROFILER_PLUGIN's, or NULL
 
   weft_premul_t premul[WEFT_MAX_PREMUL_OPS];
   weft_registration_t *registrations;
@@ -79,7 +77,7 @@ struct ncclComm {
 };
 
 static inline weft_conn_t *weft_comm_conn(struct ncclComm *c, int cls, int is_send, int peer) {
-  return &c->conns[((size_t)cls * 2 + (size_t)is_send) * (size_t)c->nranks + (size_t)peer];
+  return weft_view_conn(&c->tv, cls, is_send, peer);
 }
 
 // Fill host_of, nhosts, local_rank and local_size from the bootstrap's peer table.
@@ -121,8 +119,14 @@ ncclResult_t weft_comm_create_child(const struct ncclComm *parent, const struct 
 // torn down by weft_comm_free.
 void weft_comm_plugins_init(struct ncclComm *comm);
 
-// Build a communicator's connections once its bootstrap is up (collective).
+// connect.c: open the control segment and set up every registered
+// transport once the bootstrap is up (collective); weft_comm_disconnect
+// undoes it, safe on a partly connected communicator.
 ncclResult_t weft_comm_connect(struct ncclComm *comm);
+void weft_comm_disconnect(struct ncclComm *comm);
+// Fail the communicator for every rank (first reason wins): through the
+// abort word on this host, and the network transport carries it on.
+void weft_comm_fail(struct ncclComm *comm, ncclResult_t code, const char *reason);
 // Free everything; safe on a partly built communicator.
 void weft_comm_free(struct ncclComm *comm);
 

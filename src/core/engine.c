@@ -7,7 +7,7 @@
  * and write straight into the outgoing one. Before a collective moves data
  * with a peer it checks that the peer launched the same call (descriptor
  * board); any failure is published communicator-wide so every rank fails
- * fast instead of hanging.
+ * fast instead of hanging (mismatch.c compares the calls).
  */
 #include "engine.h"
 
@@ -22,8 +22,8 @@
 #include "copy.h"
 #include "dtype.h"
 #include "env.h"
-#include "profiler_plugin.h"
-#include "shm.h"
+#include "mismatch.h"
+#include "segment.h"
 #include "util.h"
 
 #define SLEEP_MAX_NS 2000000  // a sleeping rank re-checks aborts and timeouts this often
@@ -32,117 +32,12 @@ static char *op_buffer(const weft_op_t *op, int which) {
   return which == WEFT_BUF_SEND ? (char *)op->sendbuff : which == WEFT_BUF_RECV ? op->recvbuff : NULL;
 }
 
-static void describe(const weft_op_t *op, const weft_desc_t *d, char *buf, size_t len) {
-  snprintf(buf, len, "%s count=%" PRIu64 " %s %s root=%d algo=%s slice=%" PRIu64, weft_coll_name(d->coll), d->count,
-           weft_dtype_name(d->dtype), weft_coll_has_op(d->coll) ? weft_op_name(d->op) : "-", d->root,
-           weft_algo_name(d->algo), d->slice);
-  (void)op;
-}
-
-static void fill_desc(const weft_op_t *op, weft_desc_t *d) {
-  d->coll = (uint8_t)op->args.coll;
-  d->dtype = (uint8_t)op->dtype;
-  d->algo = (uint8_t)op->algo;
-  d->op = (uint8_t)(op->user_op < ncclNumOps ? op->user_op : ncclNumOps);
-  d->root = op->args.root;
-  d->count = op->args.count;
-  d->slice = op->args.slice;
-  d->sendbuff = (uint64_t)(uintptr_t)op->sendbuff;
-  d->recvbuff = (uint64_t)(uintptr_t)op->recvbuff;
-}
-
-// What every slot of a collective carries: its sequence number and the call
-// mixed into 32 bits (never 0, which point-to-point slots carry).
-static uint32_t call_tag(const weft_op_t *op) {
-  weft_desc_t d = {0};
-  fill_desc(op, &d);
-  uint64_t h = op->seq * 0x9e3779b97f4a7c15ull;
-  const uint64_t parts[] = {d.coll | (uint64_t)d.dtype << 8 | (uint64_t)d.algo << 16 | (uint64_t)d.op << 24 |
-                                (uint64_t)(uint32_t)d.root << 32,
-                            d.count, d.slice};
-  for (size_t i = 0; i < sizeof(parts) / sizeof(parts[0]); i++) {
-    h ^= parts[i] + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
-    h *= 0xbf58476d1ce4e5b9ull;
-    h ^= h >> 31;
-  }
-  uint32_t t = (uint32_t)(h ^ (h >> 32));
-  return t != 0 ? t : 1;
-}
-
-static void op_fail(weft_op_t *op, ncclResult_t res, const char *reason) {
+void weft_op_fail(weft_op_t *op, ncclResult_t res, const char *reason) {
   if (op->state != WEFT_OP_PENDING) return;
   op->state = WEFT_OP_FAILED;
   op->result = res;
   weft_comm_set_error(op->comm, res);
-  if (reason != NULL) weft_shm_abort(op->comm->shm, res, reason);
-}
-
-// 1: peer's descriptor matches ours (and, for schedules that read peer
-// memory, its buffer addresses are known); 0: the peer has not launched the
-// call yet; -1: mismatch (the operation has failed).
-static int verify_peer(weft_op_t *op, int peer) {
-  // verified[peer]: 0 unknown, 1 its slot tags matched, 2 its descriptor matched (buffers known).
-  if (op->cls != WEFT_CLASS_COLL || op->verified[peer] == 2 || (op->verified[peer] == 1 && !op->reads)) return 1;
-  if (!op->check && !op->reads) {
-    op->verified[peer] = 1;
-    return 1;
-  }
-  if (op->comm->shm->hdr[peer] == NULL) {  // another host: no descriptor board; its slot tags vouch for it
-    op->verified[peer] = 1;
-    return 1;
-  }
-  weft_desc_t *d = &op->comm->shm->hdr[peer]->desc[op->seq % WEFT_DESC_RING];
-  uint64_t s1 = atomic_load_explicit(&d->seq, memory_order_acquire);
-  if (s1 < op->seq + 1) return 0;
-  weft_desc_t theirs, mine;
-  memcpy(&theirs, d, sizeof(theirs));
-  uint64_t s2 = atomic_load_explicit(&d->seq, memory_order_acquire);
-  if (s1 != op->seq + 1 || s2 != s1) {  // the peer is already further on; it cannot be checked
-    if (op->reads) {  // impossible unless ranks disagree on the schedule: the peer waits for our tokens
-      char reason[200];
-      snprintf(reason, sizeof(reason), "rank %d moved past collective #%" PRIu64 " before rank %d read its buffers",
-               peer, op->seq, op->comm->rank);
-      WARN("%s", reason);
-      op_fail(op, ncclInternalError, reason);
-      return -1;
-    }
-    op->verified[peer] = 1;
-    return 1;
-  }
-  if (op->reads) {
-    op->peer_buf[2 * peer] = theirs.sendbuff;
-    op->peer_buf[2 * peer + 1] = theirs.recvbuff;
-  }
-  fill_desc(op, &mine);
-  if (!op->check || (theirs.coll == mine.coll && theirs.dtype == mine.dtype && theirs.op == mine.op &&
-                     theirs.root == mine.root && theirs.count == mine.count && theirs.slice == mine.slice &&
-                     theirs.algo == mine.algo)) {
-    op->verified[peer] = 2;
-    return 1;
-  }
-  char a[160], b[160], reason[400];
-  describe(op, &mine, a, sizeof(a));
-  describe(op, &theirs, b, sizeof(b));
-  snprintf(reason, sizeof(reason), "collective #%" PRIu64 " differs: rank %d called %s, rank %d called %s", op->seq,
-           op->comm->rank, a, peer, b);
-  WARN("%s", reason);
-  op_fail(op, ncclInvalidUsage, reason);
-  return -1;
-}
-
-// A slot from `peer` carried another call's tag: say what each rank called.
-static void tag_mismatch(weft_op_t *op, int peer) {
-  if (verify_peer(op, peer) < 0) return;  // the descriptors tell the story (and failed the op)
-  char a[160], reason[400];
-  weft_desc_t mine;
-  fill_desc(op, &mine);
-  describe(op, &mine, a, sizeof(a));
-  snprintf(reason, sizeof(reason),
-           "rank %d received data from rank %d that belongs to another call than its collective #%" PRIu64
-           " (%s): the ranks disagree on the order or number of collectives",
-           op->comm->rank, peer, op->seq, a);
-  WARN("%s", reason);
-  op_fail(op, ncclInvalidUsage, reason);
+  if (reason != NULL) weft_comm_fail(op->comm, res, reason);
 }
 
 static void do_copy(const weft_op_t *op, const weft_step_t *st, char *dst, const char *src, size_t n) {
@@ -171,7 +66,7 @@ static int read_step(weft_op_t *op, const weft_step_t *st, weft_lane_state_t *ls
   if (p == comm->rank) {
     near = op_buffer(op, st->rem_buf) + st->rem_off * es;
   } else {
-    int v = verify_peer(op, p);
+    int v = weft_mismatch_verify_peer(op, p);
     if (v != 1) return v < 0;
     far = op->peer_buf[2 * p + (st->rem_buf == WEFT_BUF_RECV)] + st->rem_off * es;
     if (comm->bs.peers[p].pid == comm->bs.peers[comm->rank].pid) near = (const char *)(uintptr_t)far;
@@ -210,7 +105,7 @@ static int read_step(weft_op_t *op, const weft_step_t *st, weft_lane_state_t *ls
     snprintf(reason, sizeof(reason), "rank %d could not read rank %d's buffer in %s #%" PRIu64, comm->rank, p,
              weft_coll_name(op->args.coll), op->seq);
     WARN("%s", reason);
-    op_fail(op, ncclRemoteError, reason);
+    weft_op_fail(op, ncclRemoteError, reason);
     return 1;
   }
   ls->done = st->count;
@@ -227,7 +122,7 @@ static int token_step(weft_op_t *op, weft_conn_t *sc, weft_conn_t *rc, weft_lane
     uint32_t tag = 0;
     if (rc->tp->recv_slot(rc, &bytes, &tag) == NULL) return 0;
     if (op->check && tag != op->tag) {
-      tag_mismatch(op, rc->peer);
+      weft_mismatch_tag_differs(op, rc->peer);
       return 1;
     }
     if (op->verified[rc->peer] == 0) op->verified[rc->peer] = 1;
@@ -237,7 +132,7 @@ static int token_step(weft_op_t *op, weft_conn_t *sc, weft_conn_t *rc, weft_lane
       snprintf(reason, sizeof(reason), "rank %d expected a token from rank %d in %s #%" PRIu64 " but got %zu bytes",
                op->comm->rank, rc->peer, weft_coll_name(op->args.coll), op->seq, bytes);
       WARN("%s", reason);
-      op_fail(op, ncclInvalidUsage, reason);
+      weft_op_fail(op, ncclInvalidUsage, reason);
       return 1;
     }
   }
@@ -249,7 +144,7 @@ static int token_step(weft_op_t *op, weft_conn_t *sc, weft_conn_t *rc, weft_lane
 // otherwise the operation fails, saying what differs. Returns 1 when it is fine.
 static int incoming_ok(weft_op_t *op, const weft_conn_t *rc, uint32_t tag, size_t got, size_t bytes) {
   if (op->check && tag != op->tag) {
-    tag_mismatch(op, rc->peer);
+    weft_mismatch_tag_differs(op, rc->peer);
     return 0;
   }
   if (op->verified[rc->peer] == 0) op->verified[rc->peer] = 1;  // its tag matched
@@ -260,7 +155,7 @@ static int incoming_ok(weft_op_t *op, const weft_conn_t *rc, uint32_t tag, size_
            "(mismatched counts or datatypes between the ranks?)",
            op->comm->rank, got, rc->peer, weft_coll_name(op->args.coll), op->seq, bytes);
   WARN("%s", reason);
-  op_fail(op, ncclInvalidUsage, reason);
+  weft_op_fail(op, ncclInvalidUsage, reason);
   return 0;
 }
 
@@ -393,7 +288,7 @@ static void op_release(weft_op_t *op) {
   struct ncclComm *comm = op->comm;
   if (op->released) return;
   op->released = 1;
-  if (__builtin_expect(op->profiled, 0)) weft_profiler_op_stop(op);
+  if (__builtin_expect(op->prof.on, 0)) weft_plugin_hooks.op_stop(comm->prof, &op->prof);
   weft_engine_publish(op, op->state == WEFT_OP_FAILED ? WEFT_STATUS_FAILED : WEFT_STATUS_IDLE, -1, 0, 0, 0);
   for (int p = 0; p < comm->nranks; p++) {
     if (op->send_ticket[p] >= 0) atomic_fetch_add(&weft_comm_conn(comm, op->cls, 1, p)->served, 1);
@@ -404,35 +299,22 @@ static void op_release(weft_op_t *op) {
     atomic_fetch_add(&rc->served, 1);
   }
   // Other threads of this rank may wait for the tickets just released.
-  weft_doorbell_ring(weft_shm_doorbell(comm->shm, comm->rank));
-}
-
-// verify_peer for every peer the operation exchanges slots with: 1 when all
-// run the same call, 0 while one has not launched it, -1 if one launched a
-// different call (the operation has then failed).
-static int check_peers(weft_op_t *op) {
-  int all = 1;
-  for (int p = 0; p < op->comm->nranks; p++) {
-    if (op->verified[p] || (op->send_ticket[p] < 0 && op->recv_ticket[p] < 0)) continue;
-    int v = verify_peer(op, p);
-    if (v < 0) return -1;
-    if (v == 0) all = 0;
-  }
-  return all;
+  weft_doorbell_ring(weft_segment_doorbell(comm->seg, comm->rank));
 }
 
 static int op_progress(weft_op_t *op) {
   if (op->state != WEFT_OP_PENDING) return 0;
   struct ncclComm *comm = op->comm;
-  ncclResult_t shared = weft_shm_abort_code(comm->shm);
+  ncclResult_t shared = weft_segment_abort_code(comm->seg);
   if (shared != ncclSuccess || atomic_load(&comm->aborted)) {
+    const weft_segment_header_t *why = weft_segment_abort_header(comm->seg);
     if (shared != ncclSuccess)
       WARN("rank %d: %s #%" PRIu64 " failed: rank %d reported: %s", comm->rank, weft_coll_name(op->args.coll),
-           op->seq, weft_shm_abort_header(comm->shm)->abort_rank, weft_shm_abort_header(comm->shm)->abort_reason);
+           op->seq, why->abort_rank, why->abort_reason);
     else
       WARN("rank %d: %s #%" PRIu64 " failed: the communicator was aborted", comm->rank, weft_coll_name(op->args.coll),
            op->seq);
-    op_fail(op, shared != ncclSuccess ? shared : ncclInvalidUsage, NULL);
+    weft_op_fail(op, shared != ncclSuccess ? shared : ncclInvalidUsage, NULL);
     op_release(op);
     return 1;
   }
@@ -442,10 +324,10 @@ static int op_progress(weft_op_t *op) {
     weft_lane_state_t *ls = &op->lanes[l];
     while (ls->cursor < lane->count && op->state == WEFT_OP_PENDING) {
       const weft_step_t *st = &op->sched.steps[lane->first + ls->cursor];
-      if (__builtin_expect(op->prof_lanes != NULL, 0)) weft_profiler_step(op, l, 0);
+      if (__builtin_expect(op->prof.lanes != NULL, 0)) weft_plugin_hooks.step(comm->prof, &op->prof, l, ls->cursor, 0);
       moved |= step_progress(op, lane, st, ls);
       if (ls->done < st->count) break;
-      if (__builtin_expect(op->prof_lanes != NULL, 0)) weft_profiler_step(op, l, 1);
+      if (__builtin_expect(op->prof.lanes != NULL, 0)) weft_plugin_hooks.step(comm->prof, &op->prof, l, ls->cursor, 1);
       ls->cursor++;
       ls->done = 0;
       if (ls->cursor == lane->count) op->lanes_left--;
@@ -454,7 +336,7 @@ static int op_progress(weft_op_t *op) {
   // Done once every peer is known to run the same call: peers we only sent
   // to (whose tags we never saw) are compared by descriptor.
   if (op->state == WEFT_OP_PENDING && op->lanes_left == 0) {
-    int c = check_peers(op);
+    int c = weft_mismatch_check_peers(op);
     if (c > 0) op->state = WEFT_OP_DONE;
     else if (c == 0) return moved;  // a peer has not launched the call yet
   }
@@ -513,11 +395,8 @@ ncclResult_t weft_op_launch(weft_op_t *op) {
   pthread_mutex_unlock(&comm->lock);
 
   if (op->cls == WEFT_CLASS_COLL) {
-    if (op->check) op->tag = call_tag(op);
-    weft_desc_t *d = &comm->shm->hdr[comm->rank]->desc[op->seq % WEFT_DESC_RING];
-    atomic_store_explicit(&d->seq, 0, memory_order_relaxed);
-    fill_desc(op, d);
-    atomic_store_explicit(&d->seq, op->seq + 1, memory_order_release);
+    if (op->check) op->tag = weft_mismatch_tag(op);
+    weft_mismatch_publish(op);
   }
   if (op->state == WEFT_OP_PENDING) weft_engine_publish(op, WEFT_STATUS_RUNNING, -1, 0, 0, 0);
   op->last_progress_ns = 0;  // stamped when the engine first finds it idle
@@ -538,21 +417,21 @@ static void report_stuck(weft_op_t *op, int64_t idle_ns) {
            op->comm->rank, weft_coll_name(op->args.coll), op->seq, op->args.count, weft_dtype_name(op->dtype),
            weft_algo_name(op->algo), (long long)(idle_ns / 1000000000), moved, total, peers);
   WARN("%s", reason);
-  op_fail(op, ncclRemoteError, reason);
+  weft_op_fail(op, ncclRemoteError, reason);
   op_release(op);
 }
 
 // A rank of this host died (its process exited): fail the operation and,
 // through the abort word, every rank's. Returns 1 when it did.
 static int peer_died(weft_op_t *op, int64_t now) {
-  weft_shm_t *shm = op->comm->shm;
-  int dead = weft_shm_dead_peer(shm, now);
+  weft_segment_t *seg = op->comm->seg;
+  int dead = weft_segment_dead_peer(seg, now);
   if (dead < 0) return 0;
   char reason[300];
   snprintf(reason, sizeof(reason), "rank %d (pid %d, on this host) died; rank %d's %s #%" PRIu64 " cannot complete",
-           dead, (int)shm->hdr[dead]->pid, op->comm->rank, weft_coll_name(op->args.coll), op->seq);
+           dead, (int)seg->hdr[dead]->pid, op->comm->rank, weft_coll_name(op->args.coll), op->seq);
   WARN("%s", reason);
-  op_fail(op, ncclRemoteError, reason);
+  weft_op_fail(op, ncclRemoteError, reason);
   op_release(op);
   return 1;
 }
@@ -607,7 +486,7 @@ ncclResult_t weft_engine_run(weft_op_t **ops, int nops) {
     // Before sleeping, compare descriptors with every peer an operation
     // waits for: a mismatch that sends no slot our way is caught here.
     for (int i = 0; i < nops; i++)
-      if (ops[i]->state == WEFT_OP_PENDING && (check_peers(ops[i]) < 0 || peer_died(ops[i], now))) {
+      if (ops[i]->state == WEFT_OP_PENDING && (weft_mismatch_check_peers(ops[i]) < 0 || peer_died(ops[i], now))) {
         op_release(ops[i]);  // once: a no-op when peer_died released it
         remaining--;
       }
@@ -616,7 +495,7 @@ ncclResult_t weft_engine_run(weft_op_t **ops, int nops) {
       if (ops[i]->state == WEFT_OP_PENDING) weft_engine_publish_waiting(ops[i], now);
     // Sleep until a peer rings (or a short while passes, to notice aborts).
     if (single != NULL) {
-      weft_doorbell_t *bell = weft_shm_doorbell(single->shm, single->rank);
+      weft_doorbell_t *bell = weft_segment_doorbell(single->seg, single->rank);
       uint32_t seen = weft_doorbell_arm(bell);
       int again = 0;
       for (int i = 0; i < nops && !again; i++) again = ops[i]->state == WEFT_OP_PENDING && op_progress(ops[i]);

@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "comm.h"
+#include "hooks.h"
 #include "reduce.h"
 #include "schedule.h"
 
@@ -64,10 +65,7 @@ typedef struct weft_op {
   int counted;             // included in comm->inflight (launched, not yet freed)
   ncclResult_t result;
   int64_t last_progress_ns;
-  int profiled;            // a profiler event runs for it (plugins/profiler)
-  void *prof_event;
-  struct weft_prof_group *prof_group;
-  void **prof_lanes;       // ProxyOp/ProxyStep events: [2 * nlanes] (lane's op, its open step), or NULL
+  weft_prof_op_t prof;     // the profiler plugin's events for it (plugins/hooks.h)
   struct {                 // device buffers (src/cuda/cuda_stream.c); sendbuff/recvbuff then point at host staging
     int on;                // the call's buffers are device or managed memory
     int device;            // their device ordinal
@@ -88,6 +86,9 @@ void weft_engine_publish(const weft_op_t *op, int state, int waiting_on, uint64_
                          int64_t now_ns);
 void weft_engine_publish_waiting(const weft_op_t *op, int64_t now_ns);
 
+// Fail the operation (its first failure sticks) and, with a reason, the
+// communicator for every rank (weft_comm_fail).
+void weft_op_fail(weft_op_t *op, ncclResult_t res, const char *reason);
 // Assign sequence number and connection tickets; publish the descriptor.
 // Operations must be launched in the same order on every rank.
 ncclResult_t weft_op_launch(weft_op_t *op);

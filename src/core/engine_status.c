@@ -1,8 +1,8 @@
 /*
  * engine_status.c — what an operation is doing, told to the outside.
  *
- * Each rank keeps the state of its latest operation in its shared-memory
- * segment's status (transports/shm/shm.h): launched, waiting (before the engine
+ * Each rank keeps the state of its latest operation in its control
+ * segment's status (segment.h): launched, waiting (before the engine
  * sleeps: on which rank, how many bytes moved of how many), finished or
  * failed. weft-status (tools/weft_status.c) and weftrun on SIGUSR1 read it
  * from outside the process, so a hung job shows which rank waits on whom.
@@ -12,7 +12,7 @@
 #include <stdio.h>
 
 #include "engine.h"
-#include "shm.h"
+#include "segment.h"
 #include "util.h"
 
 // The peers an operation waits on (each lane's current step), the bytes
@@ -45,7 +45,7 @@ void weft_engine_stuck_state(const weft_op_t *op, char *peers, size_t len, uint6
 // What this rank is doing, in its segment's status (weft-status reads it).
 void weft_engine_publish(const weft_op_t *op, int state, int waiting_on, uint64_t moved, uint64_t total,
                          int64_t now_ns) {
-  weft_status_t *s = &op->comm->shm->hdr[op->comm->rank]->status;
+  weft_status_t *s = &op->comm->seg->hdr[op->comm->rank]->status;
   // Several threads may publish (the caller's, a stream's worker): an odd
   // version is also the writers' lock, taken by compare-and-swap.
   uint64_t v = atomic_load_explicit(&s->version, memory_order_relaxed);

@@ -22,10 +22,8 @@
 #include "env.h"
 #include "group.h"
 #include "stream.h"
-#include "shm.h"
-#include "profiler_plugin.h"
+#include "hooks.h"
 #include "tuner.h"
-#include "tuner_plugin.h"
 
 static ncclResult_t check_buffer(const char *api, const char *name, const void *buf, size_t elems) {
   if (buf == NULL && elems > 0) {
@@ -197,13 +195,13 @@ static ncclResult_t enqueue_checked(weft_coll_t coll, const void *sendbuff, void
   } else {
     WEFTCHECKGOTO(weft_stream_resolve(stream, api, &ws), res, fail);
   }
-  weft_tuner_params_t tp = {.slot_bytes = comm->shm->slot_bytes, .nslots = comm->shm->nslots,
+  weft_tuner_params_t tp = {.slot_bytes = comm->tv.slot_bytes, .nslots = comm->tv.nslots,
                             .oneshot_max = (size_t)weft_env_WEFT_ONESHOT_MAX_BYTES(),
-                            .can_read = comm->can_read,
+                            .can_read = comm->tv.can_read,
                             .read_min = (size_t)weft_env_WEFT_READ_MIN_BYTES(),
                             .algo_spec = weft_env_NCCL_ALGO()};
   WEFTCHECKGOTO(weft_tuner_choose(&tp, &o->args, esize, &o->algo), res, fail);
-  if (__builtin_expect(comm->tuner != NULL, 0)) weft_tuner_plugin_apply(comm, &tp, &o->args, esize, &o->algo);
+  if (__builtin_expect(comm->tuner != NULL, 0)) weft_plugin_hooks.tune(comm->tuner, &tp, &o->args, esize, &o->algo);
   WEFTCHECKGOTO(weft_schedule_build(&o->args, o->algo, &o->sched), res, fail);
   TRACE(WEFT_LOG_COLL, "%s count=%zu %s op=%d root=%d algo=%s steps=%u", api, count, weft_dtype_name(dtype),
         (int)op, root, weft_algo_name(o->algo), o->sched.nsteps);
@@ -215,11 +213,13 @@ fail:
 
 ncclResult_t weft_enqueue(weft_coll_t coll, const void *sendbuff, void *recvbuff, size_t count,
                           ncclDataType_t dtype, ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) {
+  // The profiler's API event: comm is not validated yet, so only a live one is asked.
   void *api_event = NULL;
-  if (weft_profiler_on())
-    api_event = weft_profiler_api_start(comm, coll, count, dtype, root, (void *)stream);
+  if (__builtin_expect(weft_plugin_hooks.api_start != NULL, 0) && weft_registry_contains(comm) && comm->prof != NULL)
+    api_event = weft_plugin_hooks.api_start(comm->prof, comm->rank, coll, count, dtype, root, (void *)stream);
   ncclResult_t res = enqueue_checked(coll, sendbuff, recvbuff, count, dtype, op, root, comm, stream);
-  if (__builtin_expect(api_event != NULL, 0)) weft_profiler_api_stop(comm, api_event);
+  if (__builtin_expect(api_event != NULL, 0) && weft_registry_contains(comm) && comm->prof != NULL)
+    weft_plugin_hooks.api_stop(comm->prof, api_event);
   if (res != ncclSuccess) weft_group_note_error(res);  // a bad call inside a group fails the whole group
   return res;
 }

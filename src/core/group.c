@@ -19,9 +19,10 @@
 
 #include "api.h"
 #include "checks.h"
+#include "cost.h"
 #include "cuda_direct.h"
 #include "dtype.h"
-#include "profiler_plugin.h"
+#include "hooks.h"
 
 typedef struct {
   weft_op_t *op;
@@ -163,6 +164,16 @@ static void abandon_gates(queued_t *q, int n) {
 }
 
 // Launch and run everything queued; empties the queue.
+// Tell the profiler plugin of a launched operation (hooks.h).
+static void profile_launch(weft_op_t *op, int first) {
+  weft_prof_launch_t l = {.rank = op->comm->rank, .is_p2p = op->cls == WEFT_CLASS_P2P, .coll = op->args.coll,
+                          .algo = op->algo, .seq = op->seq, .sendbuff = op->sendbuff, .recvbuff = op->recvbuff,
+                          .count = op->args.count, .root = op->args.root, .dtype = op->dtype,
+                          .chunk_bytes = op->args.slice * op->esize, .sched = &op->sched,
+                          .done = op->state != WEFT_OP_PENDING};
+  weft_plugin_hooks.op_start(op->comm->prof, &op->prof, &l, first);
+}
+
 static ncclResult_t group_launch(void) {
   ncclResult_t res = ncclSuccess;
   int n = queue_len;
@@ -180,10 +191,10 @@ static ncclResult_t group_launch(void) {
   if (res == ncclSuccess) res = stage_device_batches(q, n);
   for (int i = 0; i < n && res == ncclSuccess; i++)
     if (q[i].op != NULL) res = weft_op_launch(q[i].op);
-  if (weft_profiler_on() && res == ncclSuccess) {
+  if (__builtin_expect(weft_plugin_hooks.op_start != NULL, 0) && res == ncclSuccess) {
     for (int i = 0, first = 1; i < n; i++)
-      if (q[i].op != NULL) weft_profiler_op_start(q[i].op, first), first = 0;
-    weft_profiler_launch_end();
+      if (q[i].op != NULL) profile_launch(q[i].op, first), first = 0;
+    weft_plugin_hooks.launch_end();
   }
   int ninline = 0;
   // Hand stream work to the streams (one batch per stream, in call order).
@@ -266,17 +277,14 @@ ncclResult_t pncclGroupEnd(void) {
   return group_launch();
 }
 
-// Alpha-beta estimate of one operation: its longest lane, step by step.
+// What one operation would take, priced by the cost model the tuner uses
+// (algorithms/cost.h) with the links weft-calibrate measured (WEFT_TUNE_FILE):
+// a collective replayed over every rank's schedule, a send or receive as one
+// transfer over the link between the two ranks.
 static double estimate_seconds(const weft_op_t *op) {
-  const double alpha = 1e-6, beta = 5e9;  // uncalibrated: a few GB/s and a microsecond per step
-  double worst = 0;
-  for (uint32_t l = 0; l < op->sched.nlanes; l++) {
-    double t = 0;
-    for (uint32_t i = 0; i < op->sched.lanes[l].count; i++)
-      t += alpha + (double)op->sched.steps[op->sched.lanes[l].first + i].count * (double)op->esize / beta;
-    if (t > worst) worst = t;
-  }
-  return worst;
+  if (op->cls == WEFT_CLASS_P2P) return weft_cost_transfer(&op->args, op->esize, weft_links());
+  double t = 0;
+  return weft_cost_call(&op->args, op->algo, op->esize, weft_links(), &t) == ncclSuccess ? t : 0;
 }
 
 NCCL_API(ncclResult_t, ncclGroupSimulateEnd, ncclSimInfo_t *simInfo);

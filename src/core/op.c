@@ -12,7 +12,6 @@
 #include <string.h>
 
 #include "engine.h"
-#include "profiler_plugin.h"
 
 static pthread_key_t cache_key;
 static pthread_once_t cache_once = PTHREAD_ONCE_INIT;
@@ -37,7 +36,7 @@ weft_op_t *weft_op_alloc(void) {
 
 void weft_op_release_comm(weft_op_t *op) {
   if (op == NULL || !op->counted) return;
-  if (__builtin_expect(op->profiled, 0)) weft_profiler_op_stop(op);  // one that never ran
+  if (__builtin_expect(op->prof.on, 0)) weft_plugin_hooks.op_stop(op->comm->prof, &op->prof);  // one that never ran
   op->counted = 0;
   atomic_fetch_sub(&op->comm->inflight, 1);  // the last touch of the communicator
 }

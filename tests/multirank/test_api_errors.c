@@ -340,6 +340,29 @@ static void run_mismatch(int kind, const char *what) {
   weft_test_shared_free(mm_out, sizeof(*mm_out));
 }
 
+// Two ranks of one host that disagree whether shared memory may carry their
+// traffic (NCCL_SHM_DISABLE on one of them only) would each wait for the
+// other on a different transport: initialisation refuses, on both ranks.
+static int transport_disagreement_body(int rank, int nranks, ncclUniqueId *ids, void *arg) {
+  (void)arg;
+  if (rank == 1) setenv("NCCL_SHM_DISABLE", "1", 1);
+  ncclComm_t comm = NULL;
+  double t0 = weft_test_now();
+  ncclResult_t r = ncclCommInitRank(&comm, nranks, ids[0], rank);
+  WEFT_TEST_CHECK(r == ncclInvalidUsage, "rank %d: ncclCommInitRank returned %d (%s), expected ncclInvalidUsage",
+                  rank, (int)r, ncclGetErrorString(r));
+  WEFT_TEST_CHECK(weft_test_now() - t0 < 10.0, "rank %d took %.1f s to refuse", rank, weft_test_now() - t0);
+  WEFT_TEST_CHECK(strstr(ncclGetLastError(NULL), "NCCL_SHM_DISABLE") != NULL, "rank %d: last error '%s'", rank,
+                  ncclGetLastError(NULL));
+  if (comm != NULL) ncclCommDestroy(comm);
+  return weft_test_failures();
+}
+
+Test(api_errors, ranks_disagreeing_on_shared_memory_are_refused, .timeout = 40) {
+  weft_test_env_timeout(20);
+  WEFT_TEST_EXPECT_FORK_OK(2, 1, transport_disagreement_body, NULL, 30);
+}
+
 Test(api_errors, mismatched_counts_fail_fast, .timeout = 40) { run_mismatch(MM_COUNT, "counts 100/200"); }
 Test(api_errors, mismatched_datatypes_fail_fast, .timeout = 40) { run_mismatch(MM_DTYPE, "float32/int32"); }
 Test(api_errors, mismatched_ops_fail_fast, .timeout = 40) { run_mismatch(MM_OP, "sum/max"); }

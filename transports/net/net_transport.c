@@ -3,7 +3,7 @@
  * shared memory does not serve (other hosts, or NCCL_SHM_DISABLE=1), over a
  * network backend (net.h): the built-in TCP one (net_socket.c) or an NCCL
  * net plugin (plugins/net/), chosen once per process (NCCL_NET,
- * NCCL_NET_PLUGIN).
+ * NCCL_NET_PLUGIN) by the core and lent through the view's net_backend.
  *
  * The engine sees the same slot FIFOs as with shared memory, here in
  * process memory. A proxy thread per communicator moves them: posted send
@@ -25,11 +25,11 @@
  * yet land in slots, so the sockets are drained as before.
  *
  * Failure: a connection that breaks fails the communicator on this host
- * (weft_shm_abort, naming the peer rank and its address), and a proxy that
+ * (the view's fail(), naming the peer rank and its address), and a proxy that
  * sees its host's communicator failed resets all its connections, so the
  * ranks on the other hosts fail too instead of waiting for a timeout.
  */
-#include "net_transport.h"
+#include "transport.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -45,15 +45,12 @@
 #include <unistd.h>
 
 #include "checks.h"
-#include "comm.h"
 #include "env.h"
 #include "net.h"
-#include "net_ib.h"
-#include "net_plugin.h"
-#include "shm.h"
 #include "util.h"
 
 #define HELLO_MAGIC 0x776566742d6e6574ull
+#define HELLO_SECRET_BYTES 32  // the most of the communicator's secret a hello carries
 #define PROXY_SLEEP_MS 10  // a sleeping proxy still checks for failures this often
 #define PROXY_NAP_NS 50000 // over a backend without descriptors (plugins), naps grow from this ...
 #define PROXY_POLL_MS 1    // ... to this as the quiet lasts
@@ -89,7 +86,7 @@ typedef struct {
 
 struct weft_net_state {
   const weft_net_t *net;
-  struct ncclComm *comm;
+  weft_transport_view_t *v;
   net_conn_t **conns;
   int nconns;
   pthread_t thread;
@@ -101,16 +98,16 @@ struct weft_net_state {
   int epfd, evfd;
   int no_fds;                   // the backend has no descriptors to wait on: the idle proxy naps
   char (*addr)[64];             // every rank's backend address, for messages
+  uint8_t *serve;               // [nranks]: the peers this rank reaches over the network
 };
 
 typedef struct {
   uint64_t magic;
-  uint8_t secret[WEFT_SECRET_BYTES];
+  uint8_t secret[HELLO_SECRET_BYTES];
   int32_t rank, cls;
 } hello_t;
 
 typedef struct {
-  int32_t shm_on;
   char handle[WEFT_NET_HANDLE_BYTES];
   char addr[64];
 } net_card_t;
@@ -201,7 +198,7 @@ static void net_quiesce(weft_conn_t *c) {
 
 /* ---- the proxy ---- */
 
-static void ring_engine(net_state_t *st) { weft_doorbell_ring(weft_shm_doorbell(st->comm->shm, st->comm->rank)); }
+static void ring_engine(net_state_t *st) { weft_doorbell_ring(st->v->doorbell(st->v, st->v->rank)); }
 
 // The oldest receive (message `next`, index + 1) may wait after its header
 // (only described messages are held): let it land where it was described
@@ -272,16 +269,16 @@ static int conn_progress(net_conn_t *nc) {
 }
 
 static void fail_all(net_state_t *st, const net_conn_t *culprit) {
-  struct ncclComm *comm = st->comm;
+  weft_transport_view_t *v = st->v;
   if (culprit != NULL) {
     char reason[256];
-    snprintf(reason, sizeof(reason), "rank %d lost its connection %s rank %d (%s, host %d)", comm->rank,
-             culprit->is_send ? "to" : "from", culprit->peer, st->addr[culprit->peer], comm->host_of[culprit->peer]);
+    snprintf(reason, sizeof(reason), "rank %d lost its connection %s rank %d (%s, host %d)", v->rank,
+             culprit->is_send ? "to" : "from", culprit->peer, st->addr[culprit->peer], v->host_of[culprit->peer]);
     WARN("%s", reason);
-    weft_shm_abort(comm->shm, ncclRemoteError, reason);
+    v->fail(v, ncclRemoteError, reason);
   }
   // Reset every connection: the peers' proxies see it and fail their hosts.
-  INFO(WEFT_LOG_NET, "rank %d: the communicator failed; resetting its %d network connections", comm->rank, st->nconns);
+  INFO(WEFT_LOG_NET, "rank %d: the communicator failed; resetting its %d network connections", v->rank, st->nconns);
   for (int i = 0; i < st->nconns; i++) {
     st->net->abort_comm(st->conns[i]->net_comm);
     st->conns[i]->net_comm = NULL;
@@ -294,10 +291,6 @@ static int sends_flushed(const net_state_t *st) {
     if (nc->is_send && atomic_load(&nc->completed) != atomic_load(&nc->posted)) return 0;
   }
   return 1;
-}
-
-static int comm_failed(const struct ncclComm *comm) {
-  return weft_shm_abort_code(comm->shm) != ncclSuccess || atomic_load(&comm->aborted);
 }
 
 // Sleep until the engine or a socket has news: at most PROXY_SLEEP_MS, or
@@ -317,12 +310,12 @@ static void proxy_sleep(const net_state_t *st, int naps) {
 
 static void *proxy_main(void *arg) {
   net_state_t *st = arg;
-  struct ncclComm *comm = st->comm;
-  weft_debug_set_rank(comm->rank);
+  weft_transport_view_t *v = st->v;
+  weft_debug_set_rank(v->rank);
   int64_t spin_ns = weft_env_WEFT_NET_SPIN_NS(), last_moved = 0;  // weft_now_ns() when data last moved
   int naps = 0;  // sleeps since anything moved
   for (;;) {
-    if (comm_failed(comm)) {
+    if (v->failed(v)) {
       fail_all(st, NULL);
       atomic_store(&st->exited, 1);
       return NULL;
@@ -339,7 +332,7 @@ static void *proxy_main(void *arg) {
     }
     if (moved) ring_engine(st);
     if (atomic_load(&st->stop) && sends_flushed(st)) {
-      if (comm_failed(comm)) continue;  // it failed just now: reset, not an orderly goodbye
+      if (v->failed(v)) continue;  // it failed just now: reset, not an orderly goodbye
       break;
     }
     if (moved) {
@@ -378,73 +371,16 @@ static void *proxy_main(void *arg) {
 
 /* ---- set-up and teardown ---- */
 
-// The network backend, chosen and started once per process: NCCL_NET by
-// name ("Socket", "IB" or the plugin's name), else the net plugin when one
-// is loaded (net_plugin.h) and starts, else the built-in socket backend.
-// The verbs backend (net_ib.c) is untested on RDMA hardware, so it is used
-// only when NCCL_NET=IB asks for it.
-static const weft_net_t *chosen_net;
-static ncclResult_t chosen_res;
-
-static void backend_init(void) {
-  const char *want = weft_env_NCCL_NET();
-  const weft_net_t *plugin = weft_net_plugin();
-  const weft_net_t *net = &weft_net_socket;
-  if (want != NULL && want[0] != '\0') {
-    if (plugin != NULL && strcasecmp(want, plugin->name) == 0) {
-      net = plugin;
-    } else if (strcasecmp(want, weft_net_ib.name) == 0) {
-      if (!weft_net_ib_available()) {
-        WARN("NCCL_NET=%s: the ibverbs network is not available here (NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=NET says why)",
-             want);
-        chosen_res = ncclSystemError;
-        return;
-      }
-      net = &weft_net_ib;
-    } else if (strcasecmp(want, weft_net_socket.name) != 0) {
-      WARN("NCCL_NET=%s: no such network; available: %s, %s%s%s", want, weft_net_socket.name, weft_net_ib.name,
-           plugin ? ", " : "", plugin ? plugin->name : "");
-      chosen_res = ncclInvalidArgument;
-      return;
-    }
-  } else if (plugin != NULL) {
-    net = plugin;
-  }
-  if (net == plugin && net->init() != ncclSuccess) {
-    if (want != NULL && want[0] != '\0') {
-      WARN("NCCL_NET=%s: the network plugin could not start", want);
-      chosen_res = ncclSystemError;
-      return;
-    }
-    WARN("NET/Plugin: %s could not start; falling back to the built-in %s network", net->name, weft_net_socket.name);
-    net = &weft_net_socket;
-  }
-  if (net == &weft_net_socket && weft_net_socket.init() != ncclSuccess) {
-    chosen_res = ncclSystemError;
-    return;
-  }
-  chosen_net = net;
-  INFO(WEFT_LOG_INIT | WEFT_LOG_NET, "NET: using network %s", net->name);
-}
-
-// The backend, or NULL with *res saying why.
-static const weft_net_t *backend(ncclResult_t *res) {
-  static pthread_once_t once = PTHREAD_ONCE_INIT;
-  pthread_once(&once, backend_init);
-  *res = chosen_net != NULL ? ncclSuccess : chosen_res != ncclSuccess ? chosen_res : ncclSystemError;
-  return chosen_net;
-}
-
 static ncclResult_t conn_new(net_state_t *st, int peer, int cls, int is_send, net_conn_t **out) {
-  struct ncclComm *comm = st->comm;
+  weft_transport_view_t *v = st->v;
   net_conn_t *nc = calloc(1, sizeof(*nc));
   if (nc == NULL) return ncclSystemError;
   nc->st = st;
   nc->peer = peer;
   nc->cls = cls;
   nc->is_send = is_send;
-  nc->nslots = comm->shm->nslots;
-  nc->slot_bytes = comm->shm->slot_bytes;
+  nc->nslots = v->nslots;
+  nc->slot_bytes = v->slot_bytes;
   nc->data = malloc(nc->nslots * nc->slot_bytes);
   nc->len = calloc(nc->nslots, sizeof(*nc->len));
   nc->tag = calloc(nc->nslots, sizeof(*nc->tag));
@@ -457,13 +393,7 @@ static ncclResult_t conn_new(net_state_t *st, int peer, int cls, int is_send, ne
   if (nc->data == NULL || nc->len == NULL || nc->tag == NULL || nc->reqs == NULL || nc->exp_dst == NULL ||
       nc->exp_len == NULL || nc->exp_tag == NULL || nc->direct == NULL)
     return ncclSystemError;
-  weft_conn_t *c = weft_comm_conn(comm, cls, is_send, peer);
-  c->tp = &weft_net_transport;
-  c->peer = peer;
-  c->cls = cls;
-  c->is_send = is_send;
-  c->slot_bytes = nc->slot_bytes;
-  c->priv = nc;
+  weft_view_claim(v, &weft_net_transport, cls, is_send, peer, nc);
   return ncclSuccess;
 }
 
@@ -480,20 +410,15 @@ static void conn_free(net_conn_t *nc) {
   free(nc);
 }
 
-// Which peers the network serves: every rank decides the same from the cards.
-static int uses_net(const struct ncclComm *comm, const net_card_t *cards, int a, int b) {
-  return a != b && (comm->host_of[a] != comm->host_of[b] || !cards[a].shm_on || !cards[b].shm_on);
-}
-
 // A connection that came in: keep it if it is one of this communicator's.
-static ncclResult_t take_accepted(net_state_t *st, const net_card_t *cards, void *rc, const hello_t *got, int *taken) {
-  struct ncclComm *comm = st->comm;
-  int ok = got->magic == HELLO_MAGIC && memcmp(got->secret, comm->bs.secret, sizeof(got->secret)) == 0 &&
-           got->rank >= 0 && got->rank < comm->nranks && got->cls >= 0 && got->cls < WEFT_NUM_CLASSES &&
-           uses_net(comm, cards, comm->rank, got->rank) && weft_comm_conn(comm, got->cls, 0, got->rank)->tp == NULL;
+static ncclResult_t take_accepted(net_state_t *st, void *rc, const hello_t *got, int *taken) {
+  weft_transport_view_t *v = st->v;
+  int ok = got->magic == HELLO_MAGIC && memcmp(got->secret, v->secret, v->secret_bytes) == 0 && got->rank >= 0 &&
+           got->rank < v->nranks && got->cls >= 0 && got->cls < WEFT_NUM_CLASSES && st->serve[got->rank] &&
+           weft_view_conn(v, got->cls, 0, got->rank)->tp == NULL;
   *taken = ok;
   if (!ok) {
-    INFO(WEFT_LOG_NET, "rank %d: dropped a connection that is not one of this communicator's", comm->rank);
+    INFO(WEFT_LOG_NET, "rank %d: dropped a connection that is not one of this communicator's", v->rank);
     st->net->abort_comm(rc);
     return ncclSuccess;
   }
@@ -505,12 +430,12 @@ static ncclResult_t take_accepted(net_state_t *st, const net_card_t *cards, void
 }
 
 static ncclResult_t connect_all(net_state_t *st, const net_card_t *cards, void *listen_comm) {
-  struct ncclComm *comm = st->comm;
-  int me = comm->rank, expected = 0, accepted = 0, connecting = 0;
+  weft_transport_view_t *v = st->v;
+  int me = v->rank, expected = 0, accepted = 0, connecting = 0;
   hello_t h = {.magic = HELLO_MAGIC, .rank = me};
-  memcpy(h.secret, comm->bs.secret, sizeof(h.secret));
-  for (int p = 0; p < comm->nranks; p++) {
-    if (!uses_net(comm, cards, me, p)) continue;
+  memcpy(h.secret, v->secret, v->secret_bytes);
+  for (int p = 0; p < v->nranks; p++) {
+    if (!st->serve[p]) continue;
     for (int cls = 0; cls < WEFT_NUM_CLASSES; cls++, expected++, connecting++) {
       net_conn_t *nc = NULL;
       ncclResult_t res = conn_new(st, p, cls, 1, &nc);
@@ -541,7 +466,7 @@ static ncclResult_t connect_all(net_state_t *st, const net_card_t *cards, void *
       WEFTCHECK(st->net->accept(listen_comm, &got, sizeof(got), &rc));
       if (rc != NULL) {
         int taken = 0;
-        WEFTCHECK(take_accepted(st, cards, rc, &got, &taken));
+        WEFTCHECK(take_accepted(st, rc, &got, &taken));
         accepted += taken;
         moved = 1;
       }
@@ -584,33 +509,48 @@ static ncclResult_t start_proxy(net_state_t *st) {
   return ncclSuccess;
 }
 
-ncclResult_t weft_net_setup(struct ncclComm *comm) {
-  int n = comm->nranks, me = comm->rank;
+// Round 1: which pairs each rank reaches over the network. Both ranks of a
+// pair must agree (they do unless settings such as NCCL_SHM_DISABLE differ
+// between the ranks of a host); any pair at all means every rank listens.
+static ncclResult_t agree_pairs(weft_transport_view_t *v, const uint8_t *serve, int *any) {
+  int n = v->nranks, me = v->rank;
+  uint8_t *rows = calloc((size_t)n * (size_t)n, 1);
+  if (rows == NULL) return ncclSystemError;
+  for (int p = 0; p < n; p++) rows[(size_t)me * n + p] = p != me && serve[p];
+  ncclResult_t res = v->allgather(v, rows, (size_t)n);
+  *any = 0;
+  for (size_t i = 0; res == ncclSuccess && i < (size_t)n * n; i++) *any |= rows[i];
+  for (int p = 0; res == ncclSuccess && p < n; p++) {
+    if (rows[(size_t)me * n + p] == rows[(size_t)p * n + me]) continue;
+    WARN("rank %d reaches rank %d %s the network but rank %d reaches rank %d %s; the ranks of a host need the same "
+         "transport settings (NCCL_SHM_DISABLE)", me, p, rows[(size_t)me * n + p] ? "over" : "without", p, me,
+         rows[(size_t)p * n + me] ? "over it" : "without it");
+    res = ncclInvalidUsage;
+  }
+  free(rows);
+  return res;
+}
+
+static ncclResult_t net_setup(weft_transport_view_t *v, const uint8_t *serve, void **state) {
+  int n = v->nranks, me = v->rank, any = 0;
+  *state = NULL;
+  if (v->secret_bytes > HELLO_SECRET_BYTES) {
+    WARN("net transport: a %zu-byte secret does not fit its hello", v->secret_bytes);
+    return ncclInternalError;
+  }
   net_card_t *cards = calloc((size_t)n, sizeof(*cards));
   if (cards == NULL) return ncclSystemError;
   ncclResult_t res = ncclSuccess;
   void *listen_comm = NULL;
   net_state_t *st = NULL;
   const weft_net_t *net = NULL;
-  // Round 1: who keeps shared memory on. Same host, different minds: refuse.
-  cards[me].shm_on = weft_env_NCCL_SHM_DISABLE() == 0;
-  WEFTCHECKGOTO(weft_bootstrap_allgather(&comm->bs, cards, sizeof(*cards)), res, out);
-  int any = 0;
-  for (int p = 0; p < n; p++) {
-    if (comm->host_of[p] == comm->host_of[me] && cards[p].shm_on != cards[me].shm_on) {
-      WARN("rank %d has NCCL_SHM_DISABLE=%d but rank %d on the same host has %d; it must be the same", me,
-           !cards[me].shm_on, p, !cards[p].shm_on);
-      res = ncclInvalidUsage;
-      goto out;
-    }
-    for (int q = 0; q < n && !any; q++) any = uses_net(comm, cards, p, q);
-  }
+  WEFTCHECKGOTO(agree_pairs(v, serve, &any), res, out);
   // NCCL_NET names a network: check it even where shared memory serves every pair.
-  if (weft_env_NCCL_NET() != NULL && backend(&res) == NULL) goto out;
-  if (!any) goto out;  // every pair is on shared memory
+  if (weft_env_NCCL_NET() != NULL && v->net_backend(&res) == NULL) goto out;
+  if (!any) goto out;  // no pair needs the network
 
   // Round 2: every rank listens and publishes its handle.
-  net = backend(&res);
+  net = v->net_backend(&res);
   if (net == NULL) {
     WARN("rank %d: ranks on other hosts need the network, and no network backend could start", me);
     goto out;
@@ -619,20 +559,24 @@ ncclResult_t weft_net_setup(struct ncclComm *comm) {
   WEFTCHECKGOTO(net->get_properties(0, &props), res, out);
   WEFTCHECKGOTO(net->listen(0, cards[me].handle, &listen_comm), res, out);
   snprintf(cards[me].addr, sizeof(cards[me].addr), "%s", props.addr);
-  WEFTCHECKGOTO(weft_bootstrap_allgather(&comm->bs, cards, sizeof(*cards)), res, out);
+  WEFTCHECKGOTO(v->allgather(v, cards, sizeof(*cards)), res, out);
 
   st = calloc(1, sizeof(*st));
   if (st == NULL) { res = ncclSystemError; goto out; }
-  comm->net = st;
+  *state = st;
   st->net = net;
-  st->comm = comm;
+  st->v = v;
   st->epfd = st->evfd = -1;
   if (net->hold_large != NULL && net->held != NULL && net->release != NULL && weft_env_WEFT_NET_DIRECT_MIN() > 0)
     st->direct_min = (size_t)weft_env_WEFT_NET_DIRECT_MIN();
   st->conns = calloc((size_t)n * 2 * WEFT_NUM_CLASSES, sizeof(*st->conns));
   st->addr = calloc((size_t)n, sizeof(*st->addr));
-  if (st->conns == NULL || st->addr == NULL) { res = ncclSystemError; goto out; }
-  for (int p = 0; p < n; p++) snprintf(st->addr[p], sizeof(st->addr[p]), "%s", cards[p].addr);
+  st->serve = calloc((size_t)n, 1);
+  if (st->conns == NULL || st->addr == NULL || st->serve == NULL) { res = ncclSystemError; goto out; }
+  for (int p = 0; p < n; p++) {
+    snprintf(st->addr[p], sizeof(st->addr[p]), "%s", cards[p].addr);
+    st->serve[p] = p != me && serve[p];
+  }
   WEFTCHECKGOTO(connect_all(st, cards, listen_comm), res, out);
   INFO(WEFT_LOG_NET, "rank %d: %d network connections over %s (%s, %s)", me, st->nconns, net->name, props.name,
        props.addr);
@@ -643,8 +587,9 @@ out:
   return res;
 }
 
-void weft_net_teardown(struct ncclComm *comm) {
-  net_state_t *st = comm->net;
+// Flushes what was sent, says goodbye to the peers, stops the proxy, frees.
+static void net_teardown(weft_transport_view_t *v, void *state) {
+  net_state_t *st = state;
   if (st == NULL) return;
   if (st->thread_live) {
     atomic_store(&st->stop, 1);
@@ -658,25 +603,28 @@ void weft_net_teardown(struct ncclComm *comm) {
     net_conn_t *nc = st->conns[i];
     if (nc != NULL && !nc->is_send) received += nc->pos, direct += nc->ndirect;
     if (nc != NULL && nc->net_comm != NULL) st->net->abort_comm(nc->net_comm);  // never started
-    weft_conn_t *c = nc != NULL ? weft_comm_conn(comm, nc->cls, nc->is_send, nc->peer) : NULL;
+    weft_conn_t *c = nc != NULL ? weft_view_conn(v, nc->cls, nc->is_send, nc->peer) : NULL;
     if (c != NULL && c->tp == &weft_net_transport) c->tp = NULL, c->priv = NULL;
     conn_free(nc);
   }
   INFO(WEFT_LOG_NET, "rank %d: %" PRIu64 " of %" PRIu64 " network messages received straight into user buffers",
-       comm->rank, direct, received);
+       v->rank, direct, received);
   if (st->epfd >= 0) close(st->epfd);
   if (st->evfd >= 0) close(st->evfd);
   free(st->conns);
   free(st->addr);
+  free(st->serve);
   free(st);
-  comm->net = NULL;
 }
+
+// Every pair can be reached over the network: the registry's last resort.
+static int net_can_connect(const weft_transport_view_t *v, int peer) { return peer != v->rank; }
 
 const weft_transport_t weft_net_transport = {
     .name = "net",
-    .can_connect = NULL,
-    .setup = weft_net_setup,
-    .teardown = weft_net_teardown,
+    .can_connect = net_can_connect,
+    .setup = net_setup,
+    .teardown = net_teardown,
     .send_slot = net_send_slot,
     .send_post = net_send_post,
     .recv_slot = net_recv_slot,

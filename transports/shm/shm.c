@@ -1,5 +1,11 @@
 /*
- * shm.c — the shared-memory transport (see shm.h for the segment layout).
+ * shm.c — the shared-memory transport between the ranks of one host.
+ *
+ * Each rank makes one FIFO segment: a small header (magic, owner pid, the
+ * owner's address of the header), then one FIFO per (source rank, traffic
+ * class) that the sources write into. The ranks of a host map each other's
+ * FIFO segments at set-up and unlink the names at once, as the core does
+ * with its control segments (src/core/segment.c).
  *
  * Each FIFO is a single-producer single-consumer ring of slots. Every slot
  * has a one-cache-line header — sequence flag, length, tag and, for short
@@ -10,23 +16,21 @@
  * head counter, which the sender reads only when its cached copy says the
  * ring is full. The FIFO lives in the receiver's segment.
  */
-#include "shm.h"
-
-#include <fcntl.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/random.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
 #include "checks.h"
-#include "comm.h"
+#include "shmem.h"
 #include "env.h"
 #include "transport.h"
 #include "util.h"
 
+#define FIFO_MAGIC 0x7765667466696631ull  // "weftfif1": the layout below
 
 // Messages this short travel inside the slot's header line, so a receiver
 // that polls the header has the data in the same cache line as the flag.
@@ -41,11 +45,18 @@ typedef struct {
 
 typedef struct {
   _Alignas(64) _Atomic uint64_t head;  // messages the receiver has consumed
-  _Alignas(64) slot_hdr_t slot[WEFT_SHM_MAX_SLOTS];
+  _Alignas(64) slot_hdr_t slot[WEFT_TRANSPORT_MAX_SLOTS];
 } fifo_ctl_t;
 
+// The head of a FIFO segment; the FIFOs follow at HDR_BYTES.
+typedef struct {
+  uint64_t magic;
+  int32_t pid;         // the owning process, for cross-memory reads
+  uint64_t self_addr;  // where the owner maps this header (probe for cross-memory reads)
+} fifo_seg_hdr_t;
+
 #define CTL_BYTES WEFT_ALIGN_UP(sizeof(fifo_ctl_t), 4096)
-#define HDR_BYTES WEFT_ALIGN_UP(sizeof(weft_shm_header_t), 4096)
+#define HDR_BYTES WEFT_ALIGN_UP(sizeof(fifo_seg_hdr_t), 4096)
 
 // Per-connection state kept in conn->priv.
 typedef struct {
@@ -58,63 +69,28 @@ typedef struct {
   pid_t peer_pid;              // for cross-memory reads; our own pid for thread ranks
 } shm_conn_t;
 
-static fifo_ctl_t *fifo_ctl(weft_shm_t *shm, int owner, int src, int cls) {
-  char *base = (char *)shm->hdr[owner];
-  return (fifo_ctl_t *)(base + HDR_BYTES + ((size_t)src * WEFT_NUM_CLASSES + (size_t)cls) * shm->fifo_bytes);
-}
+// The transport's state: every served rank's FIFO segment, mapped here.
+typedef struct {
+  int rank, nranks;
+  size_t seg_bytes, fifo_bytes;
+  char name[64];
+  int name_live;               // our segment's name still exists in /dev/shm
+  fifo_seg_hdr_t **seg;        // [nranks]; NULL for ranks not served
+} shm_state_t;
 
-static int same_host(const struct ncclComm *comm, int peer) {
-  return comm->host_of[peer] == comm->host_of[comm->rank];
+static fifo_ctl_t *fifo_ctl(const shm_state_t *st, int owner, int src, int cls) {
+  char *base = (char *)st->seg[owner];
+  return (fifo_ctl_t *)(base + HDR_BYTES + ((size_t)src * WEFT_NUM_CLASSES + (size_t)cls) * st->fifo_bytes);
 }
 
 // A rank's connection to itself always stays in its own segment.
-static int shm_can_connect(struct ncclComm *comm, int peer) {
-  return peer == comm->rank || (weft_env_NCCL_SHM_DISABLE() == 0 && same_host(comm, peer));
-}
-
-static ncclResult_t shm_params(weft_shm_t *shm) {
-  int64_t slot = weft_env_WEFT_SHM_SLOT_BYTES(), nslots = weft_env_WEFT_SHM_SLOTS();
-  if (slot < 4096 || slot % 64 != 0 || slot > (1 << 26)) {
-    WARN("WEFT_SHM_SLOT_BYTES=%lld must be a multiple of 64 between 4096 and 64 MiB", (long long)slot);
-    return ncclInvalidArgument;
-  }
-  if (nslots < 2 || nslots > WEFT_SHM_MAX_SLOTS) {
-    WARN("WEFT_SHM_SLOTS=%lld must be between 2 and %d", (long long)nslots, WEFT_SHM_MAX_SLOTS);
-    return ncclInvalidArgument;
-  }
-  shm->slot_bytes = (size_t)slot;
-  shm->nslots = (size_t)nslots;
-  shm->fifo_bytes = CTL_BYTES + shm->slot_bytes * shm->nslots;
-  shm->seg_bytes = HDR_BYTES + shm->fifo_bytes * WEFT_NUM_CLASSES * (size_t)shm->nranks;
-  return ncclSuccess;
-}
-
-static ncclResult_t map_segment(const char *name, size_t bytes, int create, weft_shm_header_t **out) {
-  int fd = shm_open(name, O_RDWR | (create ? O_CREAT | O_EXCL : 0) | O_CLOEXEC, 0600);
-  if (fd < 0) {
-    WARN("shm_open(%s) failed: %s", name, strerror(errno));
-    return ncclSystemError;
-  }
-  if (create && ftruncate(fd, (off_t)bytes) != 0) {
-    WARN("ftruncate(%s, %zu) failed: %s (is /dev/shm large enough?)", name, bytes, strerror(errno));
-    close(fd);
-    shm_unlink(name);
-    return ncclSystemError;
-  }
-  void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  close(fd);
-  if (p == MAP_FAILED) {
-    WARN("mmap of %s (%zu bytes) failed: %s", name, bytes, strerror(errno));
-    if (create) shm_unlink(name);
-    return ncclSystemError;
-  }
-  *out = p;
-  return ncclSuccess;
+static int shm_can_connect(const weft_transport_view_t *v, int peer) {
+  return peer == v->rank || (weft_env_NCCL_SHM_DISABLE() == 0 && v->host_of[peer] == v->host_of[v->rank]);
 }
 
 typedef struct {
   char name[64];
-  uint64_t seg_bytes, slot_bytes, nslots;
+  uint64_t seg_bytes;
 } seg_card_t;
 
 // Copy from another process with cross-memory attach, or plainly within ours.
@@ -142,137 +118,111 @@ static ncclResult_t read_pid(pid_t pid, void *dst, uint64_t remote, size_t bytes
 // Can this rank read every peer's memory? Each rank reads each peer's
 // header through the peer's own address of it; the answers are combined so
 // every rank agrees whether single-copy schedules may be used.
-static ncclResult_t probe_reads(struct ncclComm *comm) {
-  weft_shm_t *shm = comm->shm;
-  int *ok = calloc((size_t)comm->nranks, sizeof(int));
+static ncclResult_t probe_reads(weft_transport_view_t *v, const shm_state_t *st) {
+  int *ok = calloc((size_t)v->nranks, sizeof(int));
   if (ok == NULL) return ncclSystemError;
-  ok[comm->rank] = 1;
-  for (int p = 0; p < comm->nranks; p++) {
-    weft_shm_header_t *h = shm->hdr[p];
+  ok[v->rank] = 1;
+  for (int p = 0; p < v->nranks; p++) {
+    const fifo_seg_hdr_t *h = st->seg[p];
     uint64_t magic = 0;
-    if (h == NULL || !shm_can_connect(comm, p)) {  // another host, or shared memory off: no reads
-      ok[comm->rank] = 0;
+    if (h == NULL) {  // not served by shared memory (another host, or shared memory off): no reads
+      ok[v->rank] = 0;
       continue;
     }
-    if (p == comm->rank || h->pid == getpid()) continue;
+    if (p == v->rank || h->pid == getpid()) continue;
     struct iovec local = {&magic, sizeof(magic)}, far = {(void *)(uintptr_t)h->self_addr, sizeof(magic)};
-    if (process_vm_readv(h->pid, &local, 1, &far, 1, 0) != (ssize_t)sizeof(magic) || magic != WEFT_SHM_MAGIC) {
-      INFO(WEFT_LOG_SHM, "rank %d cannot read rank %d's memory (%s): single-copy transfers are off", comm->rank,
-           p, strerror(errno));
-      ok[comm->rank] = 0;
+    if (process_vm_readv(h->pid, &local, 1, &far, 1, 0) != (ssize_t)sizeof(magic) || magic != FIFO_MAGIC) {
+      INFO(WEFT_LOG_SHM, "rank %d cannot read rank %d's memory (%s): single-copy transfers are off", v->rank, p,
+           strerror(errno));
+      ok[v->rank] = 0;
     }
   }
-  ncclResult_t res = weft_bootstrap_allgather(&comm->bs, ok, sizeof(int));
-  comm->can_read = res == ncclSuccess;
-  for (int p = 0; p < comm->nranks && comm->can_read; p++) comm->can_read = ok[p];
+  ncclResult_t res = v->allgather(v, ok, sizeof(int));
+  v->can_read = res == ncclSuccess;
+  for (int p = 0; p < v->nranks && v->can_read; p++) v->can_read = ok[p];
   free(ok);
-  INFO(WEFT_LOG_SHM, "single-copy reads between ranks: %s", comm->can_read ? "on" : "off");
+  INFO(WEFT_LOG_SHM, "single-copy reads between ranks: %s", v->can_read ? "on" : "off");
   return res;
 }
 
-static ncclResult_t shm_setup(struct ncclComm *comm) {
+static ncclResult_t shm_setup(weft_transport_view_t *v, const uint8_t *serve, void **state) {
   ncclResult_t res = ncclSuccess;
-  weft_shm_t *shm = calloc(1, sizeof(*shm));
-  seg_card_t *cards = calloc((size_t)comm->nranks, sizeof(*cards));
-  if (shm == NULL || cards == NULL) { free(shm); free(cards); return ncclSystemError; }
-  comm->shm = shm;
-  shm->rank = comm->rank;
-  shm->nranks = comm->nranks;
-  for (shm->leader = 0; !same_host(comm, shm->leader);) shm->leader++;
-  shm->hdr = calloc((size_t)comm->nranks, sizeof(*shm->hdr));
-  if (shm->hdr == NULL) { res = ncclSystemError; goto out; }
-  WEFTCHECKGOTO(shm_params(shm), res, out);
-
-  uint64_t nonce = 0;
-  if (getrandom(&nonce, sizeof(nonce), 0) != sizeof(nonce)) nonce = (uint64_t)weft_now_ns();
-  snprintf(shm->name, sizeof(shm->name), "/weft-%d-%016llx-r%d", (int)getpid(), (unsigned long long)nonce,
-           comm->rank);
-  WEFTCHECKGOTO(map_segment(shm->name, shm->seg_bytes, 1, &shm->hdr[comm->rank]), res, out);
-  shm->name_live = 1;
-  weft_shm_header_t *me = shm->hdr[comm->rank];
-  me->magic = WEFT_SHM_MAGIC;
-  me->nranks = (uint32_t)comm->nranks;
-  me->rank = (uint32_t)comm->rank;
-  me->slot_bytes = shm->slot_bytes;
-  me->nslots = shm->nslots;
-  me->fifo_bytes = shm->fifo_bytes;
-  me->pid = (int32_t)getpid();
-  me->pidns = weft_shm_pidns();
-  me->self_addr = (uint64_t)(uintptr_t)me;
-  INFO(WEFT_LOG_SHM, "shm segment %s: %zu bytes, %zu slots of %zu bytes per FIFO", shm->name, shm->seg_bytes,
-       shm->nslots, shm->slot_bytes);
-
-  // Exchange segment names, map every peer's segment, then unlink our name.
-  snprintf(cards[comm->rank].name, sizeof(cards[comm->rank].name), "%s", shm->name);
-  cards[comm->rank].seg_bytes = shm->seg_bytes;
-  cards[comm->rank].slot_bytes = shm->slot_bytes;
-  cards[comm->rank].nslots = shm->nslots;
-  WEFTCHECKGOTO(weft_bootstrap_allgather(&comm->bs, cards, sizeof(*cards)), res, out);
-  for (int p = 0; p < comm->nranks; p++) {
-    if (cards[p].slot_bytes != shm->slot_bytes || cards[p].nslots != shm->nslots) {
-      WARN("rank %d uses WEFT_SHM_SLOT_BYTES=%llu WEFT_SHM_SLOTS=%llu but rank %d uses %zu and %zu; they must match",
-           p, (unsigned long long)cards[p].slot_bytes, (unsigned long long)cards[p].nslots, comm->rank,
-           shm->slot_bytes, shm->nslots);
-      res = ncclInvalidUsage;
-      goto out;
-    }
-    if (p != comm->rank && same_host(comm, p))
-      WEFTCHECKGOTO(map_segment(cards[p].name, cards[p].seg_bytes, 0, &shm->hdr[p]), res, out);
+  int me = v->rank, n = v->nranks;
+  shm_state_t *st = calloc(1, sizeof(*st));
+  seg_card_t *cards = calloc((size_t)n, sizeof(*cards));
+  *state = st;
+  if (st == NULL || cards == NULL) {
+    free(cards);
+    return ncclSystemError;
   }
-  WEFTCHECKGOTO(weft_bootstrap_barrier(&comm->bs), res, out);
-  shm_unlink(shm->name);
-  shm->name_live = 0;
-  weft_shm_watch_peers(shm);
+  st->rank = me;
+  st->nranks = n;
+  st->fifo_bytes = CTL_BYTES + v->slot_bytes * v->nslots;
+  st->seg_bytes = HDR_BYTES + st->fifo_bytes * WEFT_NUM_CLASSES * (size_t)n;
+  st->seg = calloc((size_t)n, sizeof(*st->seg));
+  if (st->seg == NULL) { res = ncclSystemError; goto out; }
 
-  // Wire the connections to peers shared memory serves to their FIFOs.
+  weft_shmem_name(st->name, sizeof(st->name), "weft-fifo", me);
+  WEFTCHECKGOTO(weft_shmem_map(st->name, st->seg_bytes, 1, (void **)&st->seg[me]), res, out);
+  st->name_live = 1;
+  st->seg[me]->magic = FIFO_MAGIC;
+  st->seg[me]->pid = (int32_t)getpid();
+  st->seg[me]->self_addr = (uint64_t)(uintptr_t)st->seg[me];
+  INFO(WEFT_LOG_SHM, "shm segment %s: %zu bytes, %zu slots of %zu bytes per FIFO", st->name, st->seg_bytes,
+       v->nslots, v->slot_bytes);
+
+  // Exchange segment names, map the served peers' segments, then unlink our name.
+  snprintf(cards[me].name, sizeof(cards[me].name), "%s", st->name);
+  cards[me].seg_bytes = st->seg_bytes;
+  WEFTCHECKGOTO(v->allgather(v, cards, sizeof(*cards)), res, out);
+  for (int p = 0; p < n; p++) {
+    if (p == me || !serve[p]) continue;
+    WEFTCHECKGOTO(weft_shmem_map(cards[p].name, cards[p].seg_bytes, 0, (void **)&st->seg[p]), res, out);
+  }
+  WEFTCHECKGOTO(v->barrier(v), res, out);
+  shm_unlink(st->name);
+  st->name_live = 0;
+
+  // Wire the connections to the served peers to their FIFOs.
   for (int cls = 0; cls < WEFT_NUM_CLASSES; cls++) {
     for (int is_send = 0; is_send < 2; is_send++) {
-      for (int p = 0; p < comm->nranks; p++) {
-        if (!shm_can_connect(comm, p)) continue;
-        weft_conn_t *c = weft_comm_conn(comm, cls, is_send, p);
+      for (int p = 0; p < n; p++) {
+        if (!serve[p]) continue;
         shm_conn_t *sc = calloc(1, sizeof(*sc));
         if (sc == NULL) { res = ncclSystemError; goto out; }
-        int owner = is_send ? p : comm->rank, src = is_send ? comm->rank : p;
-        sc->ctl = fifo_ctl(shm, owner, src, cls);
+        int owner = is_send ? p : me, src = is_send ? me : p;
+        sc->ctl = fifo_ctl(st, owner, src, cls);
         sc->data = (char *)sc->ctl + CTL_BYTES;
-        sc->nslots = shm->nslots;
-        sc->wake = weft_shm_doorbell(shm, p);
-        c->tp = &weft_shm_transport;
-        c->peer = p;
-        c->cls = cls;
-        c->is_send = is_send;
-        c->slot_bytes = shm->slot_bytes;
-        c->priv = sc;
-        sc->peer_pid = (pid_t)shm->hdr[p]->pid;
+        sc->nslots = v->nslots;
+        sc->wake = v->doorbell(v, p);
+        sc->peer_pid = (pid_t)st->seg[p]->pid;
+        weft_view_claim(v, &weft_shm_transport, cls, is_send, p, sc);
       }
     }
   }
-  WEFTCHECKGOTO(probe_reads(comm), res, out);
+  WEFTCHECKGOTO(probe_reads(v, st), res, out);
 out:
   free(cards);
   return res;
 }
 
-static void shm_teardown(struct ncclComm *comm) {
-  weft_shm_t *shm = comm->shm;
-  if (comm->conns != NULL) {
-    for (size_t i = 0; i < (size_t)WEFT_NUM_CLASSES * 2 * (size_t)comm->nranks; i++) {
-      if (comm->conns[i].tp == &weft_shm_transport) {
-        free(comm->conns[i].priv);
-        comm->conns[i].priv = NULL;
-        comm->conns[i].tp = NULL;
+static void shm_teardown(weft_transport_view_t *v, void *state) {
+  shm_state_t *st = state;
+  if (v->conns != NULL) {
+    for (size_t i = 0; i < (size_t)WEFT_NUM_CLASSES * 2 * (size_t)v->nranks; i++) {
+      if (v->conns[i].tp == &weft_shm_transport) {
+        free(v->conns[i].priv);
+        v->conns[i].priv = NULL;
+        v->conns[i].tp = NULL;
       }
     }
   }
-  if (shm == NULL) return;
-  if (shm->name_live) shm_unlink(shm->name);
-  if (shm->hdr != NULL && shm->hdr[shm->rank] != NULL) atomic_store(&shm->hdr[shm->rank]->closed, 1);
-  weft_shm_unwatch_peers(shm);
-  for (int p = 0; shm->hdr != NULL && p < shm->nranks; p++)
-    if (shm->hdr[p] != NULL) munmap(shm->hdr[p], shm->seg_bytes);
-  free(shm->hdr);
-  free(shm);
-  comm->shm = NULL;
+  if (st == NULL) return;
+  if (st->name_live) shm_unlink(st->name);
+  for (int p = 0; st->seg != NULL && p < st->nranks; p++)
+    if (st->seg[p] != NULL) munmap(st->seg[p], st->seg_bytes);
+  free(st->seg);
+  free(st);
 }
 
 // The sender reads the receiver's head only when its cached copy says the
@@ -317,19 +267,6 @@ static void shm_recv_release(weft_conn_t *c) {
 
 static ncclResult_t shm_read(weft_conn_t *c, void *dst, uint64_t remote, size_t bytes) {
   return read_pid(((shm_conn_t *)c->priv)->peer_pid, dst, remote, bytes);
-}
-
-void weft_shm_abort(weft_shm_t *shm, ncclResult_t code, const char *reason) {
-  weft_shm_header_t *h0 = weft_shm_abort_header(shm);
-  int32_t expected = 0;
-  // The reason is written before the code is published, so readers see it whole.
-  if (atomic_load(&h0->abort_code) == 0) {
-    snprintf(h0->abort_reason, sizeof(h0->abort_reason), "%s", reason);
-    h0->abort_rank = shm->rank;
-    atomic_compare_exchange_strong(&h0->abort_code, &expected, (int32_t)code);
-  }
-  for (int p = 0; p < shm->nranks; p++)
-    if (shm->hdr[p] != NULL) weft_doorbell_ring(&shm->hdr[p]->doorbell);
 }
 
 const weft_transport_t weft_shm_transport = {

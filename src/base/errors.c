@@ -3,7 +3,6 @@
  */
 #include "api.h"
 #include "checks.h"
-#include "comm.h"
 #include "env.h"
 #include "weft.h"
 

@@ -1,0 +1,138 @@
+/*
+ * connect.c — how a communicator gets its connections: the control segment
+ * first (segment.h), then the transport registry.
+ *
+ * Every peer, this rank included, goes to the first transport of the
+ * registry whose can_connect accepts it (shared memory for the ranks of
+ * this host unless NCCL_SHM_DISABLE=1, the network for everyone else).
+ * Each transport is then set up on every rank, in registry order, with the
+ * peers it serves: set-up is collective, so a transport that serves no
+ * peer here still takes part. A transport sees only the view
+ * (transports/transport.h) filled here, never the communicator.
+ */
+#include <stdlib.h>
+
+#include "checks.h"
+#include "segment.h"
+#include "comm.h"
+#include "env.h"
+#include "net_plugin.h"
+
+static const weft_transport_t *const registry[] = {&weft_shm_transport, &weft_net_transport};
+#define NTRANSPORTS (sizeof(registry) / sizeof(registry[0]))
+_Static_assert(NTRANSPORTS <= WEFT_MAX_TRANSPORTS, "WEFT_MAX_TRANSPORTS bounds the registry");
+
+/* ---------- the view's callbacks ---------- */
+
+static struct ncclComm *comm_of(const weft_transport_view_t *v) { return v->core; }
+
+static ncclResult_t view_allgather(const weft_transport_view_t *v, void *data, size_t size) {
+  return weft_bootstrap_allgather(&comm_of(v)->bs, data, size);
+}
+
+static ncclResult_t view_barrier(const weft_transport_view_t *v) { return weft_bootstrap_barrier(&comm_of(v)->bs); }
+
+static weft_doorbell_t *view_doorbell(const weft_transport_view_t *v, int rank) {
+  return weft_segment_doorbell(comm_of(v)->seg, rank);
+}
+
+static void view_fail(const weft_transport_view_t *v, ncclResult_t code, const char *reason) {
+  weft_comm_fail(comm_of(v), code, reason);
+}
+
+static int view_failed(const weft_transport_view_t *v) {
+  struct ncclComm *comm = comm_of(v);
+  return weft_segment_abort_code(comm->seg) != ncclSuccess || atomic_load(&comm->aborted);
+}
+
+void weft_comm_fail(struct ncclComm *comm, ncclResult_t code, const char *reason) {
+  if (comm->seg != NULL) weft_segment_abort(comm->seg, code, reason);
+}
+
+/* ---------- set-up and teardown ---------- */
+
+// The FIFO geometry every connection uses (WEFT_SHM_SLOT_BYTES, WEFT_SHM_SLOTS).
+static ncclResult_t read_geometry(weft_transport_view_t *v) {
+  int64_t slot = weft_env_WEFT_SHM_SLOT_BYTES(), nslots = weft_env_WEFT_SHM_SLOTS();
+  if (slot < 4096 || slot % 64 != 0 || slot > (1 << 26)) {
+    WARN("WEFT_SHM_SLOT_BYTES=%lld must be a multiple of 64 between 4096 and 64 MiB", (long long)slot);
+    return ncclInvalidArgument;
+  }
+  if (nslots < 2 || nslots > WEFT_TRANSPORT_MAX_SLOTS) {
+    WARN("WEFT_SHM_SLOTS=%lld must be between 2 and %d", (long long)nslots, WEFT_TRANSPORT_MAX_SLOTS);
+    return ncclInvalidArgument;
+  }
+  v->slot_bytes = (size_t)slot;
+  v->nslots = (size_t)nslots;
+  return ncclSuccess;
+}
+
+static void fill_view(struct ncclComm *comm) {
+  weft_transport_view_t *v = &comm->tv;
+  v->rank = comm->rank;
+  v->nranks = comm->nranks;
+  v->host_of = comm->host_of;
+  v->id_hash = comm->id_hash;
+  v->allgather = view_allgather;
+  v->barrier = view_barrier;
+  v->secret = comm->bs.secret;
+  v->secret_bytes = sizeof(comm->bs.secret);
+  v->doorbell = view_doorbell;
+  v->fail = view_fail;
+  v->failed = view_failed;
+  v->net_backend = weft_net_backend;
+  v->core = comm;
+}
+
+ncclResult_t weft_comm_connect(struct ncclComm *comm) {
+  weft_transport_view_t *v = &comm->tv;
+  int n = comm->nranks;
+  fill_view(comm);
+  WEFTCHECK(read_geometry(v));
+  WEFTCHECK(weft_segment_open(&comm->bs, comm->host_of, v->slot_bytes, v->nslots, &comm->seg));
+  v->conns = calloc((size_t)WEFT_NUM_CLASSES * 2 * (size_t)n, sizeof(*v->conns));
+  uint8_t *route = malloc((size_t)n), *serve = malloc((size_t)n);
+  ncclResult_t res = ncclSuccess;
+  if (v->conns == NULL || route == NULL || serve == NULL) {
+    res = ncclSystemError;
+    goto out;
+  }
+  for (int p = 0; p < n; p++) {
+    route[p] = NTRANSPORTS;
+    for (size_t t = 0; t < NTRANSPORTS && route[p] == NTRANSPORTS; t++)
+      if (registry[t]->can_connect(v, p)) route[p] = (uint8_t)t;
+    if (route[p] == NTRANSPORTS) {
+      WARN("rank %d: no transport can reach rank %d", comm->rank, p);
+      res = ncclInternalError;
+      goto out;
+    }
+  }
+  for (size_t t = 0; t < NTRANSPORTS; t++) {
+    for (int p = 0; p < n; p++) serve[p] = route[p] == t;
+    WEFTCHECKGOTO(registry[t]->setup(v, serve, &comm->tp_state[t]), res, out);
+  }
+  for (int p = 0; p < n; p++)
+    for (int cls = 0; cls < WEFT_NUM_CLASSES; cls++)
+      for (int is_send = 0; is_send < 2; is_send++)
+        if (weft_view_conn(v, cls, is_send, p)->tp == NULL) {
+          WARN("rank %d: transport %s set up no connection to rank %d", comm->rank, registry[route[p]]->name, p);
+          res = ncclInternalError;
+          goto out;
+        }
+out:
+  free(route);
+  free(serve);
+  return res;
+}
+
+void weft_comm_disconnect(struct ncclComm *comm) {
+  // The network first: its proxy may still ring doorbells in the segment.
+  for (size_t t = NTRANSPORTS; t-- > 0;) {
+    if (comm->tv.core != NULL) registry[t]->teardown(&comm->tv, comm->tp_state[t]);
+    comm->tp_state[t] = NULL;
+  }
+  free(comm->tv.conns);
+  comm->tv.conns = NULL;
+  weft_segment_close(comm->seg);
+  comm->seg = NULL;
+}

@@ -1,0 +1,75 @@
+/*
+ * segment_liveness.c — noticing that a rank on this host has died.
+ *
+ * A rank killed outright (SIGKILL, a crash) leaves its peers waiting on
+ * slots that never fill. Every rank holds a pidfd for the process of each
+ * other rank of its host (from the pid in that rank's segment, when both
+ * share a pid namespace); a pidfd becomes readable when the process exits,
+ * zombie or not, and cannot be fooled by a reused pid. The engine asks
+ * between sleeps, at most every WEFT_LIVENESS_MS, so a death fails the
+ * communicator within that bound instead of at WEFT_TIMEOUT. A process
+ * that exits after tearing its communicator down (the `closed` mark in its
+ * segment) has only finished before the others. Ranks on
+ * other hosts are watched by their TCP connections (end of stream,
+ * keepalive, TCP_USER_TIMEOUT: src/base/socket.c).
+ */
+#include <fcntl.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "debug.h"
+#include "env.h"
+#include "segment.h"
+
+uint64_t weft_segment_pidns(void) {
+  struct stat st;
+  return stat("/proc/self/ns/pid", &st) == 0 ? (uint64_t)st.st_ino : 0;
+}
+
+void weft_segment_watch_peers(weft_segment_t *seg) {
+  seg->pidfd = malloc((size_t)seg->nranks * sizeof(int));
+  if (seg->pidfd == NULL) return;  // then nothing is watched: WEFT_TIMEOUT still bounds every wait
+  const weft_segment_header_t *me = seg->hdr[seg->rank];
+  int watched = 0;
+  for (int p = 0; p < seg->nranks; p++) {
+    const weft_segment_header_t *h = seg->hdr[p];
+    seg->pidfd[p] = -1;
+    if (h == NULL || p == seg->rank || h->pid == me->pid || h->pidns != me->pidns || me->pidns == 0) continue;
+    seg->pidfd[p] = (int)syscall(SYS_pidfd_open, (pid_t)h->pid, 0);
+    if (seg->pidfd[p] < 0) {
+      INFO(WEFT_LOG_SHM, "rank %d: cannot watch rank %d (pid %d): its death is noticed by WEFT_TIMEOUT only",
+           seg->rank, p, (int)h->pid);
+      continue;
+    }
+    fcntl(seg->pidfd[p], F_SETFD, FD_CLOEXEC);
+    watched++;
+  }
+  INFO(WEFT_LOG_SHM, "rank %d: watching %d processes of this host's ranks", seg->rank, watched);
+}
+
+void weft_segment_unwatch_peers(weft_segment_t *seg) {
+  if (seg->pidfd == NULL) return;
+  for (int p = 0; p < seg->nranks; p++)
+    if (seg->pidfd[p] >= 0) close(seg->pidfd[p]);
+  free(seg->pidfd);
+  seg->pidfd = NULL;
+}
+
+int weft_segment_dead_peer(weft_segment_t *seg, int64_t now_ns) {
+  if (seg == NULL || seg->pidfd == NULL || now_ns < seg->next_liveness_ns) return -1;
+  int64_t every_ms = weft_env_WEFT_LIVENESS_MS();
+  if (every_ms <= 0) return -1;
+  seg->next_liveness_ns = now_ns + every_ms * 1000000;
+  for (int p = 0; p < seg->nranks; p++) {
+    if (seg->pidfd[p] < 0) continue;
+    struct pollfd pfd = {.fd = seg->pidfd[p], .events = POLLIN};
+    if (poll(&pfd, 1, 0) <= 0) continue;
+    if (!atomic_load(&seg->hdr[p]->closed)) return p;
+    close(seg->pidfd[p]);  // it left after tearing the communicator down: done with it, not dead
+    seg->pidfd[p] = -1;
+  }
+  return -1;
+}
