@@ -22,10 +22,10 @@ TEST_DEPS :=
 include mk/lib.mk
 include mk/plugins.mk
 include mk/cuda.mk
+include mk/tools.mk
 include mk/planner.mk
 include mk/parallel.mk
 include mk/trainer.mk
-include mk/tools.mk
 include mk/perf.mk
 include mk/tests.mk
 include mk/sanitizers.mk

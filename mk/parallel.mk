@@ -7,7 +7,7 @@ PAR_LIB   := $(BUILD)/lib/libweft-parallel.a
 PAR_LINK  := $(PAR_LIB) -L$(BUILD)/lib -lweft -Wl,-rpath,$(abspath $(BUILD)/lib) -lopenblas
 PAR_UNIT  := $(patsubst tests/unit/%.c,$(BUILD)/tests/unit/%,$(wildcard tests/unit/test_parallel*.c))
 PAR_MULTI := $(patsubst tests/multirank/%.c,$(BUILD)/tests/multirank/%,$(wildcard tests/multirank/test_parallel*.c))
-ALL += $(PAR_LIB)
+ALL += $(PAR_LIB) $(BUILD)/bin/weft-parallel-example
 
 $(PAR_OBJS): $(BUILD)/obj/%.o: %.c | $(DEPS_STAMP)
 	@mkdir -p $(@D)
@@ -16,6 +16,11 @@ $(PAR_OBJS): $(BUILD)/obj/%.o: %.c | $(DEPS_STAMP)
 $(PAR_LIB): $(PAR_OBJS)
 	@mkdir -p $(@D)
 	rm -f $@ && ar rcs $@ $^
+
+# The layer's example program (tools/weft_parallel_example.c).
+$(BUILD)/bin/weft-parallel-example: tools/weft_parallel_example.c $(PAR_LIB) $(LIB_WEFT)
+	@mkdir -p $(@D)
+	$(CC) $(PROG_CFLAGS) -Iparallel -o $@ $< $(PAR_LIB) -L$(BUILD)/lib -lweft $(RPATH) -lopenblas $(LDLIBS)
 
 $(PAR_UNIT): $(BUILD)/tests/unit/%: tests/unit/%.c $(PAR_LIB) $(LIB_WEFT)
 	@mkdir -p $(@D)

@@ -14,6 +14,10 @@ $(BUILD)/tests/unit/%: tests/unit/%.c $(LIB_OBJS)
 	@mkdir -p $(@D)
 	$(CC) $(LIB_CFLAGS) -o $@ $^ -lcriterion $(LDLIBS)
 $(BUILD)/tests/unit/test_net_plugin $(BUILD)/tests/multirank/test_net_plugin: | $(NET_EXAMPLE)
+# The programs' shared helpers (tools/common/) are not part of the library.
+$(BUILD)/tests/unit/test_prog_util: tests/unit/test_prog_util.c $(TOOLS_COMMON)
+	@mkdir -p $(@D)
+	$(CC) $(PROG_CFLAGS) -Itools/common -o $@ $^ -lcriterion
 
 # Multi-rank tests and the programs they start use the public API.
 $(BUILD)/tests/multirank/%: tests/multirank/%.c tests/multirank/harness.h $(LIB_WEFT)

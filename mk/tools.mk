@@ -1,4 +1,11 @@
-# tools.mk — weftrun and the weft-* programs (tools/).
+# tools.mk — weftrun and the weft-* programs (tools/), and the helpers every
+# program shares (tools/common/: sizes on the command line, the clock).
+
+TOOLS_COMMON := $(BUILD)/obj/tools/common/prog_util.o
+$(TOOLS_COMMON): $(BUILD)/obj/%.o: %.c | $(DEPS_STAMP)
+	@mkdir -p $(@D)
+	$(CC) $(PROG_CFLAGS) -MMD -MP -c $< -o $@
+-include $(TOOLS_COMMON:.o=.d)
 
 # Programs use the public API through libweft.so ...
 API_TOOLS := $(BUILD)/bin/weftrun $(BUILD)/bin/weft-demo $(BUILD)/bin/weft-calibrate
@@ -21,9 +28,4 @@ $(INTERNAL_TOOLS): $(TOOLS_COMMON) $(LIB_OBJS)
 	@mkdir -p $(@D)
 	$(CC) $(LIB_CFLAGS) -Itools/common -o $@ $(filter-out %.h,$^) $(LDLIBS)
 
-# The parallel layer's example program.
-$(BUILD)/bin/weft-parallel-example: tools/weft_parallel_example.c $(PAR_LIB) $(LIB_WEFT)
-	@mkdir -p $(@D)
-	$(CC) $(PROG_CFLAGS) -Iparallel -o $@ $< $(PAR_LIB) -L$(BUILD)/lib -lweft $(RPATH) -lopenblas $(LDLIBS)
-
-ALL += $(API_TOOLS) $(INTERNAL_TOOLS) $(BUILD)/bin/weft-parallel-example
+ALL += $(API_TOOLS) $(INTERNAL_TOOLS)

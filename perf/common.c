@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "common_internal.h"
+#include "prog_util.h"
 
 const perf_coll_t *perf_coll;
 const char *perf_prog;
@@ -50,12 +51,6 @@ static void die(int status, const char *msg) {
   fprintf(stderr, "%s: %s\n", perf_prog, msg);
   fflush(NULL);
   _exit(status);
-}
-
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 // ---- Calls on one thread's ranks
@@ -148,22 +143,22 @@ static void bench(perf_thread_t *th, int t, int op, int root, int inplace) {
   complete(th);
   barrier(th);
 
-  double coll_only = 0, t0 = now();
+  double coll_only = 0, t0 = weft_prog_now_s();
   for (int iter = 0; iter < o->iters; iter++) {
-    double ti = now();
+    double ti = weft_prog_now_s();
     if (o->agg > 1) NCCLCHECK(ncclGroupStart());
     for (int a = 0; a < o->agg; a++) start(th, t, op, root, inplace, iter * o->agg + a);
     if (o->agg > 1) NCCLCHECK(ncclGroupEnd());
     if (o->blocking == 3) {
       sync_streams(th);
-      coll_only += now() - ti;
+      coll_only += weft_prog_now_s() - ti;
       barrier(th);
     }
   }
   double n = (double)o->iters * o->agg;
-  double cpu = (o->blocking == 3 ? coll_only : now() - t0) / n;
+  double cpu = (o->blocking == 3 ? coll_only : weft_prog_now_s() - t0) / n;
   complete(th);
-  double sec = combine_time(th, (o->blocking == 3 ? coll_only : now() - t0) / n);
+  double sec = combine_time(th, (o->blocking == 3 ? coll_only : weft_prog_now_s() - t0) / n);
   double alg = 0, bus = 0;
   perf_coll->bw(th->c.param, (size_t)perf_types[t].size, sec, perf_nranks, &alg, &bus);
   barrier(th);

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "common_internal.h"
+#include "prog_util.h"
 
 perf_opts_t perf_opts = {.nthreads = 1,
                          .ngpus = 1,
@@ -76,23 +77,6 @@ static int parse_long(const char *s, long lo, long hi, long *out) {
   long v = strtol(s, &end, 0);
   if (errno || end == s || *end || v < lo || v > hi) return -1;
   *out = v;
-  return 0;
-}
-
-// nccl-tests' sizes: a number with an optional K, M or G (binary units).
-static int parse_size(const char *s, size_t *out) {
-  static const char units[] = "kKmMgG";
-  char *end;
-  errno = 0;
-  double v = strtod(s, &end), unit = 1;
-  if (errno || end == s || !(v >= 0)) return -1;
-  if (*end) {
-    const char *u = strchr(units, *end);
-    if (u == NULL || end[1]) return -1;
-    unit = (double)(1ull << (10 * (1 + (u - units) / 2)));
-  }
-  if (v * unit >= 18446744073709551615.0) return -1;
-  *out = (size_t)(v * unit);
   return 0;
 }
 
@@ -175,7 +159,7 @@ int perf_args_parse(int argc, char **argv) {
       case 'b':
       case 'e':
       case 'i':
-        if (parse_size(optarg, &sz))
+        if (weft_prog_parse_size(optarg, &sz))
           return bad(c, optarg, "expected a size such as 64, 8K, 1M, 2G");
         *(c == 'b' ? &o->minbytes : c == 'e' ? &o->maxbytes : &o->stepbytes) = sz;
         break;

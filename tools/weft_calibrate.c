@@ -24,14 +24,9 @@
 
 #include "nccl.h"
 #include "weft.h"
+#include "prog_util.h"
 
 #define MAX_SIZES 32
-
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
@@ -126,9 +121,9 @@ int main(int argc, char **argv) {
     int reps = s >= ((size_t)1 << 20) ? iters / 10 + 5 : iters;
     for (int w = 0; w < 5 && !fail; w++) fail = bounce(comm, rank, buf, s);
     for (int k = 0; k < reps && !fail; k++) {
-      double t0 = now();
+      double t0 = weft_prog_now_s();
       fail = bounce(comm, rank, buf, s);
-      samples[k] = (now() - t0) / 2;  // one way
+      samples[k] = (weft_prog_now_s() - t0) / 2;  // one way
     }
     if (fail) break;
     qsort(samples, (size_t)reps, sizeof(double), cmp_double);

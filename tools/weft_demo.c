@@ -19,6 +19,7 @@
 
 #include "nccl.h"
 #include "weft.h"
+#include "prog_util.h"
 
 #define WARMUP 2
 #define TIMED 5
@@ -215,12 +216,6 @@ static void run_once(const case_t *c, const void *send, void *recv, size_t per, 
   }
 }
 
-static double now_us(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec * 1e-3;
-}
-
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return (x > y) - (x < y);
@@ -240,9 +235,9 @@ static int run_case(const case_t *c, size_t count, void *send, void *recv) {
 
   double t[TIMED] = {0};
   for (int it = 0; it < WARMUP + TIMED; it++) {
-    double t0 = now_us();
+    double t0 = (weft_prog_now_s() * 1e6);
     run_once(c, send, recv, per, root);
-    if (it >= WARMUP) t[it - WARMUP] = now_us() - t0;
+    if (it >= WARMUP) t[it - WARMUP] = (weft_prog_now_s() * 1e6) - t0;
   }
   qsort(t, TIMED, sizeof(double), cmp_double);
   double us = t[TIMED / 2];

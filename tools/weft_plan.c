@@ -6,7 +6,7 @@
  *   weft-plan --model qwen3-4b --act-table
  *   weft-plan --params 70e9 --tokens 1.4e12 --peak-tflops 900 --mfu 0.5 --time-table 1,8,64
  *
- * The model lives in parallel/plan*.c (see docs/planner.md); this file only
+ * The model lives in planner/ (see docs/planner.md); this file only
  * reads the command line, applies presets before the flags that override
  * them, and picks the output. Exit status: 0 done, 1 no feasible layout,
  * 2 bad input (with a sentence on stderr saying which flag and why).

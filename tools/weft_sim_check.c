@@ -32,6 +32,7 @@
 
 #include "sim.h"
 #include "weft_sim_cost.h"
+#include "prog_util.h"
 
 static void usage(void) {
   fprintf(stderr,
@@ -72,15 +73,6 @@ static int looks_at_hosts(weft_algo_t a) {
 static int rooted(weft_coll_t c) {
   return c == WEFT_COLL_BROADCAST || c == WEFT_COLL_REDUCE || c == WEFT_COLL_GATHER ||
          c == WEFT_COLL_SCATTER || c == WEFT_COLL_SEND || c == WEFT_COLL_RECV;
-}
-
-static int parse_size(const char *s, size_t *out) {
-  char *end;
-  errno = 0;
-  unsigned long long v = strtoull(s, &end, 0);
-  if (errno || end == s || *end || s[0] == '-') return -1;
-  *out = (size_t)v;
-  return 0;
 }
 
 // "send[4..+3]" or "-" for a step's buffer region.
@@ -139,28 +131,28 @@ int main(int argc, char **argv) {
         bad = layout_given && parse_layout(optarg, &layout_fix);
         break;
       case 'n':
-        bad = parse_size(optarg, &tmp) || tmp < 1 || tmp > WEFT_SIM_MAX_RANKS;
+        bad = weft_prog_parse_size(optarg, &tmp) || tmp < 1 || tmp > WEFT_SIM_MAX_RANKS;
         nfix = (int)tmp;
         break;
       case 'N':
-        bad = parse_size(optarg, &tmp) || tmp < 1 || tmp > WEFT_SIM_MAX_RANKS;
+        bad = weft_prog_parse_size(optarg, &tmp) || tmp < 1 || tmp > WEFT_SIM_MAX_RANKS;
         nmax = (int)tmp;
         break;
-      case 'c': bad = parse_size(optarg, &count_fix); break;
-      case 's': bad = parse_size(optarg, &slice_fix) || slice_fix == 0; break;
-      case 'k': bad = parse_size(optarg, &cap_fix) || cap_fix == 0; break;
+      case 'c': bad = weft_prog_parse_size(optarg, &count_fix); break;
+      case 's': bad = weft_prog_parse_size(optarg, &slice_fix) || slice_fix == 0; break;
+      case 'k': bad = weft_prog_parse_size(optarg, &cap_fix) || cap_fix == 0; break;
       case 'r':
-        bad = parse_size(optarg, &tmp) || tmp >= WEFT_SIM_MAX_RANKS;
+        bad = weft_prog_parse_size(optarg, &tmp) || tmp >= WEFT_SIM_MAX_RANKS;
         root_fix = (long long)tmp;
         break;
       case 'i': inplace_mask = 2; break;
       case 'o': inplace_mask = 1; break;
       case 'R':
-        bad = parse_size(optarg, &tmp) || tmp > 100000;
+        bad = weft_prog_parse_size(optarg, &tmp) || tmp > 100000;
         runs_random = (int)tmp;
         break;
       case 'S':
-        bad = parse_size(optarg, &tmp);
+        bad = weft_prog_parse_size(optarg, &tmp);
         seed = tmp;
         break;
       case 'd': dump_only = 1; break;

@@ -42,6 +42,7 @@
 #include "schedule.h"
 #include "tune_file.h"
 #include "tuner.h"
+#include "prog_util.h"
 
 #define ESIZE 4           // float32 elements
 #define MAX_VALUES 64     // host counts or sizes in one sweep
@@ -159,23 +160,6 @@ static void usage(FILE *f) {
           "could not be priced are listed), 1 out of memory or threads, 2 bad usage.\n");
 }
 
-// "8", "64K", "1M", "2G" (binary multiples). Returns -1 when it does not parse.
-static int parse_bytes(const char *s, size_t *out) {
-  char *end;
-  errno = 0;
-  unsigned long long v = strtoull(s, &end, 10);
-  if (errno || end == s || s[0] == '-') return -1;
-  int shift = 0;
-  if (*end == 'K' || *end == 'k') shift = 10;
-  else if (*end == 'M' || *end == 'm') shift = 20;
-  else if (*end == 'G' || *end == 'g') shift = 30;
-  if (shift) end++;
-  if (*end == 'B' || *end == 'b') end++;
-  if (*end != '\0' || v > (SIZE_MAX >> shift)) return -1;
-  *out = (size_t)v << shift;
-  return 0;
-}
-
 // A value, a comma list, or MIN..MAX[:F] (MIN, MIN*F, ... up to MAX).
 // Returns the number of values, -1 when it does not parse or has too many.
 static int parse_values(const char *text, size_t *vals, int max) {
@@ -193,7 +177,7 @@ static int parse_values(const char *text, size_t *vals, int max) {
       factor = strtoul(colon + 1, &end, 10);
       if (*end != '\0' || factor < 2) return -1;
     }
-    if (parse_bytes(buf, &lo) || parse_bytes(dots + 2, &hi) || lo == 0 || hi < lo) return -1;
+    if (weft_prog_parse_size(buf, &lo) || weft_prog_parse_size(dots + 2, &hi) || lo == 0 || hi < lo) return -1;
     int n = 0;
     for (size_t v = lo; v <= hi; v *= factor) {
       if (n == max) return -1;
@@ -205,7 +189,7 @@ static int parse_values(const char *text, size_t *vals, int max) {
   int n = 0;
   char *save = NULL;
   for (char *tok = strtok_r(buf, ",", &save); tok != NULL; tok = strtok_r(NULL, ",", &save)) {
-    if (n == max || parse_bytes(tok, &vals[n])) return -1;
+    if (n == max || weft_prog_parse_size(tok, &vals[n])) return -1;
     n++;
   }
   return n > 0 ? n : -1;
@@ -252,12 +236,6 @@ static const char *human_size(size_t b, char *buf, size_t len) {
   else if (b >= (1u << 10) && b % (1u << 10) == 0) snprintf(buf, len, "%zu KiB", b >> 10);
   else snprintf(buf, len, "%zu B", b);
   return buf;
-}
-
-static double now(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
 // The factor weft_cost_call scales a price by (cost.c's rule: rank 0's
@@ -757,13 +735,13 @@ int weft_sim_cost_main(int argc, char **argv) {
   if (rc >= 0) return rc;
   int npoints = o.nhosts_values * o.nsizes;
   point_t *points = calloc((size_t)npoints, sizeof(*points));
-  double t0 = now();
+  double t0 = weft_prog_now_s();
   if (points == NULL || sweep(&o, points) != 0) {
     fprintf(stderr, "weft-sim cost: out of memory or threads\n");
     free(points);
     return 1;
   }
-  double elapsed = now() - t0;
+  double elapsed = weft_prog_now_s() - t0;
   for (int i = 0; i < npoints; i++)
     if (points[i].tuner_slice != o.slice) {  // tuner.c changed how it sets the slice: follow it here
       fprintf(stderr, "weft-sim cost: the tuner set a slice of %zu elements, the prices used %zu\n",

@@ -57,6 +57,7 @@
 
 #include "nccl.h"
 #include "weft.h"
+#include "prog_util.h"
 
 extern char **environ;
 
@@ -267,12 +268,6 @@ static char **build_env(int local, char *id_var) {
   return env;
 }
 
-static int64_t now_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static void write_all(int fd, const char *p, size_t n) {
   while (n > 0) {
     ssize_t w = write(fd, p, n);
@@ -314,7 +309,7 @@ static void stop_job(void) {
   job.limit_at = -1;
   if (job.running == 0) return;
   signal_ranks(SIGTERM);
-  job.kill_at = now_ms() + GRACE_MS;
+  job.kill_at = (weft_prog_now_ns() / 1000000) + GRACE_MS;
 }
 
 static void report_still_running(const char *then) {
@@ -475,7 +470,7 @@ static void supervise(int sfd) {
   struct pollfd *pfd = xcalloc(1 + 2 * (size_t)job.n, sizeof(struct pollfd));
   int *which = xcalloc(1 + 2 * (size_t)job.n, sizeof(int));  // pfd index -> stream
   while (job.running > 0 || job.open_streams > 0) {
-    int64_t now = now_ms();
+    int64_t now = (weft_prog_now_ns() / 1000000);
     if (job.running == 0) {
       if (drain_until < 0) drain_until = now + DRAIN_MS;
       if (now >= drain_until) break;  // a stray descendant holds a pipe open
@@ -644,7 +639,7 @@ int main(int argc, char **argv) {
     job.exit_code = 1;
     stop_job();
   } else if (job.time_limit > 0) {
-    job.limit_at = now_ms() + (int64_t)(job.time_limit * 1000);
+    job.limit_at = (weft_prog_now_ns() / 1000000) + (int64_t)(job.time_limit * 1000);
   }
   supervise(sfd);
   return job.exit_code;

@@ -12,12 +12,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
+#include "prog_util.h"
 
 // The best of ten 20 ms windows: other work on the machine at start-up
 // lowers the average but rarely every window, and erring high keeps the
@@ -29,13 +24,13 @@ double report_measure_peak(void) {
   for (size_t i = 0; i < 2 * (size_t)N * N; i++) a[i] = (float)(i % 7) * 0.1f;
   double best = 0;
   for (int w = 0; w < WINDOWS; w++) {
-    double start = now(), elapsed = 0;
+    double start = weft_prog_now_s(), elapsed = 0;
     long reps = 0;
     while (elapsed < 0.02) {
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, N, N, 1.0f, a, N, a + N * N, N, 0.0f, a + 2 * N * N,
                   N);
       reps++;
-      elapsed = now() - start;
+      elapsed = weft_prog_now_s() - start;
     }
     double rate = 2.0 * N * N * N * (double)reps / elapsed;
     best = rate > best ? rate : best;
@@ -53,7 +48,7 @@ int report_open(report_t *r, const char *csv_path, int steps, int print_every, d
   r->tokens_per_step = tokens_per_step;
   r->flops_per_step = flops_per_step;
   r->peak_flops = peak_flops;
-  r->started = now();
+  r->started = weft_prog_now_s();
   if (csv_path == NULL) return 0;
   if ((r->csv = fopen(csv_path, "w")) == NULL) {
     perror(csv_path);
@@ -77,7 +72,7 @@ void report_step(report_t *r, int step, const step_result_t *s) {
   format_eta(avg * (r->steps - step - 1), eta, sizeof(eta));
   if (r->csv != NULL)
     fprintf(r->csv, "%d,%.9g,%.9g,%.9g,%.1f,%.4f,,,%.3f\n", step + 1, s->loss, s->lr, s->grad_norm, tps, mfu,
-            now() - r->started);
+            weft_prog_now_s() - r->started);
   int last = step + 1 == r->steps;
   if (r->tty) {
     enum { WIDTH = 24 };
@@ -104,7 +99,7 @@ void report_eval(report_t *r, int step, const eval_result_t *e) {
   if (r->csv != NULL) {
     fprintf(r->csv, "%d,,,,,,%.6f,", step, e->val_loss);
     if (e->accuracy >= 0) fprintf(r->csv, "%.4f", e->accuracy);
-    fprintf(r->csv, ",%.3f\n", now() - r->started);
+    fprintf(r->csv, ",%.3f\n", weft_prog_now_s() - r->started);
   }
 }
 

@@ -14,12 +14,7 @@
 
 #include "par_util.h"
 #include "train_internal.h"
-
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
+#include "prog_util.h"
 
 static ncclResult_t check_cfg(const train_cfg_t *c, const data_t *data) {
   if (c->batch < 1 || c->grad_accum < 1 || c->steps < 1 || c->dims.seq < 2)
@@ -158,7 +153,7 @@ void trainer_fill_batch(trainer_t *t, int split, long first) {
 
 ncclResult_t trainer_step(trainer_t *t, int step, step_result_t *out) {
   const train_cfg_t *c = &t->cfg;
-  double start = now(), loss_sum = 0;
+  double start = weft_prog_now_s(), loss_sum = 0;
   int K = c->grad_accum, B = c->batch;
   long global = (long)c->dp * K * B;
   for (int k = 0; k < K && c->pp == 1; k++) {
@@ -180,7 +175,7 @@ ncclResult_t trainer_step(trainer_t *t, int step, step_result_t *out) {
   PAR_CHECK(weft_dp_step(t->dp, &opt));
   float loss = (float)(loss_sum / K);
   PAR_CHECK(ncclAllReduce(&loss, &loss, 1, ncclFloat32, ncclAvg, t->mesh->dp_comm, NULL));
-  *out = (step_result_t){loss, lr, norm, now() - start};
+  *out = (step_result_t){loss, lr, norm, weft_prog_now_s() - start};
   return ncclSuccess;
 }
 

@@ -28,6 +28,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include "prog_util.h"
 
 #define MAX_THREADS 256
 #define MAX_RUNS 101
@@ -47,12 +48,6 @@ typedef struct {
   job_t *job;
   int id;
 } worker_t;
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 // Slice [lo, hi) of the arrays that thread `id` of `nthreads` owns.
 static void slice(size_t n, int nthreads, int id, size_t *lo, size_t *hi) {
@@ -110,10 +105,10 @@ static double time_kernel(job_t *j, kernel_t kernel, int runs) {
   pthread_barrier_wait(&j->done);
   for (int r = 0; r < runs; r++) {
     pthread_barrier_wait(&j->start);
-    double t0 = now_s();
+    double t0 = weft_prog_now_s();
     run_kernel(j, 0);
     pthread_barrier_wait(&j->done);
-    t[r] = now_s() - t0;
+    t[r] = weft_prog_now_s() - t0;
   }
   qsort(t, (size_t)runs, sizeof(double), cmp_double);
   return runs % 2 ? t[runs / 2] : 0.5 * (t[runs / 2 - 1] + t[runs / 2]);

@@ -32,6 +32,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "prog_util.h"
 
 typedef enum { C_ALLREDUCE, C_ALLGATHER, C_REDUCESCATTER, C_BROADCAST, C_ALLTOALL } coll_t;
 
@@ -50,24 +51,6 @@ static void die(const char *msg) {
   if (rank == 0) fprintf(stderr, "mpi_coll_bench: %s\n", msg);
   MPI_Abort(MPI_COMM_WORLD, 2);
   exit(2);
-}
-
-// "64K" -> 65536; returns 0 on success.
-static int parse_size(const char *s, size_t *out) {
-  char *end = NULL;
-  unsigned long long v = strtoull(s, &end, 10);
-  if (end == s) return -1;
-  size_t mul = 1;
-  switch (*end) {
-    case 'k': case 'K': mul = 1ull << 10; end++; break;
-    case 'm': case 'M': mul = 1ull << 20; end++; break;
-    case 'g': case 'G': mul = 1ull << 30; end++; break;
-    default: break;
-  }
-  if (*end == 'B' || *end == 'b') end++;
-  if (*end != '\0') return -1;
-  *out = (size_t)v * mul;
-  return 0;
 }
 
 static void usage_and_exit(void) {
@@ -93,11 +76,11 @@ static void parse_args(int argc, char **argv, opts_t *o) {
         if (!strcmp(v, coll_names[c])) o->coll = (coll_t)c, found = 1;
       if (!found) usage_and_exit();
     } else if (!strcmp(a, "-b")) {
-      if (parse_size(v, &o->min_bytes)) usage_and_exit();
+      if (weft_prog_parse_size(v, &o->min_bytes)) usage_and_exit();
     } else if (!strcmp(a, "-e")) {
-      if (parse_size(v, &o->max_bytes)) usage_and_exit();
+      if (weft_prog_parse_size(v, &o->max_bytes)) usage_and_exit();
     } else if (!strcmp(a, "-f")) {
-      if (parse_size(v, &o->factor) || o->factor < 2) usage_and_exit();
+      if (weft_prog_parse_size(v, &o->factor) || o->factor < 2) usage_and_exit();
     } else if (!strcmp(a, "-n")) {
       n = strtol(v, NULL, 10);
       if (n < 1) usage_and_exit();

@@ -172,18 +172,19 @@ if [ "$need_make" = 1 ] && [ "$BUILD" = 1 ]; then
   make -j"$(nproc)" >"$OUT/logs/make.log" 2>&1 || log "make failed (see $OUT/logs/make.log)"
 fi
 
-CFLAGS=(-std=c11 -O2 -Wall -Wextra -Werror -D_GNU_SOURCE)
+CFLAGS=(-std=c11 -O2 -Wall -Wextra -Werror -D_GNU_SOURCE -Itools/common)
+PROG_UTIL=tools/common/prog_util.c  # sizes and the clock, shared with weft's own programs
 for m in openmpi mpich; do
   rm -f "$OUT/mpi_coll_bench.$m"
   if command -v "mpicc.$m" >/dev/null; then
-    "mpicc.$m" "${CFLAGS[@]}" -o "$OUT/mpi_coll_bench.$m" "$HERE/mpi_coll_bench.c" \
+    "mpicc.$m" "${CFLAGS[@]}" -o "$OUT/mpi_coll_bench.$m" "$HERE/mpi_coll_bench.c" "$PROG_UTIL" \
       >"$OUT/logs/build_$m.log" 2>&1 || log "mpicc.$m failed (see $OUT/logs/build_$m.log)"
   else
     echo "mpicc.$m not found" >"$OUT/logs/build_$m.log"
   fi
 done
-gcc -std=c11 -O3 -march=native -Wall -Wextra -Werror -D_GNU_SOURCE -pthread \
-  -o "$OUT/membw" "$HERE/membw.c" >"$OUT/logs/build_membw.log" 2>&1 ||
+gcc -std=c11 -O3 -march=native -Wall -Wextra -Werror -D_GNU_SOURCE -pthread -Itools/common \
+  -o "$OUT/membw" "$HERE/membw.c" "$PROG_UTIL" >"$OUT/logs/build_membw.log" 2>&1 ||
   log "membw build failed (see $OUT/logs/build_membw.log)"
 
 # ---- 3. Machine and versions ------------------------------------------------
