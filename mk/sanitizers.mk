@@ -4,7 +4,7 @@
 
 test-asan:
 	ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-	LSAN_OPTIONS=suppressions=$(abspath tests/lsan.supp) \
+	LSAN_OPTIONS=suppressions=$(abspath tests/lsan.supp) WEFT_TEST_TIME_SCALE=3 \
 	$(MAKE) BUILD=build-asan OPT=-O1 SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" test
 
 # ThreadSanitizer: the library built again with clang -fsanitize=thread in

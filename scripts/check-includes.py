@@ -15,11 +15,11 @@ A quoted include is resolved the way the compiler resolves it: beside the
 including file first, then by its name among the headers of the tree (names
 of library headers are unique; see --check-unique).
 
-It also looks for circles: two modules (a .c file and the .h of the same name
-beside it are one module) that reach each other through includes, or through
-calls when --objects names a build's object folder (nm's defined and
-undefined symbols). A circle that spans two top-level layers of LAYERS fails
-the check; one inside a layer is reported.
+It also holds the library's layers (LAYERS below) to one direction: a
+module (a .c file and the .h of the same name beside it) may reach, by
+including or, with --objects naming a build's object folder, by calling
+(nm's defined and undefined symbols), only modules of its own layer or of
+lower ones. Circles of modules inside a layer are listed by --report.
 
 Usage:
   check-includes.py                 check the rules and circles, exit 1 on a violation
@@ -37,10 +37,20 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SOURCE_EXT = ('.c', '.h', '.cu', '.cuh', '.cpp')
 SKIP_DIRS = {'.git', 'build', 'build-asan', 'build-tsan', 'build-fuzz', '.gpu-carry', 'corpus', 'crashers',
              '__pycache__'}
-# The folders whose code makes up libweft and its plugins' ABIs: a circle of
-# modules that spans two of these layers is a defect.
-LAYERS = ['src/base', 'src/arith', 'src/boot', 'src/core', 'src/cuda', 'src/kernels', 'transports', 'algorithms',
-          'topology', 'plugins']
+# The layers of libweft and their heights: code may include and call only
+# its own layer and the layers below it, so dependencies run one way.
+# A circle of modules inside a layer is reported only (the core's rooms
+# call each other: the engine runs CUDA batches, the CUDA path runs the
+# engine); one across layers cannot happen without an upward edge.
+LAYERS = {  # layer: (height, rooms)
+    'base': (0, ['src/base']),
+    'arith': (1, ['src/arith', 'src/kernels']),
+    'algorithms': (2, ['algorithms']),
+    'topology': (2, ['topology']),
+    'transports': (2, ['transports']),
+    'plugins': (3, ['plugins']),
+    'core': (4, ['src/boot', 'src/core', 'src/cuda']),
+}
 INCLUDE_RE = re.compile(r'^\s*#\s*include\s*"([^"]+)"')
 RULE_RE = re.compile(r'^May include:\s*(.*)$')
 
@@ -96,8 +106,8 @@ def folder_rules():
             for line in f:
                 m = RULE_RE.match(line.strip())
                 if m:
-                    items = [x.strip().strip('`') for x in m.group(1).split(',')]
-                    rules[rel(d)] = [x.rstrip('.') for x in items if x and x.lower() != 'nothing']
+                    items = [x.strip().strip('.').strip('`').strip() for x in m.group(1).split(',')]
+                    rules[rel(d)] = [x.split()[0] for x in items if x and x.lower() != 'nothing']
                     break
     return rules
 
@@ -134,9 +144,18 @@ def module_of(path):
 
 
 def layer_of(path):
-    for l in LAYERS:
-        if path == l or path.startswith(l + '/'):
-            return l
+    for layer, (_, rooms) in LAYERS.items():
+        for room in rooms:
+            if path == room or path.startswith(room + '/'):
+                return layer
+    return None
+
+
+def room_of(path):
+    for _, rooms in LAYERS.values():
+        for room in rooms:
+            if path.startswith(room + '/'):
+                return room
     return None
 
 
@@ -236,10 +255,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     ap.add_argument('--objects', help="a build's object folder (build/obj): check calls too")
     ap.add_argument('--report', action='store_true', help='print the tree\'s shape instead of checking')
-    ap.add_argument('--layers', help='comma-separated layer folders instead of LAYERS')
     args = ap.parse_args()
-    if args.layers:
-        LAYERS[:] = args.layers.split(',')
 
     files = tree_files()
     by_name = defaultdict(list)
@@ -286,12 +302,18 @@ def main():
             comps = sccs(modules | set(g), g)
             print(f'circles of modules through {what}: {len(comps)}')
             for c in comps:
-                print(f'  {len(c)} modules, layers {sorted({layer_of(m) for m in c})}: {" ".join(c)}')
+                rooms = sorted({room_of(m) for m in c})
+                print(f'  {len(c)} modules, layers {sorted({layer_of(m) for m in c})}, rooms {rooms}: {" ".join(c)}')
         chain = longest_chain(lib, inc)
         print(f'longest include chain in the library ({len(chain)} files): {" -> ".join(chain)}')
         return 0
 
-    for what, g in graphs:
+    for what, g in graphs[:2]:
+        for m in sorted(g):
+            for t in sorted(g[m]):
+                lm, lt = layer_of(m), layer_of(t)
+                if lm != lt and LAYERS[lm][0] <= LAYERS[lt][0]:
+                    violations.append(f'{m} ({lm}) reaches {t} ({lt}) through {what}: layers depend downward only')
         for c in sccs(modules | set(g), g):
             layers = sorted({layer_of(m) for m in c})
             if len(layers) > 1:

@@ -4,6 +4,8 @@
 set -euo pipefail
 
 packages=(build-essential pkg-config libcriterion-dev libhwloc-dev libxml2-dev libnuma-dev libibverbs-dev libopenblas-dev iproute2 procps binutils)
+# make check-includes (part of make test): scripts/check-includes.py.
+packages+=(python3)
 # weft-train --plot: the PNG loss curve.
 packages+=(gnuplot-nox)
 # make fuzz / test-fuzz: clang and its libFuzzer + sanitizer runtimes.

@@ -7,9 +7,12 @@
 # prints no synthesis counts as one failure. Multi-rank tests run one test
 # at a time (-j1): each already forks up to 8 ranks onto 2 cores. The
 # multi-host suite needs root and ip netns; without them it prints
-# "skipped" and why, and counts neither as passed nor as failed.
+# "skipped" and why, and counts neither as passed nor as failed. Every
+# limit is multiplied by WEFT_TEST_TIME_SCALE (default 1; make test-asan
+# sets 3, the sanitizers' slowdown on the reference machine).
 set -u
 build=${1:-build}
+scale=${WEFT_TEST_TIME_SCALE:-1}
 export WEFT_BUILD_DIR=$build
 export NCCL_SOCKET_IFNAME=${NCCL_SOCKET_IFNAME:-lo}
 # Multi-host tests (tests/multihost/): "shm" gives every namespace "host" one
@@ -25,7 +28,7 @@ mkdir -p "$logdir"
 shm_before=$(ls /dev/shm 2>/dev/null | grep -c '^weft-' || true)
 
 run_criterion() {  # name timeout binary args...
-  local name=$1 limit=$2
+  local name=$1 limit=$(($2 * scale))
   shift 2
   local log=$logdir/$(tr '/ ' '__' <<<"$name").log start=$SECONDS
   timeout --signal=KILL "$limit" "$@" >"$log" 2>&1
@@ -41,25 +44,25 @@ run_criterion() {  # name timeout binary args...
     passed=$((passed + p))
     failed=$((failed + f + c + (t - p - f - c > 0 ? t - p - f - c : 0)))
     [ $((f + c)) -gt 0 ] && failures+=("$name")
-    printf '%-28s %3d/%-3d passed  (%ds)\n' "$name" "$p" "$t" $((SECONDS - start))
+    printf '%-34s %3d/%-3d passed  (%ds)\n' "$name" "$p" "$t" $((SECONDS - start))
   else
     failed=$((failed + 1))
     failures+=("$name")
-    printf '%-28s FAILED (exit %d, no summary; see %s)\n' "$name" "$rc" "$log"
+    printf '%-34s FAILED (exit %d, no summary; see %s)\n' "$name" "$rc" "$log"
   fi
 }
 
 run_script() {  # name timeout command...
-  local name=$1 limit=$2
+  local name=$1 limit=$(($2 * scale))
   shift 2
   local log=$logdir/$(tr '/ ' '__' <<<"$name").log start=$SECONDS
   if timeout --signal=KILL "$limit" "$@" >"$log" 2>&1; then
     passed=$((passed + 1))
-    printf '%-28s passed  (%ds)\n' "$name" $((SECONDS - start))
+    printf '%-34s passed  (%ds)\n' "$name" $((SECONDS - start))
   else
     failed=$((failed + 1))
     failures+=("$name")
-    printf '%-28s FAILED (see %s)\n' "$name" "$log"
+    printf '%-34s FAILED (see %s)\n' "$name" "$log"
     tail -5 "$log" | sed 's/^/    /'
   fi
 }
@@ -70,9 +73,18 @@ for t in "$build"/tests/unit/test_*; do
 done
 for t in "$build"/tests/multirank/test_*; do
   [ -x "$t" ] || continue
+  if [ "$(basename "$t")" = test_conformance ]; then
+    # The sweep's three ways of hosting ranks, each under its own limit.
+    for way in fork threads group; do
+      run_criterion "multirank/test_conformance/$way" 600 "$t" --jobs 1 --filter "conformance_$way/*"
+    done
+    continue
+  fi
   run_criterion "multirank/$(basename "$t")" 600 "$t" --jobs 1
 done
 run_script "abi" 300 ./tests/abi/run_abi.sh "$build"
+# Every folder's include rule and the one-way layers (scripts/check-includes.py).
+run_script "check-includes" 120 python3 scripts/check-includes.py --objects "$build/obj"
 run_script "docs/env.md current" 60 bash -c "'$build/bin/weft-env' --markdown | diff -u docs/env.md -"
 run_script "demo (4 ranks)" 120 "$build/bin/weftrun" -n 4 "$build/bin/weft-demo"
 # The GPU machine's PyTorch check (tests/gpu/gpu_torch_check.py), its logic on
@@ -81,7 +93,7 @@ if /usr/bin/python3 -c 'import torch' >/dev/null 2>&1; then
   run_script "gpu/torch check (gloo, cpu)" 120 /usr/bin/python3 tests/gpu/gpu_torch_check.py --backend gloo --device cpu \
     --large 65536 --timeout 60
 else
-  printf '%-28s skipped (no torch in /usr/bin/python3)\n' "gpu/torch check (gloo, cpu)"
+  printf '%-34s skipped (no torch in /usr/bin/python3)\n' "gpu/torch check (gloo, cpu)"
 fi
 tune_out=$(mktemp /tmp/weft-tune-XXXXXX)
 run_script "calibrate (2 ranks)" 120 bash -c "'$build/bin/weftrun' -n 2 '$build/bin/weft-calibrate' -n 20 -o '$tune_out' &&
@@ -92,7 +104,7 @@ if why=$(./tests/multihost/netns.sh --check); then
   run_script "multihost/netns ($WEFT_MULTIHOST_MODE)" 240 ./tests/multihost/run_tests.sh "$build"
   ./tests/multihost/netns.sh --clean-stale  # what a run killed at its limit left
 else
-  printf '%-28s skipped (%s)\n' "multihost/netns" "$why"
+  printf '%-34s skipped (%s)\n' "multihost/netns" "$why"
 fi
 
 # GPU tests (tests/gpu/, built only where nvcc is): a plain program each;
@@ -105,14 +117,14 @@ for t in "$build"/tests/gpu/test_*; do
   timeout --signal=KILL 600 "$t" >"$log" 2>&1
   rc=$?
   if [ "$rc" -eq 77 ]; then
-    printf '%-28s skipped (%s)\n' "$name" "$(grep -a '^skipped' "$log" | tail -1 | sed 's/^skipped: //')"
+    printf '%-34s skipped (%s)\n' "$name" "$(grep -a '^skipped' "$log" | tail -1 | sed 's/^skipped: //')"
   elif [ "$rc" -eq 0 ]; then
     passed=$((passed + 1))
-    printf '%-28s passed  (%ds)\n' "$name" $((SECONDS - start))
+    printf '%-34s passed  (%ds)\n' "$name" $((SECONDS - start))
   else
     failed=$((failed + 1))
     failures+=("$name")
-    printf '%-28s FAILED (exit %d; see %s)\n' "$name" "$rc" "$log"
+    printf '%-34s FAILED (exit %d; see %s)\n' "$name" "$rc" "$log"
     tail -5 "$log" | sed 's/^/    /'
   fi
 done
