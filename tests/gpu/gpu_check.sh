@@ -55,7 +55,7 @@
 
 set -uo pipefail   # no -e: a failed check is reported, and the script goes on
 
-root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$root"
 tests=${1:-}
 out=${OUT:-$root/build/gpu-check}
@@ -75,7 +75,7 @@ if [ -n "${EXTRA_LIB_DIR:-}" ]; then  # only the libraries the machine lacks, so
   export LD_LIBRARY_PATH=$out/extra-lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 fi
 if [ -n "${MPI_PREFIX:-}" ]; then  # an Open MPI staged by tests/gpu/gpu_pack.sh
-  . "$root/perf/mpi_env.sh" "$MPI_PREFIX"
+  . "$root/tests/gpu/mpi_env.sh" "$MPI_PREFIX"
   echo "== Open MPI: $(mpirun --version 2>&1 | head -1) from $MPI_PREFIX"
 fi
 for d in /usr/local/cuda/lib64 /usr/local/cuda/lib; do

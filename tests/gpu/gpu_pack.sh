@@ -32,7 +32,7 @@
 set -euo pipefail
 
 [ $# -ge 1 ] && [ $# -le 2 ] || { echo "usage: $0 PATH_TO_NCCL_TESTS [ARCHIVE]" >&2; exit 2; }
-root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 tests=$1
 archive=${2:-$root/.gpu-carry/gc.tar.xz}
 work=$(mktemp -d /tmp/weft-gpu-pack.XXXXXX)
@@ -43,12 +43,12 @@ fail() { echo "gpu pack: FAIL $*"; exit 1; }
 colls="all_reduce all_gather reduce_scatter broadcast reduce alltoall sendrecv"
 
 # 1. nccl-tests, plain and with MPI.
-"$root/perf/nccl_tests_build.sh" "$tests" "$work/nt" >"$work/nt.log" 2>&1 || { tail -3 "$work/nt.log"; fail "nccl-tests build"; }
+"$root/tests/gpu/nccl_tests_build.sh" "$tests" "$work/nt" >"$work/nt.log" 2>&1 || { tail -3 "$work/nt.log"; fail "nccl-tests build"; }
 for c in $colls; do cp "$work/nt/build/${c}_perf" "$stage/"; done
 mpi=no
 if command -v mpicc >/dev/null && mpicc -showme:incdirs >/dev/null 2>&1; then
   mpihome=$(dirname "$(mpicc -showme:incdirs | awk '{print $1}')")
-  NCCL_TESTS_MAKE_ARGS="MPI=1 MPI_HOME=$mpihome NAME_SUFFIX=_mpi" "$root/perf/nccl_tests_build.sh" "$tests" \
+  NCCL_TESTS_MAKE_ARGS="MPI=1 MPI_HOME=$mpihome NAME_SUFFIX=_mpi" "$root/tests/gpu/nccl_tests_build.sh" "$tests" \
     "$work/nt-mpi" >"$work/nt-mpi.log" 2>&1 || { tail -3 "$work/nt-mpi.log"; fail "nccl-tests MPI build"; }
   mkdir -p "$stage/mpi"
   for c in $colls; do cp "$work/nt-mpi/build/${c}_perf_mpi" "$stage/mpi/"; done
@@ -114,7 +114,7 @@ done
 shift 2
 "$@"
 EOF
-    cp "$root/perf/mpi_env.sh" "$work/"
+    cp "$root/tests/gpu/mpi_env.sh" "$work/"
     got=$(unshare -m bash "$work/hidden.sh" "$work" "$stage/ompi" \
       mpirun --allow-run-as-root --oversubscribe -np 2 "$work/mpi_hello" 2>&1) || fail "staged Open MPI: $got"
     [ "$got" = "mpi check: 2 ranks, sum 3" ] || fail "staged Open MPI printed more than its result: $got"

@@ -41,7 +41,7 @@ out=${2:-$(mktemp -d /tmp/weft-nccl-tests.XXXXXX)}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 
-root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cuda=${CUDA_HOME:-/usr/local/cuda}
 gencode=${NVCC_GENCODE:--gencode=arch=compute_90,code=sm_90 -gencode=arch=compute_90,code=compute_90}
 jobs=${JOBS:-$(nproc)}
