@@ -11,7 +11,7 @@
  *
  * A transport never sees the communicator. The core hands it a view
  * (weft_transport_view_t): who the ranks are and where they live, the
- * bootstrap ring to agree with its peers during set-up, each same-host
+ * bootstrap ring's allgather to agree with its peers during set-up, each same-host
  * rank's doorbell, the communicator's failure word, the slot geometry and
  * the table of connections to fill. The core walks its registry
  * (src/core/connect.c: shm, then net) and gives each peer to the first
@@ -43,10 +43,9 @@ typedef struct weft_transport_view {
   int rank, nranks;
   const int *host_of;           // [nranks]: host index of each rank (hosts numbered by their first rank)
   uint64_t id_hash;             // the communicator, for logs
-  // The bootstrap ring (collective, blocking; set-up only): data holds
-  // nranks blocks of `size` bytes, this rank's at data + rank * size.
+  // The bootstrap ring's allgather (collective, blocking; set-up only):
+  // data holds nranks blocks of `size` bytes, this rank's at data + rank * size.
   ncclResult_t (*allgather)(const struct weft_transport_view *v, void *data, size_t size);
-  ncclResult_t (*barrier)(const struct weft_transport_view *v);
   const uint8_t *secret;        // secret_bytes: proves a connection belongs to this communicator
   size_t secret_bytes;
   // The rank's own doorbell, and those of the ranks of this host (NULL for

@@ -30,8 +30,6 @@ static ncclResult_t view_allgather(const weft_transport_view_t *v, void *data, s
   return weft_bootstrap_allgather(&comm_of(v)->bs, data, size);
 }
 
-static ncclResult_t view_barrier(const weft_transport_view_t *v) { return weft_bootstrap_barrier(&comm_of(v)->bs); }
-
 static weft_doorbell_t *view_doorbell(const weft_transport_view_t *v, int rank) {
   return weft_segment_doorbell(comm_of(v)->seg, rank);
 }
@@ -74,7 +72,6 @@ static void fill_view(struct ncclComm *comm) {
   v->host_of = comm->host_of;
   v->id_hash = comm->id_hash;
   v->allgather = view_allgather;
-  v->barrier = view_barrier;
   v->secret = comm->bs.secret;
   v->secret_bytes = sizeof(comm->bs.secret);
   v->doorbell = view_doorbell;
@@ -111,6 +108,8 @@ ncclResult_t weft_comm_connect(struct ncclComm *comm) {
     for (int p = 0; p < n; p++) serve[p] = route[p] == t;
     WEFTCHECKGOTO(registry[t]->setup(v, serve, &comm->tp_state[t]), res, out);
   }
+  // Set-up is collective: every rank has passed weft_segment_open by now.
+  weft_segment_unlink(comm->seg);
   for (int p = 0; p < n; p++)
     for (int cls = 0; cls < WEFT_NUM_CLASSES; cls++)
       for (int is_send = 0; is_send < 2; is_send++)

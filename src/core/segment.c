@@ -3,8 +3,9 @@
  * (see segment.h), and publishing a failure through its abort word.
  *
  * Each rank creates its segment under a name only it knows until the
- * bootstrap allgather, maps the segments of the other ranks of its host,
- * and unlinks its name after a barrier says everyone has mapped it.
+ * bootstrap allgather and maps the segments of the other ranks of its
+ * host; the name is unlinked once every rank has mapped it, which the
+ * caller learns from its next collective step (weft_segment_unlink).
  */
 #include "segment.h"
 
@@ -52,7 +53,7 @@ ncclResult_t weft_segment_open(weft_bootstrap_t *bs, const int *host_of, size_t 
   h->pidns = weft_segment_pidns();
   INFO(WEFT_LOG_SHM, "control segment %s: %zu bytes", seg->name, seg->bytes);
 
-  // Exchange names, map the segments of this host's ranks, then unlink ours.
+  // Exchange names and map the segments of this host's ranks.
   snprintf(cards[me].name, sizeof(cards[me].name), "%s", seg->name);
   cards[me].bytes = seg->bytes;
   cards[me].slot_bytes = slot_bytes;
@@ -68,13 +69,16 @@ ncclResult_t weft_segment_open(weft_bootstrap_t *bs, const int *host_of, size_t 
     if (p != me && host_of[p] == host_of[me])
       WEFTCHECKGOTO(weft_shmem_map(cards[p].name, cards[p].bytes, 0, (void **)&seg->hdr[p]), res, out);
   }
-  WEFTCHECKGOTO(weft_bootstrap_barrier(bs), res, out);
-  shm_unlink(seg->name);
-  seg->name_live = 0;
   weft_segment_watch_peers(seg);
 out:
   free(cards);
   return res;
+}
+
+void weft_segment_unlink(weft_segment_t *seg) {
+  if (seg == NULL || !seg->name_live) return;
+  shm_unlink(seg->name);
+  seg->name_live = 0;
 }
 
 void weft_segment_close(weft_segment_t *seg) {

@@ -75,13 +75,15 @@ typedef struct weft_segment {
   int64_t next_liveness_ns;       // when weft_segment_dead_peer looks again
 } weft_segment_t;
 
-// Collective over the communicator: create this rank's segment, map those
-// of the ranks of its host (host_of[r] == host_of[rank]) and unlink the
-// names. Every rank also states its FIFO geometry (slot_bytes, nslots),
-// which must be the same everywhere. *out is set even on failure, for
-// weft_segment_close.
+// Collective over the communicator: create this rank's segment and map
+// those of the ranks of its host (host_of[r] == host_of[rank]). Every rank
+// also states its FIFO geometry (slot_bytes, nslots), which must be the
+// same everywhere. *out is set even on failure, for weft_segment_close.
 ncclResult_t weft_segment_open(weft_bootstrap_t *bs, const int *host_of, size_t slot_bytes, size_t nslots,
                                weft_segment_t **out);
+// Remove this rank's segment name from /dev/shm; call once every rank has
+// returned from weft_segment_open (a later bootstrap collective tells).
+void weft_segment_unlink(weft_segment_t *seg);
 // Marks the segment closed (the owner's exit is then not a death) and unmaps; NULL is fine.
 void weft_segment_close(weft_segment_t *seg);
 

@@ -4,8 +4,8 @@
  * Each rank makes one FIFO segment: a small header (magic, owner pid, the
  * owner's address of the header), then one FIFO per (source rank, traffic
  * class) that the sources write into. The ranks of a host map each other's
- * FIFO segments at set-up and unlink the names at once, as the core does
- * with its control segments (src/core/segment.c).
+ * FIFO segments at set-up and unlink the names as soon as every rank has
+ * mapped them, as the core does with its control segments (src/core/segment.c).
  *
  * Each FIFO is a single-producer single-consumer ring of slots. Every slot
  * has a one-cache-line header — sequence flag, length, tag and, for short
@@ -171,7 +171,8 @@ static ncclResult_t shm_setup(weft_transport_view_t *v, const uint8_t *serve, vo
   INFO(WEFT_LOG_SHM, "shm segment %s: %zu bytes, %zu slots of %zu bytes per FIFO", st->name, st->seg_bytes,
        v->nslots, v->slot_bytes);
 
-  // Exchange segment names, map the served peers' segments, then unlink our name.
+  // Exchange segment names and map the served peers' segments; the name is
+  // unlinked once the probe's allgather shows that every rank has mapped.
   snprintf(cards[me].name, sizeof(cards[me].name), "%s", st->name);
   cards[me].seg_bytes = st->seg_bytes;
   WEFTCHECKGOTO(v->allgather(v, cards, sizeof(*cards)), res, out);
@@ -179,9 +180,6 @@ static ncclResult_t shm_setup(weft_transport_view_t *v, const uint8_t *serve, vo
     if (p == me || !serve[p]) continue;
     WEFTCHECKGOTO(weft_shmem_map(cards[p].name, cards[p].seg_bytes, 0, (void **)&st->seg[p]), res, out);
   }
-  WEFTCHECKGOTO(v->barrier(v), res, out);
-  shm_unlink(st->name);
-  st->name_live = 0;
 
   // Wire the connections to the served peers to their FIFOs.
   for (int cls = 0; cls < WEFT_NUM_CLASSES; cls++) {
@@ -201,6 +199,8 @@ static ncclResult_t shm_setup(weft_transport_view_t *v, const uint8_t *serve, vo
     }
   }
   WEFTCHECKGOTO(probe_reads(v, st), res, out);
+  shm_unlink(st->name);
+  st->name_live = 0;
 out:
   free(cards);
   return res;
