@@ -209,8 +209,8 @@ def call_edges(objdir):
                 continue
             obj = os.path.join(d, f)
             src = module_of(os.path.relpath(obj, objdir))
-            if layer_of(src) is None:
-                continue
+            if layer_of(src) is None or not os.path.isfile(os.path.join(ROOT, src + '.c')):
+                continue  # not the library's, or left behind by a source that moved
             nm = subprocess.run(['nm', '--defined-only', '-g', obj], capture_output=True, text=True).stdout
             for line in nm.splitlines():
                 parts = line.split()
