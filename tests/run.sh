@@ -45,6 +45,8 @@ run_criterion() {  # name timeout binary args...
     failed=$((failed + f + c + (t - p - f - c > 0 ? t - p - f - c : 0)))
     [ $((f + c)) -gt 0 ] && failures+=("$name")
     printf '%-34s %3d/%-3d passed  (%ds)\n' "$name" "$p" "$t" $((SECONDS - start))
+    # What failed, in the output CI keeps (the log stays on the machine).
+    [ $((f + c)) -gt 0 ] && grep -a -E '\[FAIL\]|check failed|\[----\].*(Assertion|:[0-9]+:)|CRASH' "$log" | head -16 | sed 's/^/    /'
   else
     failed=$((failed + 1))
     failures+=("$name")

@@ -421,11 +421,30 @@ static void report_stuck(weft_op_t *op, int64_t idle_ns) {
   op_release(op);
 }
 
-// A rank of this host died (its process exited): fail the operation and,
-// through the abort word, every rank's. Returns 1 when it did.
+// The dead rank of this host an operation waits on: one its lanes' current
+// steps receive from, send to or read from. An operation whose lanes are
+// all done waits on every peer's descriptor, so any death stops it.
+static int dead_peer_waited_on(const weft_op_t *op, const weft_segment_t *seg) {
+  int open_lanes = 0;
+  for (uint32_t l = 0; l < op->sched.nlanes; l++) {
+    const weft_lane_t *lane = &op->sched.lanes[l];
+    if (op->lanes[l].cursor >= lane->count) continue;
+    open_lanes++;
+    const weft_step_t *st = &op->sched.steps[lane->first + op->lanes[l].cursor];
+    const int peers[3] = {st->recv_peer, st->send_peer, st->read_peer};
+    for (int i = 0; i < 3; i++)
+      if (weft_segment_peer_dead(seg, peers[i])) return peers[i];
+  }
+  return open_lanes ? -1 : weft_segment_first_dead(seg);
+}
+
+// A rank of this host that the operation waits on died (its process
+// exited): fail the operation and, through the abort word, every rank's.
+// Returns 1 when it did.
 static int peer_died(weft_op_t *op, int64_t now) {
   weft_segment_t *seg = op->comm->seg;
-  int dead = weft_segment_dead_peer(seg, now);
+  if (weft_segment_poll_deaths(seg, now) == 0) return 0;
+  int dead = dead_peer_waited_on(op, seg);
   if (dead < 0) return 0;
   char reason[300];
   snprintf(reason, sizeof(reason), "rank %d (pid %d, on this host) died; rank %d's %s #%" PRIu64 " cannot complete",

@@ -72,7 +72,9 @@ typedef struct weft_segment {
   int name_live;                  // our segment's name still exists in /dev/shm
   weft_segment_header_t **hdr;    // the segment of every rank on this host, mapped here; NULL for other hosts
   int *pidfd;                     // per rank: a pidfd of its process when it is another process here, else -1
-  int64_t next_liveness_ns;       // when weft_segment_dead_peer looks again
+  uint8_t *dead;                  // per rank: its process was seen to exit without closing its segment
+  int ndead;
+  int64_t next_liveness_ns;       // when weft_segment_poll_deaths looks again
 } weft_segment_t;
 
 // Collective over the communicator: create this rank's segment and map
@@ -111,9 +113,15 @@ static inline weft_doorbell_t *weft_segment_doorbell(const weft_segment_t *seg, 
 // through pidfds, which become readable when a process exits, even as a zombie.
 void weft_segment_watch_peers(weft_segment_t *seg);
 void weft_segment_unwatch_peers(weft_segment_t *seg);
-// A rank of this host whose process has exited, or -1. Looks at most every
+// How many ranks of this host are known to have died (exited without
+// closing their segment). Looks at the processes at most every
 // WEFT_LIVENESS_MS (cheap to call in a wait loop); `now_ns` is the caller's clock.
-int weft_segment_dead_peer(weft_segment_t *seg, int64_t now_ns);
+int weft_segment_poll_deaths(weft_segment_t *seg, int64_t now_ns);
+// Whether rank p (of this communicator) is known dead; the lowest such rank.
+static inline int weft_segment_peer_dead(const weft_segment_t *seg, int p) {
+  return seg != NULL && seg->dead != NULL && p >= 0 && p < seg->nranks && seg->dead[p];
+}
+int weft_segment_first_dead(const weft_segment_t *seg);
 // The inode of this process's pid namespace (0 if unknown).
 uint64_t weft_segment_pidns(void);
 

@@ -6,10 +6,14 @@
  * other rank of its host (from the pid in that rank's segment, when both
  * share a pid namespace); a pidfd becomes readable when the process exits,
  * zombie or not, and cannot be fooled by a reused pid. The engine asks
- * between sleeps, at most every WEFT_LIVENESS_MS, so a death fails the
- * communicator within that bound instead of at WEFT_TIMEOUT. A process
- * that exits after tearing its communicator down (the `closed` mark in its
- * segment) has only finished before the others. Ranks on
+ * between sleeps, at most every WEFT_LIVENESS_MS, and fails an operation
+ * that waits on a dead rank within that bound instead of at WEFT_TIMEOUT
+ * (and through the abort word, the communicator). A rank that dies after
+ * its last send of an operation has nothing more to give: what it wrote
+ * outlives it in its peers' mappings, so they finish that operation and
+ * fail at the first one that needs it. A process that exits after tearing
+ * its communicator down (the `closed` mark in its segment) has only
+ * finished before the others. Ranks on
  * other hosts are watched by their TCP connections (end of stream,
  * keepalive, TCP_USER_TIMEOUT: src/base/socket.c).
  */
@@ -31,7 +35,14 @@ uint64_t weft_segment_pidns(void) {
 
 void weft_segment_watch_peers(weft_segment_t *seg) {
   seg->pidfd = malloc((size_t)seg->nranks * sizeof(int));
-  if (seg->pidfd == NULL) return;  // then nothing is watched: WEFT_TIMEOUT still bounds every wait
+  seg->dead = calloc((size_t)seg->nranks, 1);
+  if (seg->pidfd == NULL || seg->dead == NULL) {  // then nothing is watched: WEFT_TIMEOUT still bounds every wait
+    free(seg->pidfd);
+    free(seg->dead);
+    seg->pidfd = NULL;
+    seg->dead = NULL;
+    return;
+  }
   const weft_segment_header_t *me = seg->hdr[seg->rank];
   int watched = 0;
   for (int p = 0; p < seg->nranks; p++) {
@@ -55,21 +66,33 @@ void weft_segment_unwatch_peers(weft_segment_t *seg) {
   for (int p = 0; p < seg->nranks; p++)
     if (seg->pidfd[p] >= 0) close(seg->pidfd[p]);
   free(seg->pidfd);
+  free(seg->dead);
   seg->pidfd = NULL;
+  seg->dead = NULL;
 }
 
-int weft_segment_dead_peer(weft_segment_t *seg, int64_t now_ns) {
-  if (seg == NULL || seg->pidfd == NULL || now_ns < seg->next_liveness_ns) return -1;
+int weft_segment_poll_deaths(weft_segment_t *seg, int64_t now_ns) {
+  if (seg == NULL || seg->pidfd == NULL || now_ns < seg->next_liveness_ns) return seg != NULL ? seg->ndead : 0;
   int64_t every_ms = weft_env_WEFT_LIVENESS_MS();
-  if (every_ms <= 0) return -1;
+  if (every_ms <= 0) return seg->ndead;
   seg->next_liveness_ns = now_ns + every_ms * 1000000;
   for (int p = 0; p < seg->nranks; p++) {
     if (seg->pidfd[p] < 0) continue;
     struct pollfd pfd = {.fd = seg->pidfd[p], .events = POLLIN};
     if (poll(&pfd, 1, 0) <= 0) continue;
-    if (!atomic_load(&seg->hdr[p]->closed)) return p;
-    close(seg->pidfd[p]);  // it left after tearing the communicator down: done with it, not dead
+    // Either way it is gone; only an exit without tearing down is a death.
+    if (!atomic_load(&seg->hdr[p]->closed)) {
+      seg->dead[p] = 1;
+      seg->ndead++;
+    }
+    close(seg->pidfd[p]);
     seg->pidfd[p] = -1;
   }
+  return seg->ndead;
+}
+
+int weft_segment_first_dead(const weft_segment_t *seg) {
+  for (int p = 0; seg != NULL && seg->dead != NULL && p < seg->nranks; p++)
+    if (seg->dead[p]) return p;
   return -1;
 }
