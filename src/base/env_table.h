@@ -15,7 +15,7 @@ WEFT_ENV_INT(NCCL_NSOCKS_PERTHREAD, 4, "Socket transport: sockets per thread; me
 WEFT_ENV_INT(WEFT_NET_DIRECT_MIN, 32768, "Network messages of at least this many bytes that only land in the user's buffer are received there straight from the socket, skipping the slot (0: never).")
 WEFT_ENV_STR(NCCL_SOCKET_FAMILY, NULL, "AF_INET or AF_INET6 to force an address family.")
 WEFT_ENV_INT(NCCL_SHM_DISABLE, 0, "1 disables the shared-memory transport.")
-WEFT_ENV_INT(WEFT_LIVENESS_MS, 100, "How often a waiting rank checks that the processes of its host's other ranks are alive (a death fails the communicator with ncclRemoteError); 0 = never.")
+WEFT_ENV_INT(WEFT_LIVENESS_MS, 100, "How often a waiting rank checks that the processes of its host's other ranks are alive (a death fails, with ncclRemoteError, the first call that waits on the dead rank, and through it the communicator); 0 = never.")
 WEFT_ENV_INT(WEFT_NET_DEAD_MS, 10000, "A network peer that goes silent (host gone, link down) is declared dead after about this many ms: TCP keepalive probes every second and TCP_USER_TIMEOUT on every socket; 0 = the kernel's defaults. Lower it on clean networks; a lossy link needs room for TCP's retransmissions.")
 WEFT_ENV_INT(WEFT_TIMEOUT, 300, "Seconds any initialisation wait or collective may make no progress before it fails; 0 = never.")
 WEFT_ENV_INT(WEFT_SHM_SLOT_BYTES, 65536, "Bytes in one shared-memory FIFO slot (the pipelining unit).")
