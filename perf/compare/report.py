@@ -32,6 +32,7 @@ TITLES = {"allreduce": "AllReduce", "allgather": "AllGather", "reducescatter": "
 FIELDS = ("rep", "lib", "coll", "nranks", "size", "count", "time_us", "algbw", "busbw", "wrong",
           "time_ip_us", "busbw_ip", "wrong_ip", "status", "load", "busy", "note")
 LARGE = 64 << 20  # sizes from here on get a memory-bound fraction
+SMALL = 1 << 10   # sizes up to here also get a table of times per call
 
 
 # ---------------------------------------------------------------- ingest ---
@@ -266,6 +267,18 @@ def table_for(coll, rows, reps, n, bw):
     for (lib, st), note in sorted(notes.items()):
         out.append("- %s %s: %s" % (lib, st, note))
     if notes:
+        out.append("")
+    small = [s for s in sizes if s <= SMALL]
+    if small:  # busbw rounds to nothing here: the time per call is what users feel
+        out += ["Time per call in µs (median) up to %s; `weft / best peer` = best peer's time over weft's." %
+                human(SMALL), "",
+                "| size | weft | openmpi | mpich | gloo | weft / best peer |", "|---:|---:|---:|---:|---:|---:|"]
+        for size in small:
+            t = [med.get(lib, {}).get(size) for lib in LIBS]
+            cells = ["%.2f" % v[1] if v else cell(med, status, lib, size, reps) for lib, v in zip(LIBS, t)]
+            peers = [med[p][size][1] for p in PEERS if size in med.get(p, {})]
+            ratio = "%.2fx" % (min(peers) / t[0][1]) if t[0] and peers and t[0][1] > 0 else "—"
+            out.append("| %s | %s | %s |" % (human(size), " | ".join(cells), ratio))
         out.append("")
     large = [s for s in sizes if s >= LARGE]
     bound = []

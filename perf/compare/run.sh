@@ -10,9 +10,19 @@
 # is reported as "failed", it does not stop the script. Everything talks
 # over shared memory or the loopback interface only.
 #
+# Every peer runs as its documentation recommends on one host: Open MPI with
+# the ob1 PML over the self and vader BTLs, vader's single copy by cross
+# memory attach (CMA), ranks bound to cores; MPICH bound to cores; Gloo
+# through torch.distributed as a PyTorch user starts it (unpinned, as
+# torchrun leaves it). weft is placed as the MPI ranks are (WEFT_BIND=1).
+# --placement unpinned runs the MPIs with --bind-to none and weft unbound.
+# Small sizes get thousands of iterations so that every library reaches its
+# steady state (--iters-plan), and every library runs the same plan.
+#
 #   perf/compare/run.sh [-n NRANKS] [-r REPS] [-b MIN] [-e MAX] [-f FACTOR]
 #                       [-c "allreduce allgather reducescatter broadcast alltoall"]
-#                       [--iters N] [--warmup N] [--timeout SECONDS]
+#                       [--iters N] [--warmup N] [--iters-plan PLAN]
+#                       [--placement pinned|unpinned] [--timeout SECONDS]
 #                       [--quiet-wait SECONDS] [--quiet-busy PERCENT]
 #                       [-o OUTDIR] [--no-install] [--no-build] [--quick]
 set -u -o pipefail
@@ -25,8 +35,12 @@ usage: perf/compare/run.sh [options]
   -b MIN, -e MAX   message sizes as in nccl-tests, K/M/G = 1024^k (default 8 .. 256M)
   -f FACTOR        size multiplier (default 2)
   -c "COLLS"       subset of: allreduce allgather reducescatter broadcast alltoall
-  --iters N        timed iterations per size (default 20)
-  --warmup N       warm-up iterations (default 5)
+  --iters-plan P   timed and warm-up iterations by size, as comma-separated
+                   UPTO:ITERS:WARMUP bands (default 64K:5000:1000,1M:1000:100,16M:100:10,4G:20:5)
+  --iters N        timed iterations at every size (with --warmup: one band, replaces the plan)
+  --warmup N       warm-up iterations at every size (default with --iters: 5)
+  --placement P    pinned (default: MPI ranks --bind-to core, weft WEFT_BIND=1) or
+                   unpinned (--bind-to none, weft unbound); Gloo is never pinned
   --timeout S      limit for one benchmark run in seconds (default 900)
   --quiet-wait S   before each run, wait up to S seconds (default 30) for a second in
                    which other work keeps the CPUs at most --quiet-busy percent busy (default 25)
@@ -51,6 +65,7 @@ ALL_COLLS="allreduce allgather reducescatter broadcast alltoall"
 
 CMDLINE="perf/compare/run.sh$(printf ' %q' "$@")"
 NR=2 REPS= MINB= MAXB= FACTOR=2 COLLS=$ALL_COLLS ITERS= WARMUP= TMO=900 QWAIT=30 QBUSY=25 INSTALL=1 BUILD=1 QUICK=0 WEFT_Z=2
+PLAN=64K:5000:1000,1M:1000:100,16M:100:10,4G:20:5 PLACEMENT=pinned
 
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -63,6 +78,8 @@ while [ $# -gt 0 ]; do
     -o) OUT=${2:?-o needs a value}; shift 2 ;;
     --iters) ITERS=${2:?}; shift 2 ;;
     --warmup) WARMUP=${2:?}; shift 2 ;;
+    --iters-plan) PLAN=${2:?}; shift 2 ;;
+    --placement) PLACEMENT=${2:?}; shift 2 ;;
     --timeout) TMO=${2:?}; shift 2 ;;
     --quiet-wait) QWAIT=${2:?}; shift 2 ;;
     --quiet-busy) QBUSY=${2:?}; shift 2 ;;
@@ -77,19 +94,29 @@ done
 
 # --quick only fills in what was not given explicitly.
 if [ "$QUICK" = 1 ]; then
-  : "${REPS:=1}" "${MINB:=8}" "${MAXB:=64K}" "${ITERS:=5}" "${WARMUP:=1}"
+  : "${REPS:=1}" "${MINB:=8}" "${MAXB:=64K}" "${ITERS:=50}" "${WARMUP:=5}"
   MEMBW_MIB=64 MEMBW_RUNS=3
 fi
-: "${REPS:=3}" "${MINB:=8}" "${MAXB:=256M}" "${ITERS:=20}" "${WARMUP:=5}"
+: "${REPS:=3}" "${MINB:=8}" "${MAXB:=256M}"
+# --iters (and --warmup) given: one band for every size.
+if [ -n "$ITERS" ] || [ -n "$WARMUP" ]; then PLAN="4G:${ITERS:-20}:${WARMUP:-5}"; fi
+case "$PLACEMENT" in pinned|unpinned) ;; *) echo "run.sh: --placement is pinned or unpinned" >&2; exit 2 ;; esac
 
 is_uint() { [[ "$1" =~ ^[0-9]+$ ]]; }
 is_size() { [[ "$1" =~ ^[0-9]+[KkMmGg]?[Bb]?$ ]]; }
-for v in "$NR" "$REPS" "$FACTOR" "$ITERS" "$WARMUP" "$TMO" "$QWAIT" "$QBUSY"; do
+for v in "$NR" "$REPS" "$FACTOR" "$TMO" "$QWAIT" "$QBUSY"; do
   is_uint "$v" || { echo "run.sh: '$v' is not a non-negative integer" >&2; exit 2; }
 done
 is_size "$MINB" && is_size "$MAXB" || { echo "run.sh: bad size in -b/-e" >&2; exit 2; }
-[ "$NR" -ge 1 ] && [ "$REPS" -ge 1 ] && [ "$FACTOR" -ge 2 ] && [ "$ITERS" -ge 1 ] && [ "$TMO" -ge 1 ] ||
-  { echo "run.sh: need -n >= 1, -r >= 1, -f >= 2, --iters >= 1, --timeout >= 1" >&2; exit 2; }
+[ "$NR" -ge 1 ] && [ "$REPS" -ge 1 ] && [ "$FACTOR" -ge 2 ] && [ "$TMO" -ge 1 ] ||
+  { echo "run.sh: need -n >= 1, -r >= 1, -f >= 2, --timeout >= 1" >&2; exit 2; }
+to_bytes() { numfmt --from=iec "${1%[Bb]}"; }
+# The plan as lines "UPTO_BYTES ITERS WARMUP", checked.
+PLAN_LINES=$(tr ',' '\n' <<<"$PLAN" | while IFS=: read -r upto it wu; do
+  is_size "$upto" && is_uint "$it" && is_uint "$wu" && [ "$it" -ge 1 ] ||
+    { echo "run.sh: bad --iters-plan band '$upto:$it:$wu' (UPTO:ITERS:WARMUP, ITERS >= 1)" >&2; exit 2; }
+  echo "$(to_bytes "$upto") $it $wu"
+done) || exit 2
 case "$OUT" in
   build/*) case "$OUT" in *..*) echo "run.sh: -o must be a folder under build/" >&2; exit 2 ;; esac ;;
   *) echo "run.sh: -o must be a folder under build/" >&2; exit 2 ;;
@@ -155,7 +182,7 @@ fi
 
 # ---- 2. Builds (into build/, never into the source tree) --------------------
 mkdir -p "$OUT/logs"
-rm -f "$OUT"/raw.csv "$OUT"/logs/*.log "$OUT"/membw.txt "$OUT"/meta.txt "$OUT"/results.md "$OUT"/*.png
+rm -f "$OUT"/raw.csv "$OUT"/logs/*.log "$OUT"/membw.txt "$OUT"/linelat.txt "$OUT"/meta.txt "$OUT"/results.md "$OUT"/*.png
 
 perf_bin() {
   case "$1" in
@@ -186,6 +213,8 @@ done
 gcc -std=c11 -O3 -march=native -Wall -Wextra -Werror -D_GNU_SOURCE -pthread -Itools/common \
   -o "$OUT/membw" "$HERE/membw.c" "$PROG_UTIL" >"$OUT/logs/build_membw.log" 2>&1 ||
   log "membw build failed (see $OUT/logs/build_membw.log)"
+gcc "${CFLAGS[@]}" -o "$OUT/linelat" "$HERE/linelat.c" "$PROG_UTIL" >"$OUT/logs/build_linelat.log" 2>&1 ||
+  log "linelat build failed (see $OUT/logs/build_linelat.log)"
 
 # ---- 3. Machine and versions ------------------------------------------------
 first_line() { "$@" 2>/dev/null | grep -v '^\s*$' | head -1 | tr -s ' \t' ' '; }
@@ -206,7 +235,9 @@ weft_version() {
   echo "gloo: torch $($PY -c 'import torch; print(torch.__version__)' 2>/dev/null || echo 'not importable')"
   echo "ranks: $NR"
   echo "repetitions: $REPS (interleaved weft, openmpi, mpich, gloo; median reported)"
-  echo "sizes: -b $MINB -e $MAXB -f $FACTOR, iterations $ITERS, warm-up $WARMUP"
+  echo "sizes: -b $MINB -e $MAXB -f $FACTOR, iterations by size (up to:timed:warm-up) $PLAN"
+  echo "placement: $PLACEMENT ($([ "$PLACEMENT" = pinned ] && echo 'Open MPI and MPICH --bind-to core, weft WEFT_BIND=1' || echo 'Open MPI and MPICH --bind-to none, weft unbound'); Gloo unpinned)"
+  echo "openmpi transport: --mca pml ob1 --mca btl self,vader --mca btl_vader_single_copy_mechanism cma"
   echo "weft mode: -z $WEFT_Z ($([ "$WEFT_Z" = 2 ] && echo 'NULL stream: each call complete on return, like a blocking MPI call' || echo 'see perf/README.md'))"
   echo "command: $CMDLINE"
   echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -236,49 +267,82 @@ run_membw() {  # rep
     log "membw failed (see $OUT/logs/membw.err)"
 }
 
-# ---- 5. Interleaved runs ----------------------------------------------------
-bench_args=(-b "$MINB" -e "$MAXB" -f "$FACTOR" -n "$ITERS" -w "$WARMUP")
+# The floor under a 2-rank small collective: two cores swapping a cache line
+# (linelat.c), pinned to CPUs 0 and 1 as the pinned ranks are.
+run_linelat() {  # rep
+  [ -x "$OUT/linelat" ] && [ "$(nproc)" -ge 2 ] || return 0
+  wait_quiet
+  timeout -k 10 "$TMO" "$OUT/linelat" -n 1000000 -r 7 2>>"$OUT/logs/linelat.err" |
+    sed "s/^LINELAT /LINELAT rep=$1 /" | tee -a "$OUT/linelat.txt" || log "linelat failed (see $OUT/logs/linelat.err)"
+}
 
-run_one() {  # lib coll rep
-  local lib=$1 coll=$2 rep=$3 logf="$OUT/logs/${1}_${2}_r${3}.log" rc load cmd=()
+# ---- 5. Interleaved runs ----------------------------------------------------
+# The sizes MINB, MINB*FACTOR, ... MAXB cut into the plan's bands: lines
+# "FIRST LAST ITERS WARMUP", one benchmark invocation each.
+BANDS=$(size=$(to_bytes "$MINB") max=$(to_bytes "$MAXB") prev=0
+  while read -r upto it wu; do
+    first=$size last=
+    while [ "$size" -le "$max" ] && [ "$size" -le "$upto" ]; do last=$size; size=$((size * FACTOR)); done
+    [ -n "$last" ] && echo "$first $last $it $wu"
+    prev=$upto
+  done <<<"$PLAN_LINES"
+  [ "$size" -le "$max" ] && echo "run.sh: sizes above the plan's last band ($prev bytes) are not run" >&2
+  true)
+[ -n "$BANDS" ] || { echo "run.sh: no size falls in the --iters-plan bands" >&2; exit 2; }
+
+if [ "$PLACEMENT" = pinned ]; then MPI_BIND=core WEFT_BIND_ENV=WEFT_BIND=1; else MPI_BIND=none WEFT_BIND_ENV=WEFT_BIND=0; fi
+
+bench_cmd() {  # lib coll first last iters warmup: the command, in CMD
+  local lib=$1 coll=$2 args=(-b "$3" -e "$4" -f "$FACTOR" -n "$5" -w "$6")
+  CMD=()
   case "$lib" in
     weft)
       local bin="build/bin/$(perf_bin "$coll")"
-      [ -x "$bin" ] && cmd=(build/bin/weftrun -n "$NR" -t "$TMO" "$bin" "${bench_args[@]}" -a 3 -z "$WEFT_Z") ||
-        echo "$bin not built" >"$logf" ;;
+      [ -x "$bin" ] && CMD=(env "$WEFT_BIND_ENV" build/bin/weftrun -n "$NR" -t "$TMO" "$bin" "${args[@]}" -a 3 -z "$WEFT_Z") ;;
     openmpi)
+      # Shared memory through vader, single copy by CMA: Open MPI's own advice for one host.
       [ -x "$OUT/mpi_coll_bench.openmpi" ] &&
-        cmd=(mpirun.openmpi --allow-run-as-root --oversubscribe -np "$NR" --bind-to none
-             --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo
-             "$OUT/mpi_coll_bench.openmpi" -c "$coll" "${bench_args[@]}") ||
-        echo "mpi_coll_bench.openmpi not built" >"$logf" ;;
+        CMD=(mpirun.openmpi --allow-run-as-root --oversubscribe -np "$NR" --bind-to "$MPI_BIND"
+             --mca pml ob1 --mca btl self,vader --mca btl_vader_single_copy_mechanism cma
+             --mca oob_tcp_if_include lo
+             "$OUT/mpi_coll_bench.openmpi" -c "$coll" "${args[@]}") ;;
     mpich)
       # UCX is MPICH's netmod here: keep it on shared memory (no network devices).
       [ -x "$OUT/mpi_coll_bench.mpich" ] &&
-        cmd=(env UCX_TLS=self,sm UCX_NET_DEVICES=lo mpirun.mpich -np "$NR"
-             "$OUT/mpi_coll_bench.mpich" -c "$coll" "${bench_args[@]}") ||
-        echo "mpi_coll_bench.mpich not built" >"$logf" ;;
+        CMD=(env UCX_TLS=self,sm UCX_NET_DEVICES=lo mpirun.mpich -np "$NR" -bind-to "$MPI_BIND"
+             "$OUT/mpi_coll_bench.mpich" -c "$coll" "${args[@]}") ;;
     gloo)
-      cmd=("$PY" "$HERE/gloo_bench.py" -np "$NR" -c "$coll" "${bench_args[@]}") ;;
+      CMD=("$PY" "$HERE/gloo_bench.py" -np "$NR" -c "$coll" "${args[@]}") ;;
   esac
+}
+
+run_one() {  # lib coll rep
+  local lib=$1 coll=$2 rep=$3 logf="$OUT/logs/${1}_${2}_r${3}.log" rc=0 r load first last it wu
+  : >"$logf"
   wait_quiet
   load=$(cut -d' ' -f1 /proc/loadavg)
-  if [ ${#cmd[@]} -gt 0 ]; then
-    echo "# command: ${cmd[*]}" >"$logf"
-    timeout -k 10 "$TMO" "${cmd[@]}" </dev/null >>"$logf" 2>&1 &
+  while read -r first last it wu; do
+    bench_cmd "$lib" "$coll" "$first" "$last" "$it" "$wu"
+    if [ ${#CMD[@]} -eq 0 ]; then
+      echo "$lib: benchmark for $coll not built" >>"$logf"
+      rc=127
+      break
+    fi
+    echo "# command: ${CMD[*]}" >>"$logf"
+    timeout -k 10 "$TMO" "${CMD[@]}" </dev/null >>"$logf" 2>&1 &
     CHILD=$!
     wait "$CHILD"
-    rc=$?
+    r=$?
     CHILD=
-  else
-    rc=127
-  fi
+    [ "$r" -ne 0 ] && { rc=$r; break; }
+  done <<<"$BANDS"
   "$PY" "$HERE/report.py" ingest --csv "$OUT/raw.csv" --lib "$lib" --coll "$coll" \
     --rep "$rep" --nranks "$NR" --rc "$rc" --log "$logf" --load "$load" --busy "$BUSY"
 }
 
 for rep in $(seq 1 "$REPS"); do
   run_membw "$rep"
+  run_linelat "$rep"
   for coll in $COLLS; do
     log "repetition $rep/$REPS, $coll"
     for lib in weft openmpi mpich gloo; do
@@ -287,6 +351,9 @@ for rep in $(seq 1 "$REPS"); do
   done
 done
 echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg)" >>"$OUT/meta.txt"
+if [ -s "$OUT/linelat.txt" ]; then
+  echo "cache-line exchange between CPUs 0 and 1 (linelat, best repetition's median; the floor of a 2-rank 8 B AllReduce): $(sed -n 's/.*ns_per_exchange=\([0-9.]*\).*/\1/p' "$OUT/linelat.txt" | sort -g | head -1) ns" >>"$OUT/meta.txt"
+fi
 
 # ---- 6. Report --------------------------------------------------------------
 "$PY" "$HERE/report.py" report --dir "$OUT" || { log "report failed"; exit 1; }
