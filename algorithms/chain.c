@@ -92,6 +92,15 @@ static ncclResult_t chain_reduce(const weft_coll_args_t *a, const chain_t *c, we
   return weft_schedule_add_split(s, &st, a->slice);
 }
 
+ncclResult_t weft_chain_neighbours(const weft_coll_args_t *a, int *prev, int *next, int *pos) {
+  weft_layout_t lay;
+  WEFTCHECK(weft_layout_init(&lay, a, 0));
+  chain_t c = chain_of(a, &lay);
+  weft_layout_free(&lay);
+  *prev = c.prev, *next = c.next, *pos = c.pos;
+  return ncclSuccess;
+}
+
 ncclResult_t weft_chain_build(const weft_coll_args_t *a, weft_schedule_t *s) {
   if (a->coll != WEFT_COLL_BROADCAST && a->coll != WEFT_COLL_REDUCE) {
     WARN("chain: cannot run %s", weft_coll_name(a->coll));

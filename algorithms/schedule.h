@@ -182,6 +182,9 @@ const char *weft_step_kind_name(int kind);  // "SEND", "RECV_REDUCE", ...; "?" w
 
 ncclResult_t weft_ring_build(const weft_coll_args_t *a, weft_schedule_t *s);
 ncclResult_t weft_chain_build(const weft_coll_args_t *a, weft_schedule_t *s);
+// The chain's order around this rank (chain.c): the rank it receives from
+// and the one it sends to, and its distance after the root (0: the root).
+ncclResult_t weft_chain_neighbours(const weft_coll_args_t *a, int *prev, int *next, int *pos);
 ncclResult_t weft_direct_build(const weft_coll_args_t *a, weft_schedule_t *s);
 ncclResult_t weft_oneshot_build(const weft_coll_args_t *a, weft_schedule_t *s);
 ncclResult_t weft_read_build(const weft_coll_args_t *a, weft_schedule_t *s);

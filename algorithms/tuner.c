@@ -1,10 +1,7 @@
 /*
- * tuner.c — algorithm and slice choice (see tuner.h), and NCCL_ALGO parsing.
+ * tuner.c — algorithm, slice and protocol choice (see tuner.h).
  *
- * NCCL_ALGO is a ';'-separated list of sections; a section is an optional
- * "collective:" prefix and a ','-separated list of algorithm names, negated
- * as a whole by a leading '^'. Without a prefix a section applies to every
- * collective. Names are case-insensitive.
+ * NCCL_ALGO and NCCL_PROTO are read in NCCL's syntax (choice.h).
  *
  * On one host the choice is a preference order with size thresholds; across
  * hosts every allowed algorithm is priced by the cost model (cost.h) and the
@@ -16,102 +13,74 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
-#include <strings.h>
 
 #include "checks.h"
+#include "choice.h"
 #include "cost.h"
 #include "layout.h"
 
-static const char *const coll_keys[WEFT_NUM_COLLS] = {"allreduce", "broadcast", "reduce", "allgather",
-                                                      "reducescatter", "alltoall", "gather", "scatter",
-                                                      "send", "recv"};
-
-static int algo_by_name(const char *name) {
-  for (int a = 0; a < WEFT_NUM_ALGOS; a++)
-    if (strcasecmp(name, weft_algo_name((weft_algo_t)a)) == 0) return a;
-  return -1;
-}
-
-static int coll_by_name(const char *name) {
-  for (int c = 0; c < WEFT_NUM_COLLS; c++)
-    if (strcasecmp(name, coll_keys[c]) == 0) return c;
-  return -1;
-}
-
-// One section: "[coll:][^]name,name..."
-static int parse_section(char *sec, unsigned masks[WEFT_NUM_COLLS]) {
-  int coll = -1;
-  char *colon = strchr(sec, ':');
-  if (colon != NULL) {
-    *colon = '\0';
-    if ((coll = coll_by_name(sec)) < 0) {
-      WARN("NCCL_ALGO: unknown collective '%s'", sec);
-      return -1;
-    }
-    sec = colon + 1;
-  }
-  int negate = sec[0] == '^';
-  if (negate) sec++;
-  unsigned named = 0;
-  char *save = NULL;
-  for (char *tok = strtok_r(sec, ",", &save); tok != NULL; tok = strtok_r(NULL, ",", &save)) {
-    int a = algo_by_name(tok);
-    if (a < 0) {
-      char names[160];
-      size_t at = 0;
-      for (int b = 0; b < WEFT_NUM_ALGOS && at < sizeof(names); b++)
-        at += (size_t)snprintf(names + at, sizeof(names) - at, "%s%s", b ? ", " : "", weft_algo_name((weft_algo_t)b));
-      WARN("NCCL_ALGO: algorithm '%s' is not one of weft's (%s); ignored", tok, names);
-    } else {
-      named |= 1u << a;
-    }
-  }
-  unsigned all = (1u << WEFT_NUM_ALGOS) - 1, mask = negate ? all & ~named : named;
-  for (int c = 0; c < WEFT_NUM_COLLS; c++)
-    if (coll < 0 || c == coll) masks[c] = mask;
-  return 0;
-}
-
 int weft_tuner_parse_algos(const char *spec, unsigned masks[WEFT_NUM_COLLS]) {
-  for (int c = 0; c < WEFT_NUM_COLLS; c++) masks[c] = (1u << WEFT_NUM_ALGOS) - 1;
-  if (spec == NULL || spec[0] == '\0') return 0;
-  char buf[512];
-  if (strlen(spec) >= sizeof(buf)) {
-    WARN("NCCL_ALGO is too long (%zu characters)", strlen(spec));
-    return -1;
-  }
-  snprintf(buf, sizeof(buf), "%s", spec);
-  unsigned parsed[WEFT_NUM_COLLS];
-  memcpy(parsed, masks, sizeof(parsed));
-  char *save = NULL;
-  for (char *sec = strtok_r(buf, ";", &save); sec != NULL; sec = strtok_r(NULL, ";", &save)) {
-    // Whitespace is not part of any name.
-    char *w = sec;
-    for (char *r = sec; *r; r++)
-      if (*r != ' ' && *r != '\t') *w++ = *r;
-    *w = '\0';
-    if (parse_section(sec, parsed) != 0) return -1;
-  }
-  memcpy(masks, parsed, sizeof(parsed));
-  return 0;
+  const char *names[WEFT_NUM_ALGOS];
+  for (int a = 0; a < WEFT_NUM_ALGOS; a++) names[a] = weft_algo_name((weft_algo_t)a);
+  return weft_choice_parse("NCCL_ALGO", spec, names, WEFT_NUM_ALGOS, masks);
 }
 
-// NCCL_ALGO is read once per distinct value (the env accessor caches its
-// string); the lock also guards the priced choices below.
+// NCCL_ALGO and NCCL_PROTO are parsed once per distinct value (the env
+// accessor caches its string) under the lock, which also guards the priced
+// choices below; each thread keeps a copy of the masks it last used, so a
+// call looks them up without taking the lock.
 static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
-static const char *cached_spec;
-static unsigned cached_masks[WEFT_NUM_COLLS];
-static int cache_valid;
+
+typedef struct {
+  const char *spec;
+  int valid;
+  unsigned masks[WEFT_NUM_COLLS];
+} spec_masks_t;
+
+typedef int (*spec_parser_t)(const char *spec, unsigned masks[WEFT_NUM_COLLS]);
+
+static void lookup_masks(spec_masks_t *shared, spec_masks_t *mine, spec_parser_t parse, const char *spec,
+                         unsigned masks[WEFT_NUM_COLLS]) {
+  if (!mine->valid || mine->spec != spec) {
+    pthread_mutex_lock(&cache_lock);
+    if (!shared->valid || shared->spec != spec) {
+      parse(spec, shared->masks);  // WARNs about the value once per process
+      shared->spec = spec;
+      shared->valid = 1;
+    }
+    *mine = *shared;
+    pthread_mutex_unlock(&cache_lock);
+  }
+  memcpy(masks, mine->masks, sizeof(mine->masks));
+}
+
+static spec_masks_t algo_masks;
+static _Thread_local spec_masks_t algo_masks_here;
 
 static void allowed_masks(const char *spec, unsigned masks[WEFT_NUM_COLLS]) {
-  pthread_mutex_lock(&cache_lock);
-  if (!cache_valid || cached_spec != spec) {
-    weft_tuner_parse_algos(spec, cached_masks);
-    cached_spec = spec;
-    cache_valid = 1;
-  }
-  memcpy(masks, cached_masks, sizeof(cached_masks));
-  pthread_mutex_unlock(&cache_lock);
+  lookup_masks(&algo_masks, &algo_masks_here, weft_tuner_parse_algos, spec, masks);
+}
+
+static const char *const proto_names[WEFT_NUM_PROTOS] = {"LL", "LL128", "Simple"};
+static spec_masks_t proto_masks;
+static _Thread_local spec_masks_t proto_masks_here;
+
+static int parse_protos(const char *spec, unsigned masks[WEFT_NUM_COLLS]) {
+  return weft_choice_parse("NCCL_PROTO", spec, proto_names, WEFT_NUM_PROTOS, masks);
+}
+
+const char *weft_proto_name(weft_proto_t proto) {
+  return (unsigned)proto < WEFT_NUM_PROTOS ? proto_names[proto] : "?";
+}
+
+weft_proto_t weft_tuner_proto(const weft_tuner_params_t *p, const weft_coll_args_t *args, weft_algo_t algo,
+                              size_t esize) {
+  int carried = (args->coll == WEFT_COLL_ALLREDUCE && algo == WEFT_ALGO_ONESHOT) ||
+                (args->coll == WEFT_COLL_BROADCAST && algo == WEFT_ALGO_CHAIN);
+  if (!carried || args->count * esize > p->ll_max) return WEFT_PROTO_SIMPLE;
+  unsigned masks[WEFT_NUM_COLLS];
+  lookup_masks(&proto_masks, &proto_masks_here, parse_protos, p->proto_spec, masks);
+  return (masks[args->coll] & (1u << WEFT_PROTO_LL)) ? WEFT_PROTO_LL : WEFT_PROTO_SIMPLE;
 }
 
 // Can `algo` run this call at all (NCCL_ALGO aside)? Says why not in `why`.

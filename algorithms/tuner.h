@@ -23,6 +23,13 @@
  * NCCL_ALGO (NCCL's syntax) narrows the choice. The slice is half a
  * connection's buffer, so one round can be in flight while the next is
  * filled.
+ *
+ * Protocols, as NCCL_PROTO names them: weft has two. LL is the
+ * small-message path (src/core/small.c): a one-hop AllReduce or a chain
+ * Broadcast of at most ll_max bytes per rank straight from the call to the
+ * peers' slots, data and flag in one cache line. Simple is the slot path every schedule runs
+ * on. LL128 has no counterpart here and means Simple. By default LL is
+ * chosen wherever it can carry the call; NCCL_PROTO narrows the choice.
  */
 #ifndef WEFT_TUNER_H
 #define WEFT_TUNER_H
@@ -40,6 +47,8 @@ typedef struct {
   int can_read;           // ranks can read each other's memory (single-copy schedules)
   size_t read_min;        // bytes per rank from which single-copy schedules are used; 0 = never unasked
   const char *algo_spec;  // NCCL_ALGO, or NULL
+  const char *proto_spec; // NCCL_PROTO, or NULL
+  size_t ll_max;          // bytes per rank up to which the LL protocol can carry a one-hop AllReduce
   const weft_links_t *links;  // link constants for pricing multi-host calls; NULL: weft_links()
 } weft_tuner_params_t;
 
@@ -47,6 +56,16 @@ typedef struct {
 // every algorithm able to run the collective.
 ncclResult_t weft_tuner_choose(const weft_tuner_params_t *p, weft_coll_args_t *args, size_t esize,
                                weft_algo_t *algo);
+
+typedef enum { WEFT_PROTO_LL = 0, WEFT_PROTO_LL128, WEFT_PROTO_SIMPLE, WEFT_NUM_PROTOS } weft_proto_t;
+
+const char *weft_proto_name(weft_proto_t proto);
+
+// The protocol for a call the tuner gave `algo`: LL for a one-hop AllReduce
+// or a chain Broadcast of at most ll_max bytes per rank when NCCL_PROTO
+// allows LL, else Simple.
+weft_proto_t weft_tuner_proto(const weft_tuner_params_t *p, const weft_coll_args_t *args, weft_algo_t algo,
+                              size_t esize);
 
 // The algorithms NCCL_ALGO allows that can run this call (bit a = algorithm
 // a): what the tuner plugin's cost table offers (plugins/tuner/).

@@ -27,6 +27,12 @@
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static ncclComm_t *registry;
 static size_t registry_len, registry_cap;
+// Bumped by every removal. A thread remembers the communicator it last
+// found and the generation then: while no communicator has left since, the
+// next call on it needs neither the lock nor the scan.
+static _Atomic uint64_t registry_gen;
+static _Thread_local ncclComm_t found_here;
+static _Thread_local uint64_t found_gen;
 
 void weft_registry_add(ncclComm_t comm) {
   pthread_mutex_lock(&registry_lock);
@@ -47,6 +53,7 @@ void weft_registry_remove(ncclComm_t comm) {
   for (size_t i = 0; i < registry_len; i++) {
     if (registry[i] == comm) {
       registry[i] = registry[--registry_len];
+      atomic_fetch_add_explicit(&registry_gen, 1, memory_order_release);
       break;
     }
   }
@@ -59,9 +66,15 @@ void weft_registry_remove(ncclComm_t comm) {
 }
 
 int weft_registry_contains(ncclComm_t comm) {
+  if (comm != NULL && comm == found_here && atomic_load_explicit(&registry_gen, memory_order_acquire) == found_gen)
+    return 1;
   pthread_mutex_lock(&registry_lock);
   int found = 0;
   for (size_t i = 0; i < registry_len && !found; i++) found = registry[i] == comm;
+  if (found) {
+    found_here = comm;
+    found_gen = atomic_load_explicit(&registry_gen, memory_order_relaxed);
+  }
   pthread_mutex_unlock(&registry_lock);
   return found;
 }

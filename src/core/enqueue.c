@@ -23,6 +23,7 @@
 #include "group.h"
 #include "stream.h"
 #include "hooks.h"
+#include "small.h"
 #include "tuner.h"
 
 static ncclResult_t check_buffer(const char *api, const char *name, const void *buf, size_t elems) {
@@ -199,9 +200,17 @@ static ncclResult_t enqueue_checked(weft_coll_t coll, const void *sendbuff, void
                             .oneshot_max = (size_t)weft_env_WEFT_ONESHOT_MAX_BYTES(),
                             .can_read = comm->tv.can_read,
                             .read_min = (size_t)weft_env_WEFT_READ_MIN_BYTES(),
-                            .algo_spec = weft_env_NCCL_ALGO()};
+                            .algo_spec = weft_env_NCCL_ALGO(),
+                            .proto_spec = weft_env_NCCL_PROTO(),
+                            .ll_max = WEFT_SMALL_MAX_BYTES};
   WEFTCHECKGOTO(weft_tuner_choose(&tp, &o->args, esize, &o->algo), res, fail);
   if (__builtin_expect(comm->tuner != NULL, 0)) weft_plugin_hooks.tune(comm->tuner, &tp, &o->args, esize, &o->algo);
+  // A small AllReduce that completes on return goes straight to the FIFOs.
+  if (ws == NULL && chan == NULL && weft_group_depth() == 0 &&
+      weft_tuner_proto(&tp, &o->args, o->algo, esize) == WEFT_PROTO_LL && weft_small_try(o, &res)) {
+    weft_op_free(o);
+    return res;
+  }
   WEFTCHECKGOTO(weft_schedule_build(&o->args, o->algo, &o->sched), res, fail);
   TRACE(WEFT_LOG_COLL, "%s count=%zu %s op=%d root=%d algo=%s steps=%u", api, count, weft_dtype_name(dtype),
         (int)op, root, weft_algo_name(o->algo), o->sched.nsteps);

@@ -1,6 +1,6 @@
 /*
- * test_tuner.c — NCCL_ALGO parsing and the tuner's choices: thresholds on
- * one host, the cost model across hosts.
+ * test_tuner.c — NCCL_ALGO and NCCL_PROTO parsing and the tuner's choices:
+ * thresholds on one host, the cost model across hosts, the protocol.
  */
 #include <criterion/criterion.h>
 
@@ -27,6 +27,32 @@ Test(tuner, parses_nccl_algo_syntax, .timeout = 10) {
 
   cr_expect_eq(weft_tuner_parse_algos("nosuchcoll:ring", m), -1);
   cr_expect_eq(m[WEFT_COLL_ALLREDUCE], ALL, "a bad value leaves everything allowed");
+}
+
+static weft_proto_t proto(const char *spec, weft_coll_t coll, weft_algo_t algo, size_t count) {
+  weft_tuner_params_t p = {.slot_bytes = 65536, .nslots = 8, .oneshot_max = 16384, .proto_spec = spec,
+                           .ll_max = 4096};
+  weft_coll_args_t a = {.coll = coll, .nranks = 4, .rank = 0, .count = count};
+  return weft_tuner_proto(&p, &a, algo, 4);
+}
+
+Test(tuner, chooses_the_protocol_by_size_and_honours_nccl_proto, .timeout = 10) {
+  cr_expect_eq(proto(NULL, WEFT_COLL_ALLREDUCE, WEFT_ALGO_ONESHOT, 2), WEFT_PROTO_LL, "small one-hop AllReduce: LL");
+  cr_expect_eq(proto(NULL, WEFT_COLL_ALLREDUCE, WEFT_ALGO_ONESHOT, 1024), WEFT_PROTO_LL, "4 KiB per rank still fits");
+  cr_expect_eq(proto(NULL, WEFT_COLL_ALLREDUCE, WEFT_ALGO_ONESHOT, 1025), WEFT_PROTO_SIMPLE, "past ll_max");
+  cr_expect_eq(proto(NULL, WEFT_COLL_ALLREDUCE, WEFT_ALGO_RING, 2), WEFT_PROTO_SIMPLE, "LL carries one hop only");
+  cr_expect_eq(proto(NULL, WEFT_COLL_BROADCAST, WEFT_ALGO_CHAIN, 2), WEFT_PROTO_LL, "small chain Broadcast: LL");
+  cr_expect_eq(proto(NULL, WEFT_COLL_ALLGATHER, WEFT_ALGO_RING, 2), WEFT_PROTO_SIMPLE);
+  cr_expect_eq(proto("Simple", WEFT_COLL_ALLREDUCE, WEFT_ALGO_ONESHOT, 2), WEFT_PROTO_SIMPLE);
+  cr_expect_eq(proto("^ll", WEFT_COLL_ALLREDUCE, WEFT_ALGO_ONESHOT, 2), WEFT_PROTO_SIMPLE, "names ignore case");
+  cr_expect_eq(proto("LL128,Simple", WEFT_COLL_ALLREDUCE, WEFT_ALGO_ONESHOT, 2), WEFT_PROTO_SIMPLE);
+  cr_expect_eq(proto("broadcast:Simple", WEFT_COLL_ALLREDUCE, WEFT_ALGO_ONESHOT, 2), WEFT_PROTO_LL,
+               "a section for another collective leaves AllReduce alone");
+  cr_expect_eq(proto("allreduce:^LL", WEFT_COLL_ALLREDUCE, WEFT_ALGO_ONESHOT, 2), WEFT_PROTO_SIMPLE);
+  cr_expect_eq(proto("LL", WEFT_COLL_ALLREDUCE, WEFT_ALGO_ONESHOT, 4096), WEFT_PROTO_SIMPLE,
+               "LL alone still leaves calls it cannot carry to the slot path");
+  cr_expect_eq(proto("LL,nosuch", WEFT_COLL_ALLREDUCE, WEFT_ALGO_ONESHOT, 2), WEFT_PROTO_LL, "unknown names are ignored");
+  cr_expect_str_eq(weft_proto_name(WEFT_PROTO_LL128), "LL128");
 }
 
 static int can_read;  // what the transport offers in the current test

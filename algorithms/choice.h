@@ -1,0 +1,22 @@
+/*
+ * choice.h — NCCL's syntax for choosing among named options per
+ * collective, as NCCL_ALGO and NCCL_PROTO take it (choice.c).
+ *
+ * A value is a ';'-separated list of sections; a section is an optional
+ * "collective:" prefix and a ','-separated list of names, negated as a
+ * whole by a leading '^'. Without a prefix a section applies to every
+ * collective. Names are case-insensitive; whitespace is ignored.
+ */
+#ifndef WEFT_CHOICE_H
+#define WEFT_CHOICE_H
+
+#include "schedule.h"
+
+// Per collective, the mask (bit i = names[i]) of what `spec` allows; every
+// option when spec is NULL or empty. `var` names the variable in WARNs.
+// Unknown names are reported and ignored; returns -1 for text that does not
+// parse (the masks are then all-allowed), else 0.
+int weft_choice_parse(const char *var, const char *spec, const char *const *names, int nnames,
+                      unsigned masks[WEFT_NUM_COLLS]);
+
+#endif

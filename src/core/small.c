@@ -1,0 +1,371 @@
+/*
+ * small.c — the small-message path (NCCL_PROTO's LL): an AllReduce or a
+ * Broadcast of a few cache lines, run straight through, without the engine.
+ *
+ * An 8-byte call moves one cache line to each peer; what it costs beyond
+ * that is software. Here the call goes from the entry point to the FIFOs
+ * with nothing in between: no schedule, no allocation, no lanes, no message
+ * to itself. Each message is one slot whose header line also carries the
+ * data (transports/shm/shm.c), and a rank spins on exactly the line that
+ * will carry what it waits for.
+ *
+ * On the wire it is the engine's schedule for the call — the one-shot
+ * AllReduce (algorithms/oneshot.c: this rank's prescaled input to every
+ * peer, starting with the next rank; contributions folded in rank order
+ * 0..n-1) or the chain Broadcast (algorithms/chain.c: root -> next -> ...)
+ * — with the same slots in the same order and the same tags, so a rank may
+ * take this path while a peer takes the engine's (one that has work in
+ * flight, say), and every rank folds in the same order, so all get the same
+ * bits. It runs only when that holds trivially: the tuner chose that
+ * algorithm and NCCL_PROTO allows LL, one message per connection, the
+ * communicator has nothing in flight, the call is not in a group and
+ * completes on return (NULL stream, host memory), no plugin watches, and
+ * every connection used is a slot transport.
+ *
+ * Waiting keeps every promise of the engine's: the abort word and
+ * ncclCommAbort are seen at once, a dead peer of this host within
+ * WEFT_LIVENESS_MS, a mismatched call by its slot tag or (before sleeping)
+ * its descriptor, a silent peer at WEFT_TIMEOUT; the descriptor and the
+ * status weft-status reads are published as the engine does.
+ */
+#include "small.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "checks.h"
+#include "dtype.h"
+#include "env.h"
+#include "hooks.h"
+#include "mismatch.h"
+#include "segment.h"
+#include "util.h"
+
+#define SLEEP_MAX_NS 2000000  // a sleeping rank re-checks aborts and timeouts this often
+
+static inline void relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ volatile("yield");
+#endif
+}
+
+// The connections a call uses, in the engine's ticket order (any order
+// will do: each is claimed alone).
+typedef struct {
+  weft_conn_t *conn[2 * WEFT_SMALL_MAX_RANKS];
+  int n;
+  int prev, next, pos;  // Broadcast: the chain around this rank
+} plan_t;
+
+static void use(plan_t *pl, struct ncclComm *comm, int is_send, int peer) {
+  pl->conn[pl->n++] = weft_comm_conn(comm, WEFT_CLASS_COLL, is_send, peer);
+}
+
+// Can the call take this path, and which connections would it use?
+// (Their tickets are checked under the lock, by claim.)
+static int eligible(const weft_op_t *op, size_t bytes, plan_t *pl) {
+  struct ncclComm *comm = op->comm;
+  int n = comm->nranks, me = comm->rank;
+  if (n < 2 || n > WEFT_SMALL_MAX_RANKS || bytes > WEFT_SMALL_MAX_BYTES || bytes > comm->tv.slot_bytes ||
+      op->args.count > op->args.slice)
+    return 0;
+  if (comm->tuner != NULL || comm->prof != NULL || weft_plugin_hooks.op_start != NULL) return 0;
+  if (atomic_load_explicit(&comm->inflight, memory_order_relaxed) != 0) return 0;
+  pl->n = 0;
+  if (op->args.coll == WEFT_COLL_ALLREDUCE && op->algo == WEFT_ALGO_ONESHOT) {
+    for (int p = 0; p < n; p++)
+      if (p != me) use(pl, comm, 1, p), use(pl, comm, 0, p);
+  } else if (op->args.coll == WEFT_COLL_BROADCAST && op->algo == WEFT_ALGO_CHAIN) {
+    if (weft_chain_neighbours(&op->args, &pl->prev, &pl->next, &pl->pos) != ncclSuccess) return 0;
+    if (pl->pos > 0) use(pl, comm, 0, pl->prev);
+    if (pl->pos < n - 1) use(pl, comm, 1, pl->next);
+  } else {
+    return 0;
+  }
+  for (int i = 0; i < pl->n; i++) {
+    const weft_conn_t *c = pl->conn[i];
+    if (c->tp == NULL || (!c->is_send && c->tp->recv_expect != NULL)) return 0;
+  }
+  return 1;
+}
+
+// Take the sequence number and one ticket on each connection of the plan,
+// if every one is free now (nothing queued on it); 0 when the engine must
+// run the call.
+static int claim(weft_op_t *op, const plan_t *pl) {
+  struct ncclComm *comm = op->comm;
+  int ok = 1;
+  pthread_mutex_lock(&comm->lock);
+  for (int i = 0; i < pl->n && ok; i++)
+    ok = atomic_load_explicit(&pl->conn[i]->served, memory_order_acquire) == pl->conn[i]->issued;
+  if (ok) {
+    op->seq = comm->coll_seq++;
+    for (int i = 0; i < pl->n; i++) pl->conn[i]->issued++;
+  }
+  pthread_mutex_unlock(&comm->lock);
+  return ok;
+}
+
+// What a wait found: ready, or failed (the operation has failed).
+enum { WAIT_READY = 0, WAIT_FAILED = -1 };
+
+typedef struct {
+  weft_op_t *op;
+  int64_t spin_ns, timeout_ms;
+  int published_waiting;
+} waiter_t;
+
+static int fail(weft_op_t *op, ncclResult_t res, const char *reason) {
+  WARN("%s", reason);
+  weft_op_fail(op, res, reason);
+  return WAIT_FAILED;
+}
+
+// The communicator failed or was aborted: fail as the engine does.
+static int aborted(weft_op_t *op) {
+  struct ncclComm *comm = op->comm;
+  ncclResult_t shared = weft_segment_abort_code(comm->seg);
+  if (shared == ncclSuccess && !atomic_load(&comm->aborted)) return 0;
+  const weft_segment_header_t *why = weft_segment_abort_header(comm->seg);
+  if (shared != ncclSuccess)
+    WARN("rank %d: %s #%" PRIu64 " failed: rank %d reported: %s", comm->rank, weft_coll_name(op->args.coll), op->seq,
+         why->abort_rank, why->abort_reason);
+  else
+    WARN("rank %d: %s #%" PRIu64 " failed: the communicator was aborted", comm->rank, weft_coll_name(op->args.coll),
+         op->seq);
+  weft_op_fail(op, shared != ncclSuccess ? shared : ncclInvalidUsage, NULL);
+  return 1;
+}
+
+// What a wait is for: the next slot of a connection (to fill or to read),
+// or, with conn NULL, the descriptor of `peer` for this call (a peer that
+// is only sent to must be seen to run the same call, as in the engine).
+typedef struct {
+  weft_conn_t *conn;
+  int peer;
+  size_t *bytes;  // receive: the slot's length and tag
+  uint32_t *tag;
+} want_t;
+
+static const char *want_name(const want_t *x) {
+  return x->conn == NULL ? "see the call of" : x->conn->is_send ? "send to" : "receive from";
+}
+
+// 1 ready (a slot in *slot), 0 not yet, -1 failed (a mismatch).
+static int poll_once(weft_op_t *op, const want_t *x, void **slot) {
+  weft_conn_t *c = x->conn;
+  if (c == NULL) return weft_mismatch_verify_peer(op, x->peer);
+  *slot = c->is_send ? c->tp->send_slot(c) : (void *)c->tp->recv_slot(c, x->bytes, x->tag);
+  return *slot != NULL;
+}
+
+// Long idle on x: a death, a mismatch, the timeout. WAIT_FAILED or 0.
+static int check_idle(waiter_t *w, const want_t *x, int64_t now, int64_t since) {
+  weft_op_t *op = w->op;
+  struct ncclComm *comm = op->comm;
+  int peer = x->peer;
+  char reason[400];
+  if (weft_segment_poll_deaths(comm->seg, now) > 0 && weft_segment_peer_dead(comm->seg, peer)) {
+    snprintf(reason, sizeof(reason), "rank %d (pid %d, on this host) died; rank %d's %s #%" PRIu64 " cannot complete",
+             peer, (int)comm->seg->hdr[peer]->pid, comm->rank, weft_coll_name(op->args.coll), op->seq);
+    return fail(op, ncclRemoteError, reason);
+  }
+  // A peer that sends us nothing of this call may have called another one.
+  if (x->conn != NULL && !x->conn->is_send && weft_mismatch_verify_peer(op, peer) < 0) return WAIT_FAILED;
+  if (w->timeout_ms > 0 && now - since > w->timeout_ms * 1000000) {
+    snprintf(reason, sizeof(reason),
+             "rank %d: %s #%" PRIu64 " (count %zu, %s, algo %s, proto LL) made no progress for %lld s (WEFT_TIMEOUT) "
+             "waiting to %s rank %d; waiting on rank(s) %d",
+             comm->rank, weft_coll_name(op->args.coll), op->seq, op->args.count, weft_dtype_name(op->dtype),
+             weft_algo_name(op->algo), (long long)((now - since) / 1000000000), want_name(x), peer, peer);
+    return fail(op, ncclRemoteError, reason);
+  }
+  if (!w->published_waiting) {
+    weft_engine_publish(op, WEFT_STATUS_WAITING, peer, 0, op->args.count * op->esize, now);
+    w->published_waiting = 1;
+  }
+  return 0;
+}
+
+// Poll until x is ready; sleep on this rank's doorbell (bounded, so that
+// aborts, deaths and timeouts are noticed) once the spin budget is spent.
+// Returns 1 when ready (a slot in *slot for a connection), 0 when the
+// operation failed.
+static int wait_for(waiter_t *w, const want_t *x, void **slot) {
+  weft_op_t *op = w->op;
+  struct ncclComm *comm = op->comm;
+  int64_t since = 0;
+  for (unsigned spins = 0;; spins++) {
+    int r = poll_once(op, x, slot);
+    if (r != 0) return r > 0;
+    if (aborted(op)) return 0;
+    if ((spins & 15) != 15) {
+      relax();
+      continue;
+    }
+    int64_t now = weft_now_ns();
+    if (since == 0) since = now;
+    if (now - since < w->spin_ns) {
+      if ((spins & 127) == 127) sched_yield();  // now and then, for ranks sharing a core
+      continue;
+    }
+    if (check_idle(w, x, now, since) == WAIT_FAILED) return 0;
+    weft_doorbell_t *bell = weft_segment_doorbell(comm->seg, comm->rank);
+    uint32_t seen = weft_doorbell_arm(bell);
+    r = poll_once(op, x, slot);
+    if (r == 0) weft_doorbell_sleep(bell, seen, SLEEP_MAX_NS);
+    weft_doorbell_disarm(bell);
+    if (r != 0) return r > 0;
+  }
+}
+
+// A slot from peer carries this call's tag and length, or the operation fails.
+static int incoming_ok(weft_op_t *op, int peer, uint32_t tag, size_t got, size_t bytes) {
+  if (op->check && tag != op->tag) {
+    weft_mismatch_tag_differs(op, peer);
+    return 0;
+  }
+  if (op->verified[peer] == 0) op->verified[peer] = 1;
+  if (got == bytes) return 1;
+  char reason[300];
+  snprintf(reason, sizeof(reason),
+           "rank %d received %zu bytes from rank %d where %s #%" PRIu64 " expected %zu "
+           "(mismatched counts or datatypes between the ranks?)",
+           op->comm->rank, got, peer, weft_coll_name(op->args.coll), op->seq, bytes);
+  fail(op, ncclInvalidUsage, reason);
+  return 0;
+}
+
+// The next free slot of send connection c, or NULL (the operation failed).
+static char *send_slot(waiter_t *w, weft_conn_t *c) {
+  want_t x = {.conn = c, .peer = c->peer};
+  void *slot = NULL;
+  return wait_for(w, &x, &slot) ? slot : NULL;
+}
+
+// The next message on receive connection c, checked against this call (its
+// tag and length), or NULL (the operation failed).
+static const char *recv_slot(waiter_t *w, weft_conn_t *c, size_t bytes) {
+  size_t got = 0;
+  uint32_t tag = 0;
+  want_t x = {.conn = c, .peer = c->peer, .bytes = &got, .tag = &tag};
+  void *slot = NULL;
+  if (!wait_for(w, &x, &slot) || !incoming_ok(w->op, c->peer, tag, got, bytes)) return NULL;
+  return slot;
+}
+
+// Peers this rank only sent to: their descriptors must show the same call.
+static int verify_sent_to(waiter_t *w, const plan_t *pl) {
+  for (int i = 0; i < pl->n; i++) {
+    const weft_conn_t *c = pl->conn[i];
+    if (!c->is_send || w->op->verified[c->peer] != 0) continue;
+    want_t x = {.peer = c->peer};
+    void *unused = NULL;
+    if (!wait_for(w, &x, &unused)) return 0;
+  }
+  return 1;
+}
+
+// The one-shot AllReduce: this rank's input to every peer, starting with the
+// next rank; then rank 0's, 1's, ... contributions folded into recvbuff.
+static void allreduce_run(waiter_t *w, size_t bytes) {
+  weft_op_t *op = w->op;
+  struct ncclComm *comm = op->comm;
+  int n = comm->nranks, me = comm->rank;
+  size_t count = op->args.count;
+  int transforms = weft_redop_transforms(&op->redop);
+  for (int k = 1; k < n; k++) {
+    weft_conn_t *sc = weft_comm_conn(comm, WEFT_CLASS_COLL, 1, (me + k) % n);
+    char *out = send_slot(w, sc);
+    if (out == NULL) return;
+    if (transforms) weft_reduce_first(&op->redop, out, op->sendbuff, count, 0);
+    else memcpy(out, op->sendbuff, bytes);
+    sc->tp->send_post(sc, bytes, op->tag);
+  }
+  // This rank's own contribution, kept aside when folding would overwrite it
+  // (in place) or when it must be prescaled first.
+  _Alignas(64) char mine_buf[WEFT_SMALL_MAX_BYTES];
+  const char *mine = op->sendbuff;
+  uintptr_t s = (uintptr_t)op->sendbuff, r = (uintptr_t)op->recvbuff;
+  if (transforms) {
+    weft_reduce_first(&op->redop, mine_buf, op->sendbuff, count, 0);
+    mine = mine_buf;
+  } else if (me > 0 && s < r + bytes && r < s + bytes) {
+    mine = memcpy(mine_buf, op->sendbuff, bytes);
+  }
+  for (int p = 0; p < n; p++) {
+    const char *in = mine;
+    weft_conn_t *rc = NULL;
+    if (p != me) {
+      rc = weft_comm_conn(comm, WEFT_CLASS_COLL, 0, p);
+      if ((in = recv_slot(w, rc, bytes)) == NULL) return;
+    }
+    if (p == 0) {
+      if (in != op->recvbuff) memmove(op->recvbuff, in, bytes);
+    } else {
+      weft_reduce(&op->redop_acc, op->recvbuff, in, op->recvbuff, count, p == n - 1);
+    }
+    if (rc != NULL) rc->tp->recv_release(rc);
+  }
+  op->state = WEFT_OP_DONE;
+}
+
+// The chain Broadcast: the root sends to the next rank; every other rank
+// takes the data from the previous one, passes it on unless it is last,
+// and keeps a copy.
+static void broadcast_run(waiter_t *w, const plan_t *pl, size_t bytes) {
+  weft_op_t *op = w->op;
+  struct ncclComm *comm = op->comm;
+  int n = comm->nranks;
+  const char *data = op->sendbuff;
+  weft_conn_t *rc = NULL;
+  if (pl->pos > 0) {
+    rc = weft_comm_conn(comm, WEFT_CLASS_COLL, 0, pl->prev);
+    if ((data = recv_slot(w, rc, bytes)) == NULL) return;
+  }
+  if (pl->pos < n - 1) {
+    weft_conn_t *sc = weft_comm_conn(comm, WEFT_CLASS_COLL, 1, pl->next);
+    char *out = send_slot(w, sc);
+    if (out == NULL) return;
+    memcpy(out, data, bytes);
+    sc->tp->send_post(sc, bytes, op->tag);
+  }
+  if (data != op->recvbuff) memmove(op->recvbuff, data, bytes);
+  if (rc != NULL) rc->tp->recv_release(rc);
+  if (verify_sent_to(w, pl)) op->state = WEFT_OP_DONE;
+}
+
+int weft_small_try(weft_op_t *op, ncclResult_t *res) {
+  struct ncclComm *comm = op->comm;
+  size_t bytes = op->args.count * op->esize;
+  plan_t pl;
+  if (!eligible(op, bytes, &pl) || !claim(op, &pl)) return 0;
+  TRACE(WEFT_LOG_COLL, "%s count=%zu %s op=%d root=%d algo=%s proto=LL", weft_coll_name(op->args.coll),
+        op->args.count, weft_dtype_name(op->dtype), op->user_op, op->args.root, weft_algo_name(op->algo));
+  uint8_t verified[WEFT_SMALL_MAX_RANKS] = {0};
+  op->verified = verified;
+  op->cls = WEFT_CLASS_COLL;
+  op->check = weft_env_WEFT_CHECK_MISMATCH() != 0;
+  op->tag = op->check ? weft_mismatch_tag(op) : 0;
+  weft_mismatch_publish(op);
+  weft_engine_publish(op, WEFT_STATUS_RUNNING, -1, 0, 0, 0);
+  atomic_fetch_add(&comm->inflight, 1);
+  op->counted = 1;  // weft_op_free gives it back
+
+  waiter_t w = {.op = op, .spin_ns = weft_env_WEFT_SPIN_NS(), .timeout_ms = weft_timeout_ms()};
+  if (!aborted(op)) {  // a failed communicator runs nothing, as in the engine
+    if (op->args.coll == WEFT_COLL_ALLREDUCE) allreduce_run(&w, bytes);
+    else broadcast_run(&w, &pl, bytes);
+  }
+
+  weft_engine_publish(op, op->state == WEFT_OP_DONE ? WEFT_STATUS_IDLE : WEFT_STATUS_FAILED, -1, 0, 0, 0);
+  for (int i = 0; i < pl.n; i++) atomic_fetch_add(&pl.conn[i]->served, 1);
+  // Other threads of this rank may wait for the tickets just given back.
+  weft_doorbell_ring(weft_segment_doorbell(comm->seg, comm->rank));
+  op->verified = NULL;
+  *res = op->state == WEFT_OP_DONE ? ncclSuccess : op->result;
+  return 1;
+}

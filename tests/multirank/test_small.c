@@ -1,0 +1,230 @@
+/*
+ * test_small.c — the small-message path (src/core/small.c) against the
+ * engine, through the public API.
+ *
+ * A small AllReduce made alone on the NULL stream takes the small path; the
+ * same call inside ncclGroupStart/End takes the engine's one-shot schedule.
+ * Both must give the same bits (every rank folds in rank order 0..n-1, so a
+ * float sum whose value depends on the order tells them apart), and since
+ * they put the same slots on the wire, ranks may mix them call by call.
+ * Also: in place on every rank, every reduction (Avg prescales floats and
+ * divides integers), sizes around the path's limits, a count that differs
+ * between ranks (fails on every rank, no hang) and a peer that never comes
+ * (fails at WEFT_TIMEOUT naming the rank waited on).
+ */
+#include <criterion/criterion.h>
+
+#include "harness.h"
+
+// One AllReduce, alone (small path) or in a group of one (engine).
+static ncclResult_t allreduce(const void *s, void *r, size_t n, ncclDataType_t dt, ncclRedOp_t op, ncclComm_t comm,
+                              int grouped) {
+  if (!grouped) return ncclAllReduce(s, r, n, dt, op, comm, NULL);
+  ncclResult_t a = ncclGroupStart(), b = ncclAllReduce(s, r, n, dt, op, comm, NULL), c = ncclGroupEnd();
+  return a != ncclSuccess ? a : b != ncclSuccess ? b : c;
+}
+
+// Rank r's k-th float: large values of both signs, so that sums depend on
+// the order in which they are added.
+static float order_value(int r, int k) { return (float)((r % 2 ? -1 : 1) * (1e7 + 3 * r + k)) + 0.37f * (float)r; }
+
+// The sum in rank order 0..n-1, in float, as every rank must compute it.
+static float ordered_sum(int n, int k) {
+  float acc = order_value(0, k);
+  for (int r = 1; r < n; r++) acc += order_value(r, k);
+  return acc;
+}
+
+/* ---------- the two paths give the same bits, mixed call by call ---------- */
+
+enum { N_ORDER = 12, CALLS = 300 };
+
+static int same_bits_body(int rank, int nranks, ncclUniqueId id, void *arg) {
+  (void)arg;
+  ncclComm_t comm = weft_test_init_rank(nranks, id, rank);
+  if (comm == NULL) return weft_test_failures();
+  float in[N_ORDER], out[N_ORDER];
+  for (int k = 0; k < N_ORDER; k++) in[k] = order_value(rank, k);
+  for (int call = 0; call < CALLS && weft_test_failures() == 0; call++) {
+    // Which ranks go through the engine changes from call to call.
+    int grouped = ((call >> (rank % 4)) & 1) != 0;
+    memset(out, 0, sizeof(out));
+    WEFT_TEST_CHECK_RES(allreduce(in, out, N_ORDER, ncclFloat32, ncclSum, comm, grouped), ncclSuccess);
+    for (int k = 0; k < N_ORDER; k++) {
+      float want = ordered_sum(nranks, k);
+      WEFT_TEST_CHECK(memcmp(&out[k], &want, sizeof(float)) == 0,
+                      "call %d (%s) element %d: %.9g, expected %.9g (rank-order sum)", call,
+                      grouped ? "engine" : "small path", k, out[k], want);
+    }
+  }
+  WEFT_TEST_CHECK_RES(ncclCommDestroy(comm), ncclSuccess);
+  return weft_test_failures();
+}
+
+Test(small, both_paths_fold_in_rank_order_and_mix, .timeout = 120) {
+  weft_test_env_defaults();
+  for (int n = 2; n <= 4; n++) cr_expect_eq(weft_test_fork_ranks(n, same_bits_body, NULL, 60), 0, "%d ranks", n);
+}
+
+/* ---------- in place, every reduction, sizes around the limits ---------- */
+
+static int64_t int_value(int r, size_t i) { return (int64_t)(r + 1) * 7 + (int64_t)(i % 11) - 40; }
+
+static int64_t fold_int(ncclRedOp_t op, int nranks, size_t i) {
+  int64_t acc = int_value(0, i);
+  for (int r = 1; r < nranks; r++) {
+    int64_t v = int_value(r, i);
+    acc = op == ncclProd ? acc * v : op == ncclMax ? (v > acc ? v : acc) : op == ncclMin ? (v < acc ? v : acc) : acc + v;
+  }
+  return acc;
+}
+
+// In place, alone (small path) and in a group (engine), from the same
+// inputs: the two results must be the same bits, and the integer ones
+// (other than Avg) the exact fold.
+static int ops_body(int rank, int nranks, ncclUniqueId id, void *arg) {
+  (void)arg;
+  ncclComm_t comm = weft_test_init_rank(nranks, id, rank);
+  if (comm == NULL) return weft_test_failures();
+  static const ncclRedOp_t ops[] = {ncclSum, ncclProd, ncclMax, ncclMin, ncclAvg};
+  static const size_t counts[] = {1, 2, 6, 7, 64, 511, 512, 513};  // 8-byte elements: 8 B .. 4104 B (past 4 KiB)
+  static const ncclDataType_t types[] = {ncclInt64, ncclFloat64};
+  union {
+    int64_t i[600];
+    double d[600];
+  } small, engine;
+  for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++) {
+    size_t n = counts[c];
+    for (size_t t = 0; t < 2; t++) {
+      for (size_t o = 0; o < sizeof(ops) / sizeof(ops[0]); o++) {
+        for (size_t i = 0; i < n; i++) {
+          if (types[t] == ncclInt64) small.i[i] = engine.i[i] = int_value(rank, i);
+          else small.d[i] = engine.d[i] = (double)int_value(rank, i) / 3.0;
+        }
+        WEFT_TEST_CHECK_RES(allreduce(small.i, small.i, n, types[t], ops[o], comm, 0), ncclSuccess);
+        WEFT_TEST_CHECK_RES(allreduce(engine.i, engine.i, n, types[t], ops[o], comm, 1), ncclSuccess);
+        WEFT_TEST_CHECK(memcmp(small.i, engine.i, n * 8) == 0, "%s op %d count %zu: the paths' results differ",
+                        types[t] == ncclInt64 ? "int64" : "float64", (int)ops[o], n);
+        for (size_t i = 0; types[t] == ncclInt64 && ops[o] != ncclAvg && i < n; i++)
+          WEFT_TEST_CHECK(small.i[i] == fold_int(ops[o], nranks, i), "int64 op %d count %zu element %zu: %lld, expected %lld",
+                          (int)ops[o], n, i, (long long)small.i[i], (long long)fold_int(ops[o], nranks, i));
+      }
+    }
+  }
+  WEFT_TEST_CHECK_RES(ncclCommDestroy(comm), ncclSuccess);
+  return weft_test_failures();
+}
+
+Test(small, in_place_every_op_and_sizes_around_the_limit, .timeout = 120) {
+  weft_test_env_defaults();
+  for (int n = 2; n <= 3; n++) cr_expect_eq(weft_test_fork_ranks(n, ops_body, NULL, 60), 0, "%d ranks", n);
+}
+
+/* ---------- Broadcast: every root, both paths mixed ---------- */
+
+static int bcast_body(int rank, int nranks, ncclUniqueId id, void *arg) {
+  (void)arg;
+  ncclComm_t comm = weft_test_init_rank(nranks, id, rank);
+  if (comm == NULL) return weft_test_failures();
+  static const size_t counts[] = {1, 3, 12, 200, 1024, 1025};  // int32: 4 B .. 4100 B (past 4 KiB)
+  int32_t in[1100], out[1100];
+  int call = 0;
+  for (size_t c = 0; c < sizeof(counts) / sizeof(counts[0]); c++) {
+    for (int root = 0; root < nranks; root++, call++) {
+      size_t n = counts[c];
+      int grouped = ((call >> (rank % 3)) & 1) != 0, in_place = (call + rank) % 2;
+      for (size_t i = 0; i < n; i++) in[i] = (int32_t)(1000 * rank + (int)i), out[i] = -1;
+      if (in_place) {
+        memcpy(out, in, n * sizeof(int32_t));
+        if (grouped) {
+          ncclGroupStart();
+          WEFT_TEST_CHECK_RES(ncclBroadcast(out, out, n, ncclInt32, root, comm, NULL), ncclSuccess);
+          ncclGroupEnd();
+        } else {
+          WEFT_TEST_CHECK_RES(ncclBcast(out, n, ncclInt32, root, comm, NULL), ncclSuccess);
+        }
+      } else {
+        if (grouped) ncclGroupStart();
+        WEFT_TEST_CHECK_RES(ncclBroadcast(in, out, n, ncclInt32, root, comm, NULL), ncclSuccess);
+        if (grouped) ncclGroupEnd();
+      }
+      for (size_t i = 0; i < n; i++)
+        WEFT_TEST_CHECK(out[i] == (int32_t)(1000 * root + (int)i), "count %zu root %d element %zu: %d", n, root, i,
+                        out[i]);
+    }
+  }
+  WEFT_TEST_CHECK_RES(ncclCommDestroy(comm), ncclSuccess);
+  return weft_test_failures();
+}
+
+Test(small, broadcast_from_every_root_on_both_paths, .timeout = 120) {
+  weft_test_env_defaults();
+  for (int n = 2; n <= 4; n++) cr_expect_eq(weft_test_fork_ranks(n, bcast_body, NULL, 60), 0, "%d ranks", n);
+}
+
+/* ---------- failures: differing counts, a silent peer ---------- */
+
+typedef struct {
+  int res[4];
+  int64_t ms[4];
+  int bcast;
+} outcome_t;
+
+static int mismatch_body(int rank, int nranks, ncclUniqueId id, void *arg) {
+  outcome_t *out = arg;
+  ncclComm_t comm = weft_test_init_rank(nranks, id, rank);
+  if (comm == NULL) return weft_test_failures();
+  int64_t buf[8] = {0};
+  double t0 = weft_test_now();
+  if (out->bcast) out->res[rank] = (int)ncclBroadcast(buf, buf, rank == 1 ? 5 : 4, ncclInt64, 0, comm, NULL);
+  else out->res[rank] = (int)ncclAllReduce(buf, buf, rank == 1 ? 5 : 4, ncclInt64, ncclSum, comm, NULL);
+  out->ms[rank] = (int64_t)((weft_test_now() - t0) * 1000);
+  ncclCommAbort(comm);
+  return 0;
+}
+
+Test(small, differing_counts_fail_on_every_rank, .timeout = 60) {
+  weft_test_env_timeout(20);
+  outcome_t *out = weft_test_shared_alloc(sizeof(*out));
+  cr_assert_not_null(out);
+  for (out->bcast = 0; out->bcast < 2; out->bcast++) {
+    cr_expect_eq(weft_test_fork_ranks(3, mismatch_body, out, 50), 0);
+    for (int r = 0; r < 3; r++) {
+      // AllReduce: everyone sees the odd length or tag. Broadcast: rank 1
+      // does; the root and rank 2 compare descriptors or fail through the
+      // abort word rank 1 raises.
+      cr_expect(out->res[r] == ncclInvalidUsage || (out->bcast && out->res[r] == ncclRemoteError),
+                "%s: rank %d returned %d", out->bcast ? "Broadcast" : "AllReduce", r, out->res[r]);
+      cr_expect(out->ms[r] < 10000, "rank %d took %lld ms to fail", r, (long long)out->ms[r]);
+    }
+  }
+  weft_test_shared_free(out, sizeof(*out));
+}
+
+static int silent_body(int rank, int nranks, ncclUniqueId id, void *arg) {
+  outcome_t *out = arg;
+  ncclComm_t comm = weft_test_init_rank(nranks, id, rank);
+  if (comm == NULL) return weft_test_failures();
+  int64_t buf[4] = {1, 2, 3, 4};
+  if (rank == 0) {
+    double t0 = weft_test_now();
+    out->res[0] = (int)ncclAllReduce(buf, buf, 4, ncclInt64, ncclSum, comm, NULL);  // rank 1 never calls
+    out->ms[0] = (int64_t)((weft_test_now() - t0) * 1000);
+    __atomic_store_n(&out->res[3], 1, __ATOMIC_SEQ_CST);
+  } else {
+    for (int i = 0; i < 2000 && __atomic_load_n(&out->res[3], __ATOMIC_SEQ_CST) == 0; i++) weft_test_sleep_ms(10);
+  }
+  ncclCommAbort(comm);
+  return 0;
+}
+
+Test(small, a_silent_peer_fails_at_the_timeout, .timeout = 60) {
+  weft_test_env_timeout(2);
+  outcome_t *out = weft_test_shared_alloc(sizeof(*out));
+  cr_assert_not_null(out);
+  cr_expect_eq(weft_test_fork_ranks(2, silent_body, out, 50), 0);
+  cr_expect_eq(out->res[0], ncclRemoteError, "rank 0 returned %d", out->res[0]);
+  cr_expect(out->ms[0] >= 1900 && out->ms[0] < 8000, "rank 0 failed after %lld ms (WEFT_TIMEOUT=2)",
+            (long long)out->ms[0]);
+  weft_test_shared_free(out, sizeof(*out));
+}
