@@ -1,6 +1,6 @@
 /*
  * util.h — small helpers shared by the core: clocks, hashing, the global
- * timeout, constant-time comparison.
+ * timeout, constant-time comparison, the spin-wait pause.
  */
 #ifndef WEFT_UTIL_H
 #define WEFT_UTIL_H
@@ -16,6 +16,15 @@ uint64_t weft_hash_bytes(const void *data, size_t len);  // FNV-1a 64
 int weft_consttime_eq(const void *a, const void *b, size_t len);
 // "ip:port" of the socket's peer ("?" when unknown).
 void weft_socket_peer_str(int fd, char *buf, size_t len);
+
+// One polling pause for a thread spinning on a line another core will write.
+static inline void weft_cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ volatile("yield");
+#endif
+}
 
 #define WEFT_MIN(a, b) ((a) < (b) ? (a) : (b))
 #define WEFT_MAX(a, b) ((a) > (b) ? (a) : (b))

@@ -455,14 +455,6 @@ static int peer_died(weft_op_t *op, int64_t now) {
   return 1;
 }
 
-static inline void cpu_relax(void) {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  __asm__ volatile("yield");
-#endif
-}
-
 ncclResult_t weft_engine_run(weft_op_t **ops, int nops) {
   int remaining = 0;
   struct ncclComm *single = NULL;
@@ -491,7 +483,7 @@ ncclResult_t weft_engine_run(weft_op_t **ops, int nops) {
     }
     // Spin a while (the clock is read every 16th pass only), then sleep.
     if ((spins++ & 15) != 0) {
-      cpu_relax();
+      weft_cpu_relax();
       continue;
     }
     int64_t now = weft_now_ns();

@@ -44,14 +44,6 @@
 
 #define SLEEP_MAX_NS 2000000  // a sleeping rank re-checks aborts and timeouts this often
 
-static inline void relax(void) {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  __asm__ volatile("yield");
-#endif
-}
-
 // The connections a call uses, in the engine's ticket order (any order
 // will do: each is claimed alone).
 typedef struct {
@@ -203,7 +195,7 @@ static int wait_for(waiter_t *w, const want_t *x, void **slot) {
     if (r != 0) return r > 0;
     if (aborted(op)) return 0;
     if ((spins & 15) != 15) {
-      relax();
+      weft_cpu_relax();
       continue;
     }
     int64_t now = weft_now_ns();
