@@ -6,16 +6,16 @@
 # 1. Two network namespaces joined by veth links and a bridge
 #    (tests/multihost/netns.sh), one rank in each, every host its own
 #    WEFT_HOSTID: iperf3 one stream and --bidir between them, then weft's
-#    all_reduce_perf (-z 2, 1 MiB .. 256 MiB) with 1, 2 and 4 sockets per
-#    connection (NCCL_NSOCKS_PERTHREAD).
+#    all_reduce_perf (-z 2, 64 KiB .. 256 MiB) with 1, 2 and 4 sockets per
+#    connection (NCCL_NSOCKS_PERTHREAD), then Open MPI's MPI_Allreduce over
+#    its TCP BTL between the same two namespaces (mpirun in the first, its
+#    daemon started in the second by netns_agent.sh in place of ssh). The
+#    two "hosts" share this machine's cores, so neither library is pinned
+#    (each would bind its one rank per host to core 0).
 # 2. Four namespaces x 2 ranks joined by 2 ms links (netns.sh --wire-delay,
 #    delay_hub: this kernel has no netem): weft-calibrate measures the
 #    links, then 8-byte all_reduce with the tuner's choice and with the
 #    ring (NCCL_ALGO=allreduce:ring).
-# 3. Loopback TCP on this host: Open MPI's MPI_Allreduce with
-#    --mca btl tcp,self against weft with NCCL_SHM_DISABLE=1, same sizes.
-#    (Open MPI cannot start ranks in other namespaces: its PMIx server is
-#    only reachable in the launcher's own namespace.)
 # REPS repetitions (default 3), interleaved; raw lines go to OUTFILE
 # (default build/compare/net.txt). Needs root, ip netns, iperf3, Open MPI
 # (installs iperf3 and openmpi-bin/libopenmpi-dev when missing).
@@ -36,13 +36,14 @@ for p in iperf3 mpirun.openmpi; do
 done
 [ -x build/bin/all_reduce_perf ] && [ -x build/tests/multihost/delay_hub ] ||
   make -j2 all build/tests/multihost/delay_hub >/dev/null
-mpicc.openmpi -std=c11 -O2 -o build/compare/mpi_coll_bench.openmpi perf/compare/mpi_coll_bench.c || exit 1
+mpicc.openmpi -std=c11 -O2 -D_GNU_SOURCE -Itools/common -o build/compare/mpi_coll_bench.openmpi \
+  perf/compare/mpi_coll_bench.c tools/common/prog_util.c || exit 1
 export REPS
 inner=$(mktemp /tmp/weft-net-XXXXXX.sh)
 cat >"$inner" <<'IN'
 #!/usr/bin/env bash
 read -r h0 h1 _ <<<"$WEFT_MH_HOSTS"
-read -r a0 _ <<<"$WEFT_MH_ADDRS"
+read -r a0 a1 _ <<<"$WEFT_MH_ADDRS"
 for rep in $(seq 1 "$REPS"); do
   ip netns exec "$h0" iperf3 -s -1 -D -B "$a0" >/dev/null 2>&1; sleep 0.5
   echo "iperf3 rep $rep: $(ip netns exec "$h1" iperf3 -c "$a0" -t 3 -f g 2>&1 | grep receiver)"
@@ -51,8 +52,14 @@ for rep in $(seq 1 "$REPS"); do
   for ns in 1 2 4; do
     echo "weft nsocks=$ns rep $rep (size time_us busbw_GBps)"
     NCCL_NSOCKS_PERTHREAD=$ns tests/multihost/run_job.sh -l 2x1 -m net build/bin/all_reduce_perf \
-      -b 1M -e 256M -f 4 -z 2 -n 5 -w 1 -a 3 2>&1 | awk '/^ +[0-9]/{print "  ", $1, $6, $8}'
+      -b 64K -e 256M -f 4 -z 2 -n 10 -w 2 -a 3 2>&1 | awk '/^ +[0-9]/{print "  ", $1, $6, $8}'
   done
+  echo "ompi tcp netns rep $rep (size time_us busbw_GBps)"
+  ip netns exec "$h0" mpirun.openmpi --allow-run-as-root -np 2 --host "$a0,$a1" --map-by node --bind-to none \
+    --mca plm_rsh_agent "$PWD/perf/compare/netns_agent.sh" --mca pml ob1 --mca btl tcp,self \
+    --mca btl_tcp_if_include wv0 --mca oob_tcp_if_include wv0 build/compare/mpi_coll_bench.openmpi \
+    -c allreduce -b 64K -e 256M -f 4 -n 10 -w 2 2>&1 |
+    awk '/RESULT/{for (i = 1; i <= NF; i++) {split($i, kv, "="); v[kv[1]] = kv[2]}; print "  ", v["size"], v["time_us"], v["busbw"]}'
 done
 IN
 chmod +x "$inner"
@@ -78,13 +85,4 @@ chmod +x "$delay"
 {
   tests/multihost/netns.sh -k 2 -- "$inner"
   WEFT_BUILD_DIR=build tests/multihost/netns.sh -k 4 --wire-delay 2 -- "$delay"
-  for rep in $(seq 1 "$REPS"); do
-    echo "ompi tcp loopback rep $rep (size time_us)"
-    mpirun.openmpi --allow-run-as-root --oversubscribe -np 2 --bind-to none --mca btl tcp,self \
-      --mca btl_tcp_if_include lo --mca oob_tcp_if_include lo build/compare/mpi_coll_bench.openmpi \
-      -c allreduce -b 1M -e 256M -f 4 -n 5 -w 1 2>&1 | awk '/RESULT/{print "  ", $4, $6}'
-    echo "weft tcp loopback rep $rep (size time_us)"
-    NCCL_SOCKET_IFNAME=lo NCCL_SHM_DISABLE=1 build/bin/weftrun -n 2 build/bin/all_reduce_perf \
-      -b 1M -e 256M -f 4 -z 2 -n 5 -w 1 -a 3 | awk '/^ +[0-9]/{print "  ", $1, $6}'
-  done
 } | tee "$OUTF"
