@@ -1,6 +1,7 @@
 /*
- * small.c — the small-message path (NCCL_PROTO's LL): an AllReduce or a
- * Broadcast of a few cache lines, run straight through, without the engine.
+ * small.c — the small-message path (NCCL_PROTO's LL): an AllReduce,
+ * Broadcast, AllGather or AlltoAll of a few cache lines, run straight
+ * through, without the engine.
  *
  * An 8-byte call moves one cache line to each peer; what it costs beyond
  * that is software. Here the call goes from the entry point to the FIFOs
@@ -12,8 +13,10 @@
  * On the wire it is the engine's schedule for the call — the one-shot
  * AllReduce (algorithms/oneshot.c: this rank's prescaled input to every
  * peer, starting with the next rank; contributions folded in rank order
- * 0..n-1) or the chain Broadcast (algorithms/chain.c: root -> next -> ...)
- * — with the same slots in the same order and the same tags, so a rank may
+ * 0..n-1), the chain Broadcast (algorithms/chain.c: root -> next -> ...),
+ * the ring AllGather (algorithms/ring.c, rank order on one host) or the
+ * direct AlltoAll (algorithms/direct.c) — with the same slots in the same
+ * order and the same tags, so a rank may
  * take this path while a peer takes the engine's (one that has work in
  * flight, say), and every rank folds in the same order, so all get the same
  * bits. It runs only when that holds trivially: the tuner chose that
@@ -74,6 +77,13 @@ static int eligible(const weft_op_t *op, size_t bytes, plan_t *pl) {
     if (weft_chain_neighbours(&op->args, &pl->prev, &pl->next, &pl->pos) != ncclSuccess) return 0;
     if (pl->pos > 0) use(pl, comm, 0, pl->prev);
     if (pl->pos < n - 1) use(pl, comm, 1, pl->next);
+  } else if (op->args.coll == WEFT_COLL_ALLGATHER && op->algo == WEFT_ALGO_RING && comm->nhosts == 1) {
+    // One host: the ring runs in rank order (algorithms/layout.h).
+    pl->prev = (me + n - 1) % n, pl->next = (me + 1) % n, pl->pos = me;
+    use(pl, comm, 1, pl->next), use(pl, comm, 0, pl->prev);
+  } else if (op->args.coll == WEFT_COLL_ALLTOALL && op->algo == WEFT_ALGO_DIRECT) {
+    for (int p = 0; p < n; p++)
+      if (p != me) use(pl, comm, 1, p), use(pl, comm, 0, p);
   } else {
     return 0;
   }
@@ -330,6 +340,66 @@ static void broadcast_run(waiter_t *w, const plan_t *pl, size_t bytes) {
   if (verify_sent_to(w, pl)) op->state = WEFT_OP_DONE;
 }
 
+// The ring AllGather (algorithms/ring.c) in rank order: this rank's block
+// into its place, then to the next rank; each block that arrives from the
+// previous rank (blocks me-1, me-2, ...) lands in place and, but for the
+// last, goes on to the next.
+static void allgather_run(waiter_t *w, const plan_t *pl, size_t bytes) {
+  weft_op_t *op = w->op;
+  struct ncclComm *comm = op->comm;
+  int n = comm->nranks, me = comm->rank;
+  char *own = op->recvbuff + (size_t)me * bytes;
+  if (own != op->sendbuff) memmove(own, op->sendbuff, bytes);
+  weft_conn_t *sc = weft_comm_conn(comm, WEFT_CLASS_COLL, 1, pl->next);
+  weft_conn_t *rc = weft_comm_conn(comm, WEFT_CLASS_COLL, 0, pl->prev);
+  char *out = send_slot(w, sc);
+  if (out == NULL) return;
+  memcpy(out, op->sendbuff, bytes);
+  sc->tp->send_post(sc, bytes, op->tag);
+  for (int k = 1; k < n; k++) {
+    const char *in = recv_slot(w, rc, bytes);
+    if (in == NULL) return;
+    if (k < n - 1) {
+      if ((out = send_slot(w, sc)) == NULL) return;
+      memcpy(out, in, bytes);
+      sc->tp->send_post(sc, bytes, op->tag);
+    }
+    memcpy(op->recvbuff + (size_t)((me - k + n) % n) * bytes, in, bytes);
+    rc->tp->recv_release(rc);
+  }
+  if (verify_sent_to(w, pl)) op->state = WEFT_OP_DONE;
+}
+
+// The direct AlltoAll (algorithms/direct.c): block p of the input to rank
+// p for every peer, starting with the next rank; then block p of the output
+// from each. Every send goes out before the first receive, so in place the
+// input is read before it is overwritten.
+static void alltoall_run(waiter_t *w, size_t bytes) {
+  weft_op_t *op = w->op;
+  struct ncclComm *comm = op->comm;
+  int n = comm->nranks, me = comm->rank;
+  for (int k = 1; k < n; k++) {
+    int p = (me + k) % n;
+    weft_conn_t *sc = weft_comm_conn(comm, WEFT_CLASS_COLL, 1, p);
+    char *out = send_slot(w, sc);
+    if (out == NULL) return;
+    memcpy(out, op->sendbuff + (size_t)p * bytes, bytes);
+    sc->tp->send_post(sc, bytes, op->tag);
+  }
+  char *own = op->recvbuff + (size_t)me * bytes;
+  const char *own_in = op->sendbuff + (size_t)me * bytes;
+  if (own != own_in) memmove(own, own_in, bytes);
+  for (int k = 1; k < n; k++) {
+    int p = (me + k) % n;
+    weft_conn_t *rc = weft_comm_conn(comm, WEFT_CLASS_COLL, 0, p);
+    const char *in = recv_slot(w, rc, bytes);
+    if (in == NULL) return;
+    memcpy(op->recvbuff + (size_t)p * bytes, in, bytes);
+    rc->tp->recv_release(rc);
+  }
+  op->state = WEFT_OP_DONE;
+}
+
 int weft_small_try(weft_op_t *op, ncclResult_t *res) {
   struct ncclComm *comm = op->comm;
   size_t bytes = op->args.count * op->esize;
@@ -349,8 +419,12 @@ int weft_small_try(weft_op_t *op, ncclResult_t *res) {
 
   waiter_t w = {.op = op, .spin_ns = weft_env_WEFT_SPIN_NS(), .timeout_ms = weft_timeout_ms()};
   if (!aborted(op)) {  // a failed communicator runs nothing, as in the engine
-    if (op->args.coll == WEFT_COLL_ALLREDUCE) allreduce_run(&w, bytes);
-    else broadcast_run(&w, &pl, bytes);
+    switch (op->args.coll) {
+      case WEFT_COLL_ALLREDUCE: allreduce_run(&w, bytes); break;
+      case WEFT_COLL_BROADCAST: broadcast_run(&w, &pl, bytes); break;
+      case WEFT_COLL_ALLGATHER: allgather_run(&w, &pl, bytes); break;
+      default: alltoall_run(&w, bytes); break;
+    }
   }
 
   weft_engine_publish(op, op->state == WEFT_OP_DONE ? WEFT_STATUS_IDLE : WEFT_STATUS_FAILED, -1, 0, 0, 0);

@@ -2,8 +2,9 @@
  * test_small.c — the small-message path (src/core/small.c) against the
  * engine, through the public API.
  *
- * A small AllReduce made alone on the NULL stream takes the small path; the
- * same call inside ncclGroupStart/End takes the engine's one-shot schedule.
+ * A small AllReduce, Broadcast, AllGather or AlltoAll made alone on the NULL
+ * stream takes the small path; the same call inside ncclGroupStart/End
+ * takes the engine's schedule (one-shot, chain, ring, direct).
  * Both must give the same bits (every rank folds in rank order 0..n-1, so a
  * float sum whose value depends on the order tells them apart), and since
  * they put the same slots on the wire, ranks may mix them call by call.
@@ -160,6 +161,55 @@ static int bcast_body(int rank, int nranks, ncclUniqueId id, void *arg) {
 Test(small, broadcast_from_every_root_on_both_paths, .timeout = 120) {
   weft_test_env_defaults();
   for (int n = 2; n <= 4; n++) cr_expect_eq(weft_test_fork_ranks(n, bcast_body, NULL, 60), 0, "%d ranks", n);
+}
+
+/* ---------- AllGather and AlltoAll: both paths mixed, in place too ---------- */
+
+static int32_t block_value(int from, int to, size_t i) { return (int32_t)(100000 * from + 1000 * to + (int)i); }
+
+static int gather_a2a_body(int rank, int nranks, ncclUniqueId id, void *arg) {
+  (void)arg;
+  ncclComm_t comm = weft_test_init_rank(nranks, id, rank);
+  if (comm == NULL) return weft_test_failures();
+  static const size_t counts[] = {1, 4, 100, 1024, 1025};  // int32 per rank: 4 B .. 4100 B (past 4 KiB)
+  int32_t *in = calloc(4 * 1100, sizeof(int32_t)), *out = calloc(4 * 1100, sizeof(int32_t));
+  WEFT_TEST_CHECK(in != NULL && out != NULL, "out of memory");
+  for (int call = 0; in != NULL && out != NULL && call < 40 && weft_test_failures() == 0; call++) {
+    size_t c = counts[call % 5];
+    int a2a = (call / 5) % 2, grouped = ((call >> (rank % 3)) & 1) != 0, in_place = (call / 10) % 2;
+    for (int p = 0; p < nranks; p++)
+      for (size_t i = 0; i < c; i++) {
+        in[(size_t)p * c + i] = block_value(rank, p, i);
+        out[(size_t)p * c + i] = -1;
+      }
+    // In place, AllGather's input is this rank's block of the output.
+    int32_t *send = in, *recv = in_place ? in : out;
+    if (in_place && !a2a) {
+      memmove(in + (size_t)rank * c, in, c * sizeof(int32_t));
+      send = in + (size_t)rank * c;
+    }
+    if (grouped) ncclGroupStart();
+    ncclResult_t r = a2a ? ncclAlltoAll(send, recv, c, ncclInt32, comm, NULL)
+                         : ncclAllGather(send, recv, c, ncclInt32, comm, NULL);
+    if (grouped) ncclGroupEnd();
+    WEFT_TEST_CHECK_RES(r, ncclSuccess);
+    for (int p = 0; p < nranks; p++)
+      for (size_t i = 0; i < c; i++) {
+        int32_t want = a2a ? block_value(p, rank, i) : block_value(p, 0, i);
+        WEFT_TEST_CHECK(recv[(size_t)p * c + i] == want, "%s%s count %zu block %d element %zu: %d, expected %d",
+                        a2a ? "AlltoAll" : "AllGather", in_place ? " in place" : "", c, p, i,
+                        recv[(size_t)p * c + i], want);
+      }
+  }
+  free(in);
+  free(out);
+  WEFT_TEST_CHECK_RES(ncclCommDestroy(comm), ncclSuccess);
+  return weft_test_failures();
+}
+
+Test(small, allgather_and_alltoall_on_both_paths, .timeout = 120) {
+  weft_test_env_defaults();
+  for (int n = 2; n <= 4; n++) cr_expect_eq(weft_test_fork_ranks(n, gather_a2a_body, NULL, 60), 0, "%d ranks", n);
 }
 
 /* ---------- failures: differing counts, a silent peer ---------- */
