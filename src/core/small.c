@@ -47,12 +47,12 @@
 
 #define SLEEP_MAX_NS 2000000  // a sleeping rank re-checks aborts and timeouts this often
 
-// The connections a call uses, in the engine's ticket order (any order
-// will do: each is claimed alone).
+// The connections a call uses (each takes one ticket), and for the chain
+// and the ring this rank's neighbours and its place.
 typedef struct {
   weft_conn_t *conn[2 * WEFT_SMALL_MAX_RANKS];
   int n;
-  int prev, next, pos;  // Broadcast: the chain around this rank
+  int prev, next, pos;
 } plan_t;
 
 static void use(plan_t *pl, struct ncclComm *comm, int is_send, int peer) {
@@ -111,8 +111,8 @@ static int claim(weft_op_t *op, const plan_t *pl) {
   return ok;
 }
 
-// What a wait found: ready, or failed (the operation has failed).
-enum { WAIT_READY = 0, WAIT_FAILED = -1 };
+// What check_idle returns when the operation has failed (0: wait on).
+enum { WAIT_FAILED = -1 };
 
 typedef struct {
   weft_op_t *op;
