@@ -26,8 +26,6 @@
 #include "segment.h"
 #include "util.h"
 
-#define SLEEP_MAX_NS 2000000  // a sleeping rank re-checks aborts and timeouts this often
-
 static char *op_buffer(const weft_op_t *op, int which) {
   return which == WEFT_BUF_SEND ? (char *)op->sendbuff : which == WEFT_BUF_RECV ? op->recvbuff : NULL;
 }
@@ -140,23 +138,45 @@ static int token_step(weft_op_t *op, weft_conn_t *sc, weft_conn_t *rc, weft_lane
   return 1;
 }
 
-// A message from rc's peer carries this call's tag and the expected size;
-// otherwise the operation fails, saying what differs. Returns 1 when it is fine.
-static int incoming_ok(weft_op_t *op, const weft_conn_t *rc, uint32_t tag, size_t got, size_t bytes) {
+int weft_op_incoming_ok(weft_op_t *op, int peer, uint32_t tag, size_t got, size_t bytes) {
   if (op->check && tag != op->tag) {
-    weft_mismatch_tag_differs(op, rc->peer);
+    weft_mismatch_tag_differs(op, peer);
     return 0;
   }
-  if (op->verified[rc->peer] == 0) op->verified[rc->peer] = 1;  // its tag matched
+  if (op->verified[peer] == 0) op->verified[peer] = 1;  // its tag matched
   if (got == bytes) return 1;
   char reason[300];
   snprintf(reason, sizeof(reason),
            "rank %d received %zu bytes from rank %d where %s #%" PRIu64 " expected %zu "
            "(mismatched counts or datatypes between the ranks?)",
-           op->comm->rank, got, rc->peer, weft_coll_name(op->args.coll), op->seq, bytes);
+           op->comm->rank, got, peer, weft_coll_name(op->args.coll), op->seq, bytes);
   WARN("%s", reason);
   weft_op_fail(op, ncclInvalidUsage, reason);
   return 0;
+}
+
+int weft_op_fail_if_aborted(weft_op_t *op) {
+  struct ncclComm *comm = op->comm;
+  ncclResult_t shared = weft_segment_abort_code(comm->seg);
+  if (shared == ncclSuccess && !atomic_load(&comm->aborted)) return 0;
+  const weft_segment_header_t *why = weft_segment_abort_header(comm->seg);
+  if (shared != ncclSuccess)
+    WARN("rank %d: %s #%" PRIu64 " failed: rank %d reported: %s", comm->rank, weft_coll_name(op->args.coll), op->seq,
+         why->abort_rank, why->abort_reason);
+  else
+    WARN("rank %d: %s #%" PRIu64 " failed: the communicator was aborted", comm->rank, weft_coll_name(op->args.coll),
+         op->seq);
+  weft_op_fail(op, shared != ncclSuccess ? shared : ncclInvalidUsage, NULL);
+  return 1;
+}
+
+void weft_op_fail_dead_peer(weft_op_t *op, int peer) {
+  const weft_segment_t *seg = op->comm->seg;
+  char reason[300];
+  snprintf(reason, sizeof(reason), "rank %d (pid %d, on this host) died; rank %d's %s #%" PRIu64 " cannot complete",
+           peer, (int)seg->hdr[peer]->pid, op->comm->rank, weft_coll_name(op->args.coll), op->seq);
+  WARN("%s", reason);
+  weft_op_fail(op, ncclRemoteError, reason);
 }
 
 // Steps whose incoming data only lands in the user's buffer.
@@ -245,7 +265,7 @@ static int step_progress(weft_op_t *op, const weft_lane_t *lane, const weft_step
       int r = rc->tp->recv_landed(rc, &in_bytes, &tag);
       if (r == 0) break;
       if (r > 0) {
-        if (!incoming_ok(op, rc, tag, in_bytes, bytes)) return 1;
+        if (!weft_op_incoming_ok(op, rc->peer, tag, in_bytes, bytes)) return 1;
         if (sc != NULL) {
           memcpy(out, dst + off, bytes);
           sc->tp->send_post(sc, bytes, op->tag);
@@ -257,7 +277,7 @@ static int step_progress(weft_op_t *op, const weft_lane_t *lane, const weft_step
     }
     if (rc != NULL && (in = rc->tp->recv_slot(rc, &in_bytes, &tag)) == NULL) break;
     if (sc != NULL && (out = sc->tp->send_slot(sc)) == NULL) break;
-    if (rc != NULL && !incoming_ok(op, rc, tag, in_bytes, bytes)) return 1;
+    if (rc != NULL && !weft_op_incoming_ok(op, rc->peer, tag, in_bytes, bytes)) return 1;
     switch (st->kind) {
       case WEFT_STEP_SEND:
         do_copy(op, st, out, src + off, n);
@@ -305,16 +325,7 @@ static void op_release(weft_op_t *op) {
 static int op_progress(weft_op_t *op) {
   if (op->state != WEFT_OP_PENDING) return 0;
   struct ncclComm *comm = op->comm;
-  ncclResult_t shared = weft_segment_abort_code(comm->seg);
-  if (shared != ncclSuccess || atomic_load(&comm->aborted)) {
-    const weft_segment_header_t *why = weft_segment_abort_header(comm->seg);
-    if (shared != ncclSuccess)
-      WARN("rank %d: %s #%" PRIu64 " failed: rank %d reported: %s", comm->rank, weft_coll_name(op->args.coll),
-           op->seq, why->abort_rank, why->abort_reason);
-    else
-      WARN("rank %d: %s #%" PRIu64 " failed: the communicator was aborted", comm->rank, weft_coll_name(op->args.coll),
-           op->seq);
-    weft_op_fail(op, shared != ncclSuccess ? shared : ncclInvalidUsage, NULL);
+  if (weft_op_fail_if_aborted(op)) {
     op_release(op);
     return 1;
   }
@@ -446,11 +457,7 @@ static int peer_died(weft_op_t *op, int64_t now) {
   if (weft_segment_poll_deaths(seg, now) == 0) return 0;
   int dead = dead_peer_waited_on(op, seg);
   if (dead < 0) return 0;
-  char reason[300];
-  snprintf(reason, sizeof(reason), "rank %d (pid %d, on this host) died; rank %d's %s #%" PRIu64 " cannot complete",
-           dead, (int)seg->hdr[dead]->pid, op->comm->rank, weft_coll_name(op->args.coll), op->seq);
-  WARN("%s", reason);
-  weft_op_fail(op, ncclRemoteError, reason);
+  weft_op_fail_dead_peer(op, dead);
   op_release(op);
   return 1;
 }
@@ -510,7 +517,7 @@ ncclResult_t weft_engine_run(weft_op_t **ops, int nops) {
       uint32_t seen = weft_doorbell_arm(bell);
       int again = 0;
       for (int i = 0; i < nops && !again; i++) again = ops[i]->state == WEFT_OP_PENDING && op_progress(ops[i]);
-      if (!again) weft_doorbell_sleep(bell, seen, SLEEP_MAX_NS);
+      if (!again) weft_doorbell_sleep(bell, seen, WEFT_ENGINE_SLEEP_MAX_NS);
       weft_doorbell_disarm(bell);
       if (again) {
         remaining = 0;

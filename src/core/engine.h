@@ -89,6 +89,17 @@ void weft_engine_publish_waiting(const weft_op_t *op, int64_t now_ns);
 // Fail the operation (its first failure sticks) and, with a reason, the
 // communicator for every rank (weft_comm_fail).
 void weft_op_fail(weft_op_t *op, ncclResult_t res, const char *reason);
+// The communicator failed (its abort word) or was aborted: fail the
+// operation, saying why, and return 1; else 0.
+int weft_op_fail_if_aborted(weft_op_t *op);
+// A message from `peer` carries this call's tag and `bytes` bytes; otherwise
+// the operation fails, saying what differs. Returns 1 when it is fine.
+int weft_op_incoming_ok(weft_op_t *op, int peer, uint32_t tag, size_t got, size_t bytes);
+// Rank `peer` of this host died while the operation waited on it: fail it.
+void weft_op_fail_dead_peer(weft_op_t *op, int peer);
+
+// A sleeping rank re-checks aborts, deaths and timeouts this often.
+#define WEFT_ENGINE_SLEEP_MAX_NS 2000000
 // Assign sequence number and connection tickets; publish the descriptor.
 // Operations must be launched in the same order on every rank.
 ncclResult_t weft_op_launch(weft_op_t *op);

@@ -45,8 +45,6 @@
 #include "segment.h"
 #include "util.h"
 
-#define SLEEP_MAX_NS 2000000  // a sleeping rank re-checks aborts and timeouts this often
-
 // The connections a call uses (each takes one ticket), and for the chain
 // and the ring this rank's neighbours and its place.
 typedef struct {
@@ -120,28 +118,6 @@ typedef struct {
   int published_waiting;
 } waiter_t;
 
-static int fail(weft_op_t *op, ncclResult_t res, const char *reason) {
-  WARN("%s", reason);
-  weft_op_fail(op, res, reason);
-  return WAIT_FAILED;
-}
-
-// The communicator failed or was aborted: fail as the engine does.
-static int aborted(weft_op_t *op) {
-  struct ncclComm *comm = op->comm;
-  ncclResult_t shared = weft_segment_abort_code(comm->seg);
-  if (shared == ncclSuccess && !atomic_load(&comm->aborted)) return 0;
-  const weft_segment_header_t *why = weft_segment_abort_header(comm->seg);
-  if (shared != ncclSuccess)
-    WARN("rank %d: %s #%" PRIu64 " failed: rank %d reported: %s", comm->rank, weft_coll_name(op->args.coll), op->seq,
-         why->abort_rank, why->abort_reason);
-  else
-    WARN("rank %d: %s #%" PRIu64 " failed: the communicator was aborted", comm->rank, weft_coll_name(op->args.coll),
-         op->seq);
-  weft_op_fail(op, shared != ncclSuccess ? shared : ncclInvalidUsage, NULL);
-  return 1;
-}
-
 // What a wait is for: the next slot of a connection (to fill or to read),
 // or, with conn NULL, the descriptor of `peer` for this call (a peer that
 // is only sent to must be seen to run the same call, as in the engine).
@@ -171,9 +147,8 @@ static int check_idle(waiter_t *w, const want_t *x, int64_t now, int64_t since) 
   int peer = x->peer;
   char reason[400];
   if (weft_segment_poll_deaths(comm->seg, now) > 0 && weft_segment_peer_dead(comm->seg, peer)) {
-    snprintf(reason, sizeof(reason), "rank %d (pid %d, on this host) died; rank %d's %s #%" PRIu64 " cannot complete",
-             peer, (int)comm->seg->hdr[peer]->pid, comm->rank, weft_coll_name(op->args.coll), op->seq);
-    return fail(op, ncclRemoteError, reason);
+    weft_op_fail_dead_peer(op, peer);
+    return WAIT_FAILED;
   }
   // A peer that sends us nothing of this call may have called another one.
   if (x->conn != NULL && !x->conn->is_send && weft_mismatch_verify_peer(op, peer) < 0) return WAIT_FAILED;
@@ -183,7 +158,9 @@ static int check_idle(waiter_t *w, const want_t *x, int64_t now, int64_t since) 
              "waiting to %s rank %d; waiting on rank(s) %d",
              comm->rank, weft_coll_name(op->args.coll), op->seq, op->args.count, weft_dtype_name(op->dtype),
              weft_algo_name(op->algo), (long long)((now - since) / 1000000000), want_name(x), peer, peer);
-    return fail(op, ncclRemoteError, reason);
+    WARN("%s", reason);
+    weft_op_fail(op, ncclRemoteError, reason);
+    return WAIT_FAILED;
   }
   if (!w->published_waiting) {
     weft_engine_publish(op, WEFT_STATUS_WAITING, peer, 0, op->args.count * op->esize, now);
@@ -203,7 +180,7 @@ static int wait_for(waiter_t *w, const want_t *x, void **slot) {
   for (unsigned spins = 0;; spins++) {
     int r = poll_once(op, x, slot);
     if (r != 0) return r > 0;
-    if (aborted(op)) return 0;
+    if (weft_op_fail_if_aborted(op)) return 0;
     if ((spins & 15) != 15) {
       weft_cpu_relax();
       continue;
@@ -218,27 +195,10 @@ static int wait_for(waiter_t *w, const want_t *x, void **slot) {
     weft_doorbell_t *bell = weft_segment_doorbell(comm->seg, comm->rank);
     uint32_t seen = weft_doorbell_arm(bell);
     r = poll_once(op, x, slot);
-    if (r == 0) weft_doorbell_sleep(bell, seen, SLEEP_MAX_NS);
+    if (r == 0) weft_doorbell_sleep(bell, seen, WEFT_ENGINE_SLEEP_MAX_NS);
     weft_doorbell_disarm(bell);
     if (r != 0) return r > 0;
   }
-}
-
-// A slot from peer carries this call's tag and length, or the operation fails.
-static int incoming_ok(weft_op_t *op, int peer, uint32_t tag, size_t got, size_t bytes) {
-  if (op->check && tag != op->tag) {
-    weft_mismatch_tag_differs(op, peer);
-    return 0;
-  }
-  if (op->verified[peer] == 0) op->verified[peer] = 1;
-  if (got == bytes) return 1;
-  char reason[300];
-  snprintf(reason, sizeof(reason),
-           "rank %d received %zu bytes from rank %d where %s #%" PRIu64 " expected %zu "
-           "(mismatched counts or datatypes between the ranks?)",
-           op->comm->rank, got, peer, weft_coll_name(op->args.coll), op->seq, bytes);
-  fail(op, ncclInvalidUsage, reason);
-  return 0;
 }
 
 // The next free slot of send connection c, or NULL (the operation failed).
@@ -255,7 +215,7 @@ static const char *recv_slot(waiter_t *w, weft_conn_t *c, size_t bytes) {
   uint32_t tag = 0;
   want_t x = {.conn = c, .peer = c->peer, .bytes = &got, .tag = &tag};
   void *slot = NULL;
-  if (!wait_for(w, &x, &slot) || !incoming_ok(w->op, c->peer, tag, got, bytes)) return NULL;
+  if (!wait_for(w, &x, &slot) || !weft_op_incoming_ok(w->op, c->peer, tag, got, bytes)) return NULL;
   return slot;
 }
 
@@ -418,7 +378,7 @@ int weft_small_try(weft_op_t *op, ncclResult_t *res) {
   op->counted = 1;  // weft_op_free gives it back
 
   waiter_t w = {.op = op, .spin_ns = weft_env_WEFT_SPIN_NS(), .timeout_ms = weft_timeout_ms()};
-  if (!aborted(op)) {  // a failed communicator runs nothing, as in the engine
+  if (!weft_op_fail_if_aborted(op)) {  // a failed communicator runs nothing, as in the engine
     switch (op->args.coll) {
       case WEFT_COLL_ALLREDUCE: allreduce_run(&w, bytes); break;
       case WEFT_COLL_BROADCAST: broadcast_run(&w, &pl, bytes); break;
