@@ -97,8 +97,8 @@ static int advance(replay_t *R, uint32_t g) {
       busy = WEFT_COST_OVERHEAD * link_of(R, st->recv_peer, r)->alpha;
     }
     if (st->kind == WEFT_STEP_COPY) busy += bytes / R->links->intra.bandwidth;
-    if (st->kind == WEFT_STEP_READ || st->kind == WEFT_STEP_READ_REDUCE) {
-      const weft_link_t *l = link_of(R, r, st->read_peer);
+    if (weft_step_touches_peer(st)) {
+      const weft_link_t *l = link_of(R, r, st->rem_peer);
       busy += l->alpha + bytes / l->bandwidth;
     }
     if (st->send_peer >= 0) {

@@ -28,7 +28,7 @@ static const char *const algo_names[WEFT_NUM_ALGOS] = {
 
 static const char *const kind_names[WEFT_NUM_STEP_KINDS] = {
     "SEND", "RECV", "RECV_REDUCE", "RECV_REDUCE_SEND", "RECV_COPY_SEND", "COPY",
-    "READ", "READ_REDUCE", "SIGNAL", "WAIT", "RECV_REDUCE_COPY_SEND"};
+    "READ", "READ_REDUCE", "SIGNAL", "WAIT", "RECV_REDUCE_COPY_SEND", "WRITE"};
 
 const char *weft_coll_name(weft_coll_t c) {
   return ((unsigned)c < WEFT_NUM_COLLS) ? coll_names[c] : "?";
@@ -58,13 +58,17 @@ int weft_algo_supports(weft_algo_t algo, weft_coll_t coll) {
     case WEFT_ALGO_ONESHOT: return coll == WEFT_COLL_ALLREDUCE;
     case WEFT_ALGO_READ:
       return coll == WEFT_COLL_ALLREDUCE || coll == WEFT_COLL_REDUCESCATTER || coll == WEFT_COLL_ALLGATHER ||
-             coll == WEFT_COLL_BROADCAST || coll == WEFT_COLL_REDUCE;
+             coll == WEFT_COLL_BROADCAST || coll == WEFT_COLL_REDUCE || coll == WEFT_COLL_ALLTOALL;
     case WEFT_ALGO_TREE:
     case WEFT_ALGO_RECURSIVE:
     case WEFT_ALGO_RABENSEIFNER:
     case WEFT_ALGO_HIER: return coll == WEFT_COLL_ALLREDUCE;
     default: return 0;
   }
+}
+
+int weft_algo_stages_send(weft_algo_t algo, weft_coll_t coll) {
+  return algo == WEFT_ALGO_READ && coll == WEFT_COLL_ALLTOALL;
 }
 
 int weft_algo_fits(weft_algo_t algo, const weft_coll_args_t *a, char *why, size_t whylen) {

@@ -68,11 +68,12 @@ typedef enum {
   WEFT_STEP_RECV_REDUCE_SEND,  // out(send_peer) <- in(recv_peer) OP src
   WEFT_STEP_RECV_COPY_SEND,    // dst <- in(recv_peer); out(send_peer) <- same data
   WEFT_STEP_COPY,              // dst <- src (local)
-  WEFT_STEP_READ,              // dst <- read_peer's buffer (rem_buf, rem_off): a single copy
-  WEFT_STEP_READ_REDUCE,       // dst <- src OP read_peer's operand (src: a partial, or own operand)
+  WEFT_STEP_READ,              // dst <- rem_peer's buffer (rem_buf, rem_off): a single copy
+  WEFT_STEP_READ_REDUCE,       // dst <- src OP rem_peer's operand (src: a partial, or own operand)
   WEFT_STEP_SIGNAL,            // one token (no data) to send_peer; count is 1
   WEFT_STEP_WAIT,              // one token from recv_peer; count is 1
   WEFT_STEP_RECV_REDUCE_COPY_SEND,  // dst <- in(recv_peer) OP src; out(send_peer) <- same data
+  WEFT_STEP_WRITE,             // rem_peer's buffer (rem_buf, rem_off) <- src: a single copy, pushed
   WEFT_NUM_STEP_KINDS
 } weft_step_kind_t;
 
@@ -86,7 +87,7 @@ enum {
                                  // rank's own operand (no prescale applies to it)
 };
 
-// Reading a peer's buffers (READ, READ_REDUCE) needs the peer to be inside
+// Reading or writing a peer's buffers (READ, READ_REDUCE, WRITE) needs the peer to be inside
 // the same call: a peer's buffers are live from its launch until it
 // returns, so a schedule that reads must keep each peer from returning until
 // its readers are done (SIGNAL/WAIT tokens), and must order a read of data a
@@ -94,21 +95,29 @@ enum {
 // REDUCE_INPUT reads the peer's own operand (prescale applies); READ_REDUCE's
 // remote operand always is one, and its src is a running partial result —
 // or, with REDUCE_INPUT, this rank's own operand (so the first fold step
-// reads two inputs at once). A rank may read itself (read_peer == rank).
+// reads two inputs at once). A rank may read itself (rem_peer == rank).
+// A WRITE puts data into a peer's receive buffer; the peer may use it only
+// after a token from the writer says it is there, and must not return
+// before then (its buffer would be written after the call ended).
 typedef struct {
   uint8_t kind;     // weft_step_kind_t
   uint8_t src_buf;  // weft_buf_t of the local operand (SEND, *_REDUCE*, COPY)
   uint8_t dst_buf;  // weft_buf_t of the output (RECV, RECV_REDUCE, RECV_COPY_SEND, COPY, READ*)
   uint8_t flags;
-  uint8_t rem_buf;    // weft_buf_t of the peer's buffer a READ* step reads
+  uint8_t rem_buf;    // weft_buf_t of the peer's buffer a READ* step reads or a WRITE writes
   int32_t send_peer;  // -1 when the step sends nothing
   int32_t recv_peer;  // -1 when the step receives nothing
-  int32_t read_peer;  // READ*: the rank whose buffer is read; -1 otherwise
+  int32_t rem_peer;   // READ*, WRITE: the rank whose buffer is read or written; -1 otherwise
   uint64_t src_off;   // elements
   uint64_t dst_off;   // elements
-  uint64_t rem_off;   // READ*: elements into the peer's buffer
+  uint64_t rem_off;   // READ*, WRITE: elements into the peer's buffer
   uint64_t count;     // elements; never 0 in a built schedule
 } weft_step_t;
+
+// Does the step read or write a peer's buffer (READ, READ_REDUCE, WRITE)?
+static inline int weft_step_touches_peer(const weft_step_t *st) {
+  return st->kind == WEFT_STEP_READ || st->kind == WEFT_STEP_READ_REDUCE || st->kind == WEFT_STEP_WRITE;
+}
 
 typedef struct {
   uint32_t first;  // index of the lane's first step
@@ -149,6 +158,12 @@ int weft_coll_has_op(weft_coll_t c);         // does it reduce?
 
 // Which algorithms can run a collective.
 int weft_algo_supports(weft_algo_t algo, weft_coll_t coll);
+
+// Does the algorithm's schedule write peers' outputs before they have read
+// their inputs? Then a rank running it in place (send and receive buffers
+// overlapping) sets its input aside first, before any peer can see the call
+// (src/core/engine.c), and the simulator runs it with separate storage.
+int weft_algo_stages_send(weft_algo_t algo, weft_coll_t coll);
 
 // Can the algorithm run this call's host layout? Only hier has a condition:
 // every host must hold the same number of ranks. When it cannot, `why`

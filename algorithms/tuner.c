@@ -186,6 +186,23 @@ static int cheapest_cached(const weft_tuner_params_t *p, const weft_coll_args_t 
   return algo;
 }
 
+// Bytes per rank from which single copy beats the slot path unasked, as
+// measured on 2 ranks pinned to cores (perf/compare, docs/perf): Broadcast
+// from 64 KiB (the root writes a share while the receiver reads the rest),
+// AllGather from 16 KiB per rank (each rank writes its block into every
+// output), AlltoAll from blocks of 32 KiB (each rank writes its blocks into
+// their outputs). AllReduce, ReduceScatter and Reduce fold faster through
+// the ring's slots, so they read only when asked.
+size_t weft_tuner_read_min(const weft_tuner_params_t *p, weft_coll_t coll) {
+  if (p->read_min >= 0) return (size_t)p->read_min;
+  switch (coll) {
+    case WEFT_COLL_BROADCAST: return 65536;
+    case WEFT_COLL_ALLGATHER: return 16384;
+    case WEFT_COLL_ALLTOALL: return 32768;
+    default: return 0;
+  }
+}
+
 // One host: the first allowed algorithm in a preference order set by size.
 static int preferred(const weft_tuner_params_t *p, const weft_coll_args_t *args, size_t esize, unsigned allowed,
                      char *why, size_t whylen) {
@@ -193,7 +210,8 @@ static int preferred(const weft_tuner_params_t *p, const weft_coll_args_t *args,
   int np = 0;
   size_t bytes = args->count * esize;
   int small = args->coll == WEFT_COLL_ALLREDUCE && args->nranks > 1 && bytes <= p->oneshot_max;
-  int large = p->can_read && p->read_min > 0 && args->nranks > 1 && bytes >= p->read_min;
+  size_t read_min = weft_tuner_read_min(p, args->coll);
+  int large = p->can_read && read_min > 0 && args->nranks > 1 && bytes >= read_min;
   if (small) prefs[np++] = WEFT_ALGO_ONESHOT;
   if (large) prefs[np++] = WEFT_ALGO_READ;
   prefs[np++] = WEFT_ALGO_RING;

@@ -46,7 +46,8 @@ typedef struct {
   size_t nslots;          // slots per connection
   size_t oneshot_max;     // bytes per rank up to which AllReduce goes in one hop
   int can_read;           // ranks can read each other's memory (single-copy schedules)
-  size_t read_min;        // bytes per rank from which single-copy schedules are used; 0 = never unasked
+  int64_t read_min;       // bytes per rank from which single-copy schedules are used; 0 = never unasked,
+                          // -1 = each collective's measured threshold (weft_tuner_read_min)
   const char *algo_spec;  // NCCL_ALGO, or NULL
   const char *proto_spec; // NCCL_PROTO, or NULL
   size_t ll_max;          // bytes per rank up to which the LL protocol can carry a one-hop AllReduce
@@ -57,6 +58,10 @@ typedef struct {
 // every algorithm able to run the collective.
 ncclResult_t weft_tuner_choose(const weft_tuner_params_t *p, weft_coll_args_t *args, size_t esize,
                                weft_algo_t *algo);
+
+// Bytes per rank from which one host's calls of `coll` use single copy
+// unasked (when ranks can reach each other's memory); 0 = never.
+size_t weft_tuner_read_min(const weft_tuner_params_t *p, weft_coll_t coll);
 
 typedef enum { WEFT_PROTO_LL = 0, WEFT_PROTO_LL128, WEFT_PROTO_SIMPLE, WEFT_NUM_PROTOS } weft_proto_t;
 

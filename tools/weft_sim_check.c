@@ -85,9 +85,17 @@ static const char *region(char *out, size_t len, int buf, uint64_t off, uint64_t
   return out;
 }
 
+// "rank 2's send[4..+3]": the peer region of a READ* or WRITE step.
+static const char *remote(char *out, size_t len, const weft_step_t *st) {
+  char r[48];
+  snprintf(out, len, "%d:%s", (int)st->rem_peer, region(r, sizeof(r), st->rem_buf, st->rem_off, st->count));
+  return out;
+}
+
 static void dump(weft_coll_t coll, weft_algo_t algo, int n, int root, size_t count, size_t slice,
                  const int *host_of, int nhosts) {
   char src[64], dst[64];
+  printf("(a peer's region reads PEER:buf[off..+count])\n");
   for (int r = 0; r < n; r++) {
     weft_coll_args_t a = {coll, n, r, root, count, slice, host_of, host_of ? nhosts : 1};
     weft_schedule_t s = {0};
@@ -101,8 +109,11 @@ static void dump(weft_coll_t coll, weft_algo_t algo, int n, int root, size_t cou
         const weft_step_t *st = &s.steps[i];
         printf("  lane %-3u %-16s to %-3d from %-3d %-18s -> %-18s%s%s%s\n", l,
                weft_step_kind_name(st->kind), (int)st->send_peer, (int)st->recv_peer,
-               region(src, sizeof(src), st->src_buf, st->src_off, st->count),
-               region(dst, sizeof(dst), st->dst_buf, st->dst_off, st->count),
+               st->kind == WEFT_STEP_READ || st->kind == WEFT_STEP_READ_REDUCE
+                   ? remote(src, sizeof(src), st)
+                   : region(src, sizeof(src), st->src_buf, st->src_off, st->count),
+               st->kind == WEFT_STEP_WRITE ? remote(dst, sizeof(dst), st)
+                                           : region(dst, sizeof(dst), st->dst_buf, st->dst_off, st->count),
                st->flags & WEFT_STEP_REDUCE_INPUT ? " REDUCE_INPUT" : "",
                st->flags & WEFT_STEP_ACCUMULATE ? " ACCUMULATE" : "", st->flags & WEFT_STEP_FINAL ? " FINAL" : "");
       }

@@ -266,7 +266,7 @@ static void price_task(const opts_t *o, point_t *p, const int *host_of, int algo
                               .nslots = (size_t)weft_env_WEFT_SHM_SLOTS(),
                               .oneshot_max = (size_t)weft_env_WEFT_ONESHOT_MAX_BYTES(),
                               .can_read = 0,  // ranks on different hosts cannot map each other's memory
-                              .read_min = (size_t)weft_env_WEFT_READ_MIN_BYTES(),
+                              .read_min = weft_env_WEFT_READ_MIN_BYTES(),
                               .algo_spec = weft_env_NCCL_ALGO(),
                               .links = &o->cluster.links};
     weft_algo_t pick;

@@ -62,7 +62,7 @@ typedef struct weft_transport_view {
   const struct weft_net *(*net_backend)(ncclResult_t *res);
   size_t slot_bytes, nslots;    // every connection's FIFO geometry (the same on every rank)
   weft_conn_t *conns;           // [WEFT_NUM_CLASSES][2 (recv=0, send=1)][nranks], filled by setup
-  int can_read;                 // set by setup: every rank can read every other rank's memory
+  int can_read;                 // set by setup: every rank can read (and so write) every other rank's memory
   void *core;                   // the core's, behind the callbacks above
 } weft_transport_view_t;
 
@@ -104,6 +104,9 @@ struct weft_transport {
   // (blocking, bounded by the copy itself). NULL when the transport cannot
   // reach peer memory; then v->can_read is 0 and no schedule reads.
   ncclResult_t (*read)(weft_conn_t *c, void *dst, uint64_t remote, size_t bytes);
+  // Copy `bytes` from src into address `remote` in the peer's memory
+  // (blocking, bounded by the copy itself). NULL exactly when read is.
+  ncclResult_t (*write)(weft_conn_t *c, uint64_t remote, const void *src, size_t bytes);
 };
 
 struct weft_conn {

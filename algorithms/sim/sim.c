@@ -16,7 +16,9 @@
  * schedule enforces protects it: a read of data the peer has yet to write
  * sees the wrong symbolic value, and a read of a rank that has finished
  * every lane (returned to its caller, its buffers no longer live) is an
- * error. SIGNAL and WAIT move one token through the connection's FIFO,
+ * error. A WRITE puts its value into the peer's buffer at once, with the
+ * same rule about returned peers; a peer that uses the element before the
+ * write computes with nothing. SIGNAL and WAIT move one token through the connection's FIFO,
  * ordered with its data and taking one element of room.
  *
  * The checks made before a run (buffer layout, step fields, lanes, matching
@@ -120,7 +122,7 @@ static rule_t rule_of(const weft_step_t *st, int r) {
   // SEND, COPY and RECV_REDUCE* bring this rank's operand; a REDUCE_INPUT
   // READ (no source) the peer's.
   u.remote = !(u.io & IO_SRC);
-  u.peer = (uint64_t)st->read_peer;
+  u.peer = (uint64_t)st->rem_peer;
   u.owner = u.remote ? u.peer : (uint64_t)r;
   return u;
 }
@@ -234,7 +236,7 @@ static int64_t advance(sim_t *m, int r, uint32_t l, int random) {
   int k = st->kind, n = m->n;
   fifo_t *in = has_recv(k) ? &m->fifo[(size_t)st->recv_peer * n + r] : NULL;
   fifo_t *out = has_send(k) ? &m->fifo[(size_t)r * n + st->send_peer] : NULL;
-  srank_t *P = reads_peer(k) ? &m->rk[st->read_peer] : NULL;  // a read never blocks
+  srank_t *P = touches_peer(k) ? &m->rk[st->rem_peer] : NULL;  // a read or write never blocks
   uint64_t todo = st->count - R->done[l];
   if (in && in->len < todo) todo = in->len;
   if (out && out != in && m->cfg->capacity - out->len < todo) todo = m->cfg->capacity - out->len;
@@ -260,7 +262,8 @@ static int64_t advance(sim_t *m, int r, uint32_t l, int random) {
   size_t pr = P ? P->base[st->rem_buf] + st->rem_off : 0;
   // A plain copy onto itself is skipped, as the engine does.
   int skip = st->flags == 0 &&
-             ((k == WEFT_STEP_COPY && ps == pd) || (k == WEFT_STEP_READ && P == R && pr == pd));
+             ((k == WEFT_STEP_COPY && ps == pd) || (k == WEFT_STEP_READ && P == R && pr == pd) ||
+              (k == WEFT_STEP_WRITE && P == R && pr == ps));
   rule_t u = rule_of(st, r);
   for (uint64_t e = R->done[l]; e < R->done[l] + todo && !skip; e++) {
     sval_t v, x = {0};
@@ -269,7 +272,7 @@ static int64_t advance(sim_t *m, int r, uint32_t l, int random) {
       if (++in->head == in->size) in->head = 0;
       in->len--;
     }
-    if (P) {
+    if (P && !writes_peer(k)) {
       // Reading itself, a rank's lane takes part in its own race checks.
       if (P == R && touch(m, r, l, pr + e, 0)) return -1;
       x = P->store[pr + e];
@@ -284,6 +287,10 @@ static int64_t advance(sim_t *m, int r, uint32_t l, int random) {
     if (dst) {
       if (touch(m, r, l, pd + e, 1)) return -1;
       R->store[pd + e] = v;
+    }
+    if (P && writes_peer(k)) {
+      if (P == R && touch(m, r, l, pr + e, 1)) return -1;
+      P->store[pr + e] = v;
     }
     if (out) {
       size_t tail = out->head + out->len;

@@ -17,7 +17,8 @@
 
 #include "sim_internal.h"
 
-// Buffer layout: NCCL's in-place definitions share storage for real.
+// Buffer layout: NCCL's in-place definitions share storage for real, except
+// where the engine sets the input aside first (weft_algo_stages_send).
 int weft_sim_layout_rank(sim_t *m, int r) {
   const weft_sim_config_t *c = m->cfg;
   srank_t *R = &m->rk[r];
@@ -31,7 +32,7 @@ int weft_sim_layout_rank(sim_t *m, int r) {
   }
   R->elems[WEFT_BUF_SEND] = se;
   R->elems[WEFT_BUF_RECV] = re;
-  if (c->in_place && !is_p2p(c->coll)) {
+  if (c->in_place && !is_p2p(c->coll) && !weft_algo_stages_send(c->algo, c->coll)) {
     int inside = 1;
     size_t off = weft_coll_inplace_offset(&a, &inside);
     R->base[inside ? WEFT_BUF_SEND : WEFT_BUF_RECV] = off;
@@ -93,8 +94,8 @@ static const char *step_problem(const sim_t *m, int r, const weft_step_t *st, ch
              has_recv(k) ? "a rank" : "-1 on a step that receives nothing");
     return why;
   }
-  if (reads_peer(k) && (st->read_peer < 0 || st->read_peer >= m->n)) {
-    snprintf(why, wlen, "read_peer %d is not a rank", (int)st->read_peer);
+  if (touches_peer(k) && (st->rem_peer < 0 || st->rem_peer >= m->n)) {
+    snprintf(why, wlen, "rem_peer %d is not a rank", (int)st->rem_peer);
     return why;
   }
   if (st->count == 0) return "a step of 0 elements";
@@ -119,17 +120,20 @@ static const char *step_problem(const sim_t *m, int r, const weft_step_t *st, ch
   } else if (st->dst_buf != WEFT_BUF_NONE) {
     return "names a destination it does not write";
   }
-  if (reads_peer(k) && region_bad(&m->rk[st->read_peer], st->read_peer, st->rem_buf, st->rem_off,
-                                  st->count, "remote", why, wlen))
+  if (writes_peer(k) && st->rem_buf == WEFT_BUF_SEND) return "writes a send buffer, the caller's read-only input";
+  if (touches_peer(k) && region_bad(&m->rk[st->rem_peer], st->rem_peer, st->rem_buf, st->rem_off,
+                                    st->count, "remote", why, wlen))
     return why;
   uint64_t ps = has_src(k) ? R->base[st->src_buf] + st->src_off : 0;
   uint64_t pd = has_dst(k) ? R->base[st->dst_buf] + st->dst_off : 0;
   if (has_src(k) && has_dst(k) && overlap(ps, pd, st->count))
     return "source and destination overlap without coinciding";
   // Reading itself, a rank's remote region is its own storage.
-  if (reads_peer(k) && st->read_peer == r &&
+  if (reads_peer(k) && st->rem_peer == r &&
       overlap(R->base[st->rem_buf] + st->rem_off, pd, st->count))
     return "reads its own buffer in a region overlapping the destination without coinciding";
+  if (writes_peer(k) && st->rem_peer == r && overlap(R->base[st->rem_buf] + st->rem_off, ps, st->count))
+    return "writes its own buffer in a region overlapping the source without coinciding";
   if (st->flags & ~(WEFT_STEP_REDUCE_INPUT | WEFT_STEP_FINAL | WEFT_STEP_ACCUMULATE)) {
     snprintf(why, wlen, "unknown flags 0x%x", st->flags);
     return why;

@@ -75,8 +75,9 @@ static inline int is_p2p(weft_coll_t c) { return c == WEFT_COLL_SEND || c == WEF
 
 // What each step kind does: pops its input FIFO, pushes its output FIFO,
 // reads a local operand, writes a local destination, reduces, reads a
-// peer's buffer (never blocks), moves a token instead of data (count 1).
-enum { IO_IN = 1, IO_OUT = 2, IO_SRC = 4, IO_DST = 8, IO_RED = 16, IO_READ = 32, IO_TOKEN = 64 };
+// peer's buffer (never blocks), moves a token instead of data (count 1),
+// writes a peer's buffer (never blocks).
+enum { IO_IN = 1, IO_OUT = 2, IO_SRC = 4, IO_DST = 8, IO_RED = 16, IO_READ = 32, IO_TOKEN = 64, IO_WRITE = 128 };
 static const uint8_t kind_io[WEFT_NUM_STEP_KINDS] = {
     [WEFT_STEP_SEND] = IO_OUT | IO_SRC,
     [WEFT_STEP_RECV] = IO_IN | IO_DST,
@@ -88,7 +89,8 @@ static const uint8_t kind_io[WEFT_NUM_STEP_KINDS] = {
     [WEFT_STEP_READ_REDUCE] = IO_READ | IO_SRC | IO_DST | IO_RED,
     [WEFT_STEP_SIGNAL] = IO_OUT | IO_TOKEN,
     [WEFT_STEP_WAIT] = IO_IN | IO_TOKEN,
-    [WEFT_STEP_RECV_REDUCE_COPY_SEND] = IO_IN | IO_OUT | IO_SRC | IO_DST | IO_RED};
+    [WEFT_STEP_RECV_REDUCE_COPY_SEND] = IO_IN | IO_OUT | IO_SRC | IO_DST | IO_RED,
+    [WEFT_STEP_WRITE] = IO_SRC | IO_WRITE};
 
 static inline int io(int k, int what) {
   return k >= 0 && k < WEFT_NUM_STEP_KINDS && (kind_io[k] & what);
@@ -100,6 +102,8 @@ static inline int has_dst(int k) { return io(k, IO_DST); }
 static inline int reduces(int k) { return io(k, IO_RED); }
 static inline int reads_peer(int k) { return io(k, IO_READ); }
 static inline int is_token(int k) { return io(k, IO_TOKEN); }
+static inline int writes_peer(int k) { return io(k, IO_WRITE); }
+static inline int touches_peer(int k) { return io(k, IO_READ | IO_WRITE); }
 
 // Interleaving policies of a run (sim_t.mode; -1 before the first run).
 enum { SIM_ROUND_ROBIN = 0, SIM_GREEDY, SIM_RANDOM };
@@ -114,7 +118,7 @@ typedef struct {
 
 // Rules a step can break while it runs (weft_sim_reject).
 enum {
-  SIM_READ_AFTER_RETURN = 0,  // READ*: the peer has returned; its buffers are gone
+  SIM_READ_AFTER_RETURN = 0,  // READ*, WRITE: the peer has returned; its buffers are gone
   SIM_TOKEN_MISMATCH,         // RECV popped a token, or WAIT popped data
   SIM_READ_NOTHING,           // READ*: the peer's element was never written
   SIM_NOT_OWN_INPUT,          // a local operand entering a reduction is not this rank's input

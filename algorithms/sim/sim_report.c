@@ -62,7 +62,7 @@ void weft_sim_fail(sim_t *m, const char *fmt, ...) {
 
 // "rank 3 lane 1 step 7 (RECV_REDUCE from 2, send[12..+5] -> recv[0..+5])",
 // "rank 0 lane 0 step 2 (READ_REDUCE, recv[0..+4] OP rank 1's send[0..+4] -> recv[0..+4])",
-// "rank 1 lane 0 step 9 (SIGNAL to 2)"
+// "rank 1 lane 0 step 9 (SIGNAL to 2)", "rank 0 lane 0 step 0 (WRITE, send[8..+8] -> rank 1's recv[8..+8])"
 const char *weft_sim_step_desc(char *out, size_t len, int r, uint32_t lane, uint32_t idx,
                                const weft_step_t *st) {
   sbuf_t b = {out, len, 0};
@@ -78,8 +78,8 @@ const char *weft_sim_step_desc(char *out, size_t len, int r, uint32_t lane, uint
            (unsigned long long)st->src_off, cnt);
     sep = reads_peer(k) ? " OP " : " -> ";
   }
-  if (reads_peer(k) && st->rem_buf < 3) {
-    sb_add(&b, "%srank %d's %s[%llu..+%llu]", sep, (int)st->read_peer,
+  if (touches_peer(k) && st->rem_buf < 3) {
+    sb_add(&b, "%srank %d's %s[%llu..+%llu]", sep, (int)st->rem_peer,
            weft_sim_buf_names[st->rem_buf], (unsigned long long)st->rem_off, cnt);
     sep = " -> ";
   }
@@ -140,13 +140,13 @@ int weft_sim_race(sim_t *m, int r, uint32_t l, size_t pos, int write) {
   return -1;
 }
 
-// Rank r's step `st` reads a rank that has returned to its caller.
+// Rank r's step `st` reads or writes a rank that has returned to its caller.
 static void read_after_return(sim_t *m, const char *d, int r, const weft_step_t *st) {
-  int p = st->read_peer;
+  int p = st->rem_peer;
   weft_sim_fail(m,
-                "%s: rank %d reads rank %d's %s buffer after rank %d returned (its buffers may "
+                "%s: rank %d %s rank %d's %s buffer after rank %d returned (its buffers may "
                 "already be freed; a final SIGNAL/WAIT handshake is missing?)",
-                d, r, p, weft_sim_buf_names[st->rem_buf % 3], p);
+                d, r, writes_peer(st->kind) ? "writes" : "reads", p, weft_sim_buf_names[st->rem_buf % 3], p);
 }
 
 // A broken rule of the element operations: `v` is the value the step was
@@ -169,7 +169,7 @@ int weft_sim_reject(sim_t *m, const weft_sim_at_t *at, int rule, sval_t v, sval_
       weft_sim_fail(m,
                     "%s: reads rank %d's %s[%llu], which holds nothing yet (read before rank %d "
                     "wrote it? a WAIT is missing)",
-                    d, (int)st->read_peer, rbuf, rem, (int)st->read_peer);
+                    d, (int)st->rem_peer, rbuf, rem, (int)st->rem_peer);
       break;
     case SIM_NOT_OWN_INPUT:
       weft_sim_fail(
@@ -180,8 +180,8 @@ int weft_sim_reject(sim_t *m, const weft_sim_at_t *at, int rule, sval_t v, sval_
       weft_sim_fail(m,
                     "%s: the operand read from rank %d's %s[%llu] is %s, not rank %d's own input "
                     "(overwritten before it was read, or the wrong buffer?)",
-                    d, (int)st->read_peer, rbuf, rem, weft_sim_sval_desc(b, sizeof(b), &v, m->n),
-                    (int)st->read_peer);
+                    d, (int)st->rem_peer, rbuf, rem, weft_sim_sval_desc(b, sizeof(b), &v, m->n),
+                    (int)st->rem_peer);
       break;
     case SIM_NOT_IN_PROGRESS:
       weft_sim_fail(m, "%s: accumulates into %s, which is not a partial result in progress", d,

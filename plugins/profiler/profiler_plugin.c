@@ -147,7 +147,7 @@ static void lanes_start(weft_prof_op_t *po, const weft_prof_launch_t *l, struct 
     d.proxyOp.pid = getpid();
     d.proxyOp.channelId = (uint8_t)(i > 255 ? 255 : i);
     d.proxyOp.isSend = st->send_peer >= 0;
-    d.proxyOp.peer = st->send_peer >= 0 ? st->send_peer : st->recv_peer >= 0 ? st->recv_peer : st->read_peer;
+    d.proxyOp.peer = st->send_peer >= 0 ? st->send_peer : st->recv_peer >= 0 ? st->recv_peer : st->rem_peer;
     d.proxyOp.nSteps = (int)lane->count;
     d.proxyOp.chunkSize = (int)(l->chunk_bytes > INT32_MAX ? INT32_MAX : l->chunk_bytes);
     po->lanes[i] = start(p, &d);

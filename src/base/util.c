@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "env.h"
 #include "socket.h"
@@ -21,6 +22,20 @@ int64_t weft_now_ms(void) { return weft_now_ns() / 1000000; }
 int64_t weft_timeout_ms(void) {
   int64_t s = weft_env_WEFT_TIMEOUT();
   return s <= 0 ? -1 : s * 1000;
+}
+
+// A futex wake-up costs 30-40 us on a virtual CPU that went idle, more than
+// most gaps between the steps of a collective; a rank that has a core to
+// itself polls through them. Ranks that share cores poll briefly, so the one
+// with work gets the core.
+#define SPIN_OWN_CORE_NS 1000000
+#define SPIN_SHARED_CORE_NS 20000
+
+int64_t weft_spin_ns(int sharers) {
+  int64_t set = weft_env_WEFT_SPIN_NS();
+  if (set >= 0) return set;
+  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  return sharers > 0 && cpus > 0 && sharers <= cpus ? SPIN_OWN_CORE_NS : SPIN_SHARED_CORE_NS;
 }
 
 uint64_t weft_hash_bytes(const void *data, size_t len) {

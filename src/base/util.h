@@ -1,6 +1,6 @@
 /*
  * util.h — small helpers shared by the core: clocks, hashing, the global
- * timeout, constant-time comparison, the spin-wait pause.
+ * timeout, the spin budget, constant-time comparison, the spin-wait pause.
  */
 #ifndef WEFT_UTIL_H
 #define WEFT_UTIL_H
@@ -12,6 +12,10 @@ int64_t weft_now_ms(void);   // monotonic
 int64_t weft_now_ns(void);   // monotonic
 // WEFT_TIMEOUT in milliseconds; -1 means "never" (as the socket calls take it).
 int64_t weft_timeout_ms(void);
+// How long a rank waiting for `sharers` ranks of its host polls before it
+// sleeps: WEFT_SPIN_NS, or with -1 a long poll while they fit on the online
+// CPUs and a short one when they outnumber them (0 sharers: not known).
+int64_t weft_spin_ns(int sharers);
 uint64_t weft_hash_bytes(const void *data, size_t len);  // FNV-1a 64
 int weft_consttime_eq(const void *a, const void *b, size_t len);
 // "ip:port" of the socket's peer ("?" when unknown).

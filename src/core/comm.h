@@ -53,6 +53,7 @@ struct ncclComm {
   int *host_of;            // [nranks]: host index of each rank (hosts numbered by their first rank)
   int nhosts;
   int local_rank, local_size;  // this rank among the ranks of its host
+  int64_t spin_ns;         // how long a waiting call polls before it sleeps (weft_spin_ns of local_size)
 
   pthread_mutex_t lock;    // seq and ticket issue, premul table, registrations
   uint64_t coll_seq;       // sequence number of the next collective launched

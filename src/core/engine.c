@@ -53,13 +53,14 @@ static void copy_out(const weft_op_t *op, char *dst, const char *src, size_t byt
   else memcpy(dst, src, bytes);
 }
 
-// READ / READ_REDUCE: data crosses once, from the peer's buffer. Returns 1
-// when the step ran (or failed), 0 while the peer has not launched the call.
-static int read_step(weft_op_t *op, const weft_step_t *st, weft_lane_state_t *ls) {
+// READ / READ_REDUCE / WRITE: data crosses once, from or into the peer's
+// buffer. Returns 1 when the step ran (or failed), 0 while the peer has not
+// launched the call.
+static int single_copy_step(weft_op_t *op, const weft_step_t *st, weft_lane_state_t *ls) {
   struct ncclComm *comm = op->comm;
-  int p = st->read_peer;
+  int p = st->rem_peer;
   size_t es = op->esize, bytes = st->count * es;
-  const char *near = NULL;  // the operand, when this process can address it
+  char *near = NULL;  // the peer's region, when this process can address it
   uint64_t far = 0;
   if (p == comm->rank) {
     near = op_buffer(op, st->rem_buf) + st->rem_off * es;
@@ -67,13 +68,17 @@ static int read_step(weft_op_t *op, const weft_step_t *st, weft_lane_state_t *ls
     int v = weft_mismatch_verify_peer(op, p);
     if (v != 1) return v < 0;
     far = op->peer_buf[2 * p + (st->rem_buf == WEFT_BUF_RECV)] + st->rem_off * es;
-    if (comm->bs.peers[p].pid == comm->bs.peers[comm->rank].pid) near = (const char *)(uintptr_t)far;
+    if (comm->bs.peers[p].pid == comm->bs.peers[comm->rank].pid) near = (char *)(uintptr_t)far;
   }
   weft_conn_t *c = weft_comm_conn(comm, WEFT_CLASS_COLL, 0, p);
   char *dst = op_buffer(op, st->dst_buf) + st->dst_off * es;
   int final = (st->flags & WEFT_STEP_FINAL) != 0;
   ncclResult_t res = ncclSuccess;
-  if (st->kind == WEFT_STEP_READ) {
+  if (st->kind == WEFT_STEP_WRITE) {
+    const char *src = op_buffer(op, st->src_buf) + st->src_off * es;
+    if (near == NULL) res = c->tp->write(c, far, src, bytes);
+    else if (near != src) memmove(near, src, bytes);
+  } else if (st->kind == WEFT_STEP_READ) {
     if (near == NULL) res = c->tp->read(c, dst, far, bytes);
     else if (near != dst) memmove(dst, near, bytes);
     if (res == ncclSuccess && op->has_op && (st->flags & WEFT_STEP_REDUCE_INPUT) && weft_redop_transforms(&op->redop))
@@ -100,8 +105,8 @@ static int read_step(weft_op_t *op, const weft_step_t *st, weft_lane_state_t *ls
   }
   if (res != ncclSuccess) {
     char reason[200];
-    snprintf(reason, sizeof(reason), "rank %d could not read rank %d's buffer in %s #%" PRIu64, comm->rank, p,
-             weft_coll_name(op->args.coll), op->seq);
+    snprintf(reason, sizeof(reason), "rank %d could not %s rank %d's buffer in %s #%" PRIu64, comm->rank,
+             st->kind == WEFT_STEP_WRITE ? "write" : "read", p, weft_coll_name(op->args.coll), op->seq);
     WARN("%s", reason);
     weft_op_fail(op, ncclRemoteError, reason);
     return 1;
@@ -185,8 +190,8 @@ static int copies_in(const weft_step_t *st) { return st->kind == WEFT_STEP_RECV 
 // Messages a step receives from its recv_peer: one per slot of its count,
 // one token for WAIT, none for the others.
 static int receives_chunks(const weft_step_t *st) {
-  return st->recv_peer >= 0 && st->kind != WEFT_STEP_WAIT && st->kind != WEFT_STEP_READ &&
-         st->kind != WEFT_STEP_READ_REDUCE && st->kind != WEFT_STEP_SIGNAL;
+  return st->recv_peer >= 0 && st->kind != WEFT_STEP_WAIT && !weft_step_touches_peer(st) &&
+         st->kind != WEFT_STEP_SIGNAL;
 }
 
 // Tell rc's transport where the lane's coming messages from rc's peer go,
@@ -232,7 +237,7 @@ static int step_progress(weft_op_t *op, const weft_lane_t *lane, const weft_step
     return 0;
   if (rc != NULL && atomic_load_explicit(&rc->served, memory_order_acquire) != (uint64_t)op->recv_ticket[rc->peer])
     return 0;
-  if (st->kind == WEFT_STEP_READ || st->kind == WEFT_STEP_READ_REDUCE) return read_step(op, st, ls);
+  if (weft_step_touches_peer(st)) return single_copy_step(op, st, ls);
   if (st->kind == WEFT_STEP_SIGNAL || st->kind == WEFT_STEP_WAIT) return token_step(op, sc, rc, ls);
 
   size_t es = op->esize;
@@ -379,7 +384,7 @@ ncclResult_t weft_op_launch(weft_op_t *op) {
     const weft_step_t *st = &op->sched.steps[i];
     if (st->send_peer >= 0) op->send_ticket[st->send_peer] = 0;
     if (st->recv_peer >= 0) op->recv_ticket[st->recv_peer] = 0;
-    if (st->kind == WEFT_STEP_READ || st->kind == WEFT_STEP_READ_REDUCE) op->reads = 1;
+    if (weft_step_touches_peer(st)) op->reads = 1;
   }
   if (op->reads && (op->peer_buf = calloc((size_t)n * 2, sizeof(uint64_t))) == NULL) return ncclSystemError;
   op->check = op->cls == WEFT_CLASS_COLL && weft_env_WEFT_CHECK_MISMATCH() != 0;
@@ -390,6 +395,16 @@ ncclResult_t weft_op_launch(weft_op_t *op) {
   size_t rbytes = weft_coll_recv_elems(&op->args) * op->esize, sbytes = weft_coll_send_elems(&op->args) * op->esize;
   int overlap = sb != 0 && rb != 0 && rb < sb + sbytes && sb < rb + rbytes;
   op->nt = nt_min > 0 && rbytes >= (uint64_t)nt_min && !overlap;
+  // Peers write into this rank's output as soon as they see its descriptor;
+  // in place, the input they would overwrite is set aside before that.
+  if (overlap && weft_algo_stages_send(op->algo, op->args.coll)) {
+    if ((op->send_copy = malloc(sbytes)) == NULL) {
+      WARN("out of memory setting aside %zu bytes of %s input", sbytes, weft_coll_name(op->args.coll));
+      return ncclSystemError;
+    }
+    memcpy(op->send_copy, op->sendbuff, sbytes);
+    op->sendbuff = op->send_copy;
+  }
   op->lanes_left = 0;
   for (uint32_t l = 0; l < op->sched.nlanes; l++) op->lanes_left += op->sched.lanes[l].count > 0;
   if (op->lanes_left == 0) {
@@ -442,7 +457,7 @@ static int dead_peer_waited_on(const weft_op_t *op, const weft_segment_t *seg) {
     if (op->lanes[l].cursor >= lane->count) continue;
     open_lanes++;
     const weft_step_t *st = &op->sched.steps[lane->first + op->lanes[l].cursor];
-    const int peers[3] = {st->recv_peer, st->send_peer, st->read_peer};
+    const int peers[3] = {st->recv_peer, st->send_peer, st->rem_peer};
     for (int i = 0; i < 3; i++)
       if (weft_segment_peer_dead(seg, peers[i])) return peers[i];
   }
@@ -470,7 +485,8 @@ ncclResult_t weft_engine_run(weft_op_t **ops, int nops) {
     if (i == 0) single = ops[i]->comm;
     else if (ops[i]->comm != single) single = NULL;
   }
-  int64_t spin_ns = weft_env_WEFT_SPIN_NS(), timeout_ms = weft_timeout_ms();
+  int64_t spin_ns = INT64_MAX, timeout_ms = weft_timeout_ms();
+  for (int i = 0; i < nops; i++) spin_ns = WEFT_MIN(spin_ns, ops[i]->comm->spin_ns);
   int64_t idle_since = 0;
   unsigned spins = 0;
   while (remaining > 0) {

@@ -54,10 +54,11 @@ typedef struct weft_op {
   int check;               // compare descriptors and slot tags (WEFT_CHECK_MISMATCH)
   uint32_t tag;            // collectives: a hash of seq and the call, sent with every slot
   int nt;                  // write the output with non-temporal stores (WEFT_NT_MIN_BYTES)
-  int reads;               // the schedule reads peer memory (READ steps)
+  int reads;               // the schedule reads or writes peer memory (READ*, WRITE steps)
   uint64_t *peer_buf;      // reads: per peer, its sendbuff and recvbuff addresses
   char *scratch;           // reads: a peer's operand on its way into a reduction
   size_t scratch_bytes;
+  char *send_copy;         // in place, where weft_algo_stages_send: the send buffer set aside (sendbuff points here)
   weft_lane_state_t *lanes;
   uint32_t lanes_left;
   int state;

@@ -34,7 +34,7 @@ void weft_engine_stuck_state(const weft_op_t *op, char *peers, size_t len, uint6
     }
     if (op->lanes[l].cursor >= lane->count) continue;
     const weft_step_t *st = &op->sched.steps[lane->first + op->lanes[l].cursor];
-    int peer = st->recv_peer >= 0 ? st->recv_peer : st->send_peer >= 0 ? st->send_peer : st->read_peer;
+    int peer = st->recv_peer >= 0 ? st->recv_peer : st->send_peer >= 0 ? st->send_peer : st->rem_peer;
     if (*first_peer < 0) *first_peer = peer;
     if (peer < 0 || used + 16 >= len) continue;
     used += (size_t)snprintf(peers + used, len - used, "%s%d", listed++ ? ", " : "", peer);

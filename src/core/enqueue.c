@@ -199,7 +199,8 @@ static ncclResult_t enqueue_checked(weft_coll_t coll, const void *sendbuff, void
   weft_tuner_params_t tp = {.slot_bytes = comm->tv.slot_bytes, .nslots = comm->tv.nslots,
                             .oneshot_max = (size_t)weft_env_WEFT_ONESHOT_MAX_BYTES(),
                             .can_read = comm->tv.can_read,
-                            .read_min = (size_t)weft_env_WEFT_READ_MIN_BYTES(),
+                            // device buffers travel through staging: single copy only when asked
+                            .read_min = on_device ? 0 : weft_env_WEFT_READ_MIN_BYTES(),
                             .algo_spec = weft_env_NCCL_ALGO(),
                             .proto_spec = weft_env_NCCL_PROTO(),
                             .ll_max = WEFT_SMALL_MAX_BYTES};

@@ -47,6 +47,7 @@ void weft_op_free(weft_op_t *op) {
   free(op->send_ticket);  // the block that also holds recv_ticket, lanes, expect and verified
   free(op->peer_buf);
   free(op->scratch);
+  free(op->send_copy);
   if (!cache_ok || pthread_getspecific(cache_key) != NULL) {
     free_fully(op);
     return;

@@ -377,7 +377,7 @@ int weft_small_try(weft_op_t *op, ncclResult_t *res) {
   atomic_fetch_add(&comm->inflight, 1);
   op->counted = 1;  // weft_op_free gives it back
 
-  waiter_t w = {.op = op, .spin_ns = weft_env_WEFT_SPIN_NS(), .timeout_ms = weft_timeout_ms()};
+  waiter_t w = {.op = op, .spin_ns = comm->spin_ns, .timeout_ms = weft_timeout_ms()};
   if (!weft_op_fail_if_aborted(op)) {  // a failed communicator runs nothing, as in the engine
     switch (op->args.coll) {
       case WEFT_COLL_ALLREDUCE: allreduce_run(&w, bytes); break;

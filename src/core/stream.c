@@ -77,7 +77,7 @@ ncclResult_t weft_stream_resolve(cudaStream_t stream, const char *api, weft_stre
 // Out of work, the worker polls for a while before it sleeps: a caller that
 // issues calls back to back then hands them over without a wake-up.
 static void spin_for_work(weft_stream_t *s) {
-  int64_t spin_ns = weft_env_WEFT_SPIN_NS(), start = weft_now_ns();
+  int64_t spin_ns = weft_spin_ns(0), start = weft_now_ns();
   for (unsigned i = 1; atomic_load_explicit(&s->pending, memory_order_acquire) == 0; i++) {
     if ((i & 15) == 0 && weft_now_ns() - start >= spin_ns) return;
     if ((i & 127) == 0) sched_yield();

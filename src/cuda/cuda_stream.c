@@ -497,7 +497,7 @@ ncclResult_t weft_cuda_batch_queue(weft_cuda_gate_t *gate, weft_op_t **ops, int 
 
 void weft_cuda_gate_wait(const weft_cuda_gate_t *g, weft_op_t **ops, int nops) {
   _Atomic uint32_t *reached = &g->chan->flags[FLAG_REACHED];
-  int64_t start = weft_now_ns(), spin_ns = weft_env_WEFT_SPIN_NS(), nap = 1000;
+  int64_t start = weft_now_ns(), spin_ns = weft_spin_ns(0), nap = 1000;
   int64_t warn_at = weft_timeout_ms() > 0 ? start + weft_timeout_ms() * 1000000 : 0;
   int spinning = 1;  // for WEFT_SPIN_NS, then naps of 1 µs doubling up to 200 µs
   for (unsigned i = 0; !weft_cyclic_ge(atomic_load_explicit(reached, memory_order_acquire), g->k); i++) {

@@ -701,7 +701,7 @@ static algo_param_t algo_params[] = {
     {"allreduce:ring", 1u << ALLREDUCE, 0},
     {"allreduce:oneshot", 1u << ALLREDUCE, 0},
     {"read", (1u << ALLREDUCE) | (1u << REDUCESCATTER) | (1u << ALLGATHER) | (1u << BROADCAST) |
-                 (1u << BCAST) | (1u << REDUCE), 0},
+                 (1u << BCAST) | (1u << REDUCE) | (1u << ALLTOALL), 0},
     {"allreduce:tree", 1u << ALLREDUCE, SOME_DTYPES},
     {"allreduce:recursive", 1u << ALLREDUCE, SOME_DTYPES},
     {"allreduce:rabenseifner", 1u << ALLREDUCE, SOME_DTYPES},

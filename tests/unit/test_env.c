@@ -17,6 +17,7 @@
 
 #include "debug.h"
 #include "env.h"
+#include "util.h"
 
 // Run fn with stdout sent to a temporary file; return what it printed (malloc'd).
 static char *capture_stdout(void (*fn)(void)) {
@@ -93,10 +94,10 @@ Test(env, parse_int_rejects_garbage, .timeout = 10) {
 Test(env, int_knob_is_cached_until_reset, .timeout = 10) {
   unsetenv("WEFT_SPIN_NS");
   weft_env_reset();
-  cr_assert_eq(weft_env_WEFT_SPIN_NS(), 20000, "default when unset");
+  cr_assert_eq(weft_env_WEFT_SPIN_NS(), -1, "default when unset");
 
   setenv("WEFT_SPIN_NS", "123", 1);
-  cr_assert_eq(weft_env_WEFT_SPIN_NS(), 20000, "value is cached: setenv alone changes nothing");
+  cr_assert_eq(weft_env_WEFT_SPIN_NS(), -1, "value is cached: setenv alone changes nothing");
   weft_env_reset();
   cr_assert_eq(weft_env_WEFT_SPIN_NS(), 123);
 
@@ -107,7 +108,26 @@ Test(env, int_knob_is_cached_until_reset, .timeout = 10) {
 
   setenv("WEFT_SPIN_NS", "", 1);  // empty counts as unset
   weft_env_reset();
-  cr_assert_eq(weft_env_WEFT_SPIN_NS(), 20000);
+  cr_assert_eq(weft_env_WEFT_SPIN_NS(), -1);
+}
+
+// WEFT_SPIN_NS=-1: poll long while the host's ranks have a core each, briefly once they share.
+Test(env, spin_budget_follows_cores_unless_set, .timeout = 10) {
+  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  unsetenv("WEFT_SPIN_NS");
+  weft_env_reset();
+  cr_expect_eq(weft_spin_ns(1), 1000000, "one rank per core polls 1 ms");
+  cr_expect_eq(weft_spin_ns((int)cpus), 1000000, "as many ranks as CPUs still poll long");
+  cr_expect_eq(weft_spin_ns((int)cpus + 1), 20000, "oversubscribed ranks poll 20 us");
+  cr_expect_eq(weft_spin_ns(0), 20000, "unknown sharers poll briefly");
+  setenv("WEFT_SPIN_NS", "0", 1);
+  weft_env_reset();
+  cr_expect_eq(weft_spin_ns(1), 0, "a set value wins");
+  setenv("WEFT_SPIN_NS", "5000", 1);
+  weft_env_reset();
+  cr_expect_eq(weft_spin_ns((int)cpus + 1), 5000);
+  unsetenv("WEFT_SPIN_NS");
+  weft_env_reset();
 }
 
 Test(env, garbage_int_falls_back_to_default_with_warning, .timeout = 10) {

@@ -294,10 +294,10 @@ Test(schedule_names, names_and_support, .timeout = 10) {
   cr_assert_str_eq(weft_step_kind_name(99), "?");
   // Algorithms per collective: ring/chain/direct for everything, plus one hop,
   // tree, recursive doubling, Rabenseifner and hier for AllReduce, and
-  // single-copy reads for the five read-friendly collectives.
+  // single-copy schedules for the six collectives they serve.
   static const int expected[WEFT_NUM_COLLS] = {
       [WEFT_COLL_ALLREDUCE] = 7, [WEFT_COLL_BROADCAST] = 2, [WEFT_COLL_REDUCE] = 2, [WEFT_COLL_ALLGATHER] = 2,
-      [WEFT_COLL_REDUCESCATTER] = 2, [WEFT_COLL_ALLTOALL] = 1, [WEFT_COLL_GATHER] = 1, [WEFT_COLL_SCATTER] = 1,
+      [WEFT_COLL_REDUCESCATTER] = 2, [WEFT_COLL_ALLTOALL] = 2, [WEFT_COLL_GATHER] = 1, [WEFT_COLL_SCATTER] = 1,
       [WEFT_COLL_SEND] = 1, [WEFT_COLL_RECV] = 1};
   int ops = 0;
   for (int c = 0; c < WEFT_NUM_COLLS; c++) {

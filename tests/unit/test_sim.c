@@ -574,7 +574,7 @@ static void rd_add(weft_schedule_t *s, int kind, int peer, uint8_t flags, uint64
   if (kind == WEFT_STEP_SIGNAL) st.send_peer = peer;
   if (kind == WEFT_STEP_WAIT) st.recv_peer = peer;
   if (kind == WEFT_STEP_READ || kind == WEFT_STEP_READ_REDUCE) {
-    st.read_peer = peer;
+    st.rem_peer = peer;
     st.rem_buf = (flags & WEFT_STEP_REDUCE_INPUT) || kind == WEFT_STEP_READ_REDUCE ? WEFT_BUF_SEND
                                                                                    : WEFT_BUF_RECV;
     st.rem_off = off;
@@ -730,7 +730,7 @@ static void mutate_first(const weft_coll_args_t *a, weft_schedule_t *s, void *ar
   weft_step_t *st = &s->steps[0];
   if (patch->kind) st->kind = patch->kind;
   if (patch->flags) st->flags = patch->flags;
-  if (patch->read_peer) st->read_peer = patch->read_peer;
+  if (patch->rem_peer) st->rem_peer = patch->rem_peer;
   if (patch->rem_off) st->rem_off = patch->rem_off;
   if (patch->count) st->count = patch->count;
   if (patch->dst_buf) st->dst_buf = patch->dst_buf;
@@ -759,7 +759,7 @@ static void rd_expect_malformed(weft_step_t patch, const char *needle) {
 
 Test(sim_read, malformed_steps, .timeout = 10) {
   // Rank 1's first step is READ self send[4..+4] -> recv[4..+4], REDUCE_INPUT.
-  rd_expect_malformed((weft_step_t){.read_peer = 3}, "read_peer 3 is not a rank");
+  rd_expect_malformed((weft_step_t){.rem_peer = 3}, "rem_peer 3 is not a rank");
   rd_expect_malformed((weft_step_t){.rem_off = 9}, "remote region send[9..+4] exceeds");
   rd_expect_malformed((weft_step_t){.dst_buf = WEFT_BUF_SEND}, "writes the send buffer");
   rd_expect_malformed((weft_step_t){.rem_off = 6}, "overlapping the destination");
@@ -809,7 +809,7 @@ static ncclResult_t rd_gather_build(const weft_coll_args_t *a, weft_algo_t algo,
     weft_step_t st = {0};
     st.kind = WEFT_STEP_READ;
     st.send_peer = st.recv_peer = -1;
-    st.read_peer = q;
+    st.rem_peer = q;
     st.rem_buf = WEFT_BUF_SEND;
     st.dst_buf = WEFT_BUF_RECV;
     st.dst_off = (uint64_t)q * a->count;
@@ -842,4 +842,85 @@ Test(sim_read, allgather_by_reads, .timeout = 10) {
       }
     }
   }
+}
+
+// Broadcast by writes: the root copies its own buffer, WRITEs the whole
+// message into every receiver and SIGNALs it; a receiver WAITs for that.
+// Each defect breaks one rule of writing into a peer.
+// WR_NO_WAIT drops the handshake, WR_TO_SEND aims at a send buffer,
+// WR_EARLY_SIGNAL sends the token before the data.
+typedef enum { WR_NONE = 0, WR_NO_WAIT, WR_TO_SEND, WR_EARLY_SIGNAL } wr_bug_t;
+
+static ncclResult_t wr_broadcast_build(const weft_coll_args_t *a, weft_algo_t algo, weft_schedule_t *s,
+                                       void *ctx) {
+  (void)algo;
+  wr_bug_t bug = *(const wr_bug_t *)ctx;
+  int n = a->nranks, root = a->root;
+  if (a->rank != root) {
+    if (bug != WR_NO_WAIT) rd_add(s, WEFT_STEP_WAIT, root, 0, 0, 1);
+    return ncclSuccess;
+  }
+  weft_step_t own = {0};
+  own.kind = WEFT_STEP_READ;
+  own.send_peer = own.recv_peer = -1;
+  own.rem_peer = root;
+  own.rem_buf = WEFT_BUF_SEND;
+  own.dst_buf = WEFT_BUF_RECV;
+  own.count = a->count;
+  cr_assert_eq(weft_schedule_add(s, &own), ncclSuccess);
+  if (bug == WR_EARLY_SIGNAL)
+    for (int k = 1; k < n; k++) rd_add(s, WEFT_STEP_SIGNAL, (root + k) % n, 0, 0, 1);
+  for (int k = 1; k < n; k++) {
+    weft_step_t st = {0};
+    st.kind = WEFT_STEP_WRITE;
+    st.send_peer = st.recv_peer = -1;
+    st.rem_peer = (root + k) % n;
+    st.src_buf = WEFT_BUF_SEND;
+    st.rem_buf = bug == WR_TO_SEND ? WEFT_BUF_SEND : WEFT_BUF_RECV;
+    st.count = a->count;
+    cr_assert_eq(weft_schedule_add(s, &st), ncclSuccess);
+  }
+  if (bug != WR_EARLY_SIGNAL && bug != WR_NO_WAIT)
+    for (int k = 1; k < n; k++) rd_add(s, WEFT_STEP_SIGNAL, (root + k) % n, 0, 0, 1);
+  return ncclSuccess;
+}
+
+static ncclResult_t wr_run(wr_bug_t bug, int n, size_t count, int root, int in_place, char *err, size_t errlen) {
+  weft_sim_config_t c = config(WEFT_COLL_BROADCAST, WEFT_ALGO_READ, n, count, count ? count : 1);
+  c.capacity = c.slice;
+  c.root = root;
+  c.in_place = in_place;
+  c.random_runs = 8;
+  c.build = wr_broadcast_build;
+  c.build_ctx = &bug;
+  return weft_sim_run(&c, err, errlen);
+}
+
+Test(sim_write, broadcast_by_writes_passes, .timeout = 10) {
+  char err[2048];
+  for (int n = 1; n <= 6; n++)
+    for (int ip = 0; ip < 2; ip++)
+      cr_assert_eq(wr_run(WR_NONE, n, 7, n - 1, ip, err, sizeof(err)), ncclSuccess, "%s", err);
+}
+
+Test(sim_write, write_after_peer_returned, .timeout = 10) {
+  char err[2048];
+  cr_assert_eq(wr_run(WR_NO_WAIT, 3, 7, 0, 0, err, sizeof(err)), ncclInternalError, "%s", err);
+  cr_assert(strstr(err, "(WRITE, send[0..+7] -> rank ") && strstr(err, "writes rank") &&
+                strstr(err, "returned"),
+            "%s", err);
+}
+
+Test(sim_write, write_into_send_buffer, .timeout = 10) {
+  char err[2048];
+  cr_assert_eq(wr_run(WR_TO_SEND, 2, 7, 0, 0, err, sizeof(err)), ncclInternalError, "%s", err);
+  cr_assert(strstr(err, "writes a send buffer"), "%s", err);
+}
+
+// The token overtakes the data: a receiver may return (and in the
+// simulator does, in some interleaving) before the root's WRITE lands.
+Test(sim_write, signal_before_write, .timeout = 10) {
+  char err[2048];
+  cr_assert_eq(wr_run(WR_EARLY_SIGNAL, 2, 7, 0, 0, err, sizeof(err)), ncclInternalError, "%s", err);
+  cr_assert(strstr(err, "returned"), "%s", err);
 }

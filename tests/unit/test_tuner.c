@@ -60,10 +60,12 @@ Test(tuner, chooses_the_protocol_by_size_and_honours_nccl_proto, .timeout = 10) 
 
 static int can_read;  // what the transport offers in the current test
 
+static int64_t read_min = 262144;  // WEFT_READ_MIN_BYTES in the current test
+
 static ncclResult_t choose(const char *spec, weft_coll_t coll, int n, size_t count, weft_algo_t *algo,
                            size_t *slice) {
   weft_tuner_params_t p = {.slot_bytes = 65536, .nslots = 8, .oneshot_max = 16384, .algo_spec = spec,
-                           .can_read = can_read, .read_min = 262144};
+                           .can_read = can_read, .read_min = read_min};
   weft_coll_args_t a = {.coll = coll, .nranks = n, .rank = 0, .count = count};
   ncclResult_t res = weft_tuner_choose(&p, &a, 4, algo);
   *slice = a.slice;
@@ -101,12 +103,42 @@ Test(tuner, single_copy_for_large_calls_when_memory_is_reachable, .timeout = 10)
   cr_assert_eq(choose(NULL, WEFT_COLL_ALLREDUCE, 2, 16384, &algo, &slice), ncclSuccess);
   cr_expect_eq(algo, WEFT_ALGO_RING, "between one hop and the single-copy threshold the ring runs");
   cr_assert_eq(choose(NULL, WEFT_COLL_ALLTOALL, 2, 1 << 20, &algo, &slice), ncclSuccess);
-  cr_expect_eq(algo, WEFT_ALGO_DIRECT, "AlltoAll has no single-copy schedule");
+  cr_expect_eq(algo, WEFT_ALGO_READ, "AlltoAll pushes its blocks");
+  cr_assert_eq(choose(NULL, WEFT_COLL_GATHER, 2, 1 << 20, &algo, &slice), ncclSuccess);
+  cr_expect_eq(algo, WEFT_ALGO_DIRECT, "Gather has no single-copy schedule");
   cr_assert_eq(choose("^read", WEFT_COLL_ALLGATHER, 2, 1 << 20, &algo, &slice), ncclSuccess);
   cr_expect_eq(algo, WEFT_ALGO_RING);
   cr_assert_eq(choose("read", WEFT_COLL_BROADCAST, 2, 16, &algo, &slice), ncclSuccess);
   cr_expect_eq(algo, WEFT_ALGO_READ, "NCCL_ALGO forces single copy for small calls too");
   can_read = 0;
+}
+
+// WEFT_READ_MIN_BYTES=-1: each collective's measured threshold (counts of 4-byte elements).
+Test(tuner, single_copy_thresholds_by_collective, .timeout = 10) {
+  weft_algo_t algo;
+  size_t slice;
+  can_read = 1;
+  read_min = -1;
+  cr_assert_eq(choose(NULL, WEFT_COLL_BROADCAST, 2, 65536 / 4, &algo, &slice), ncclSuccess);
+  cr_expect_eq(algo, WEFT_ALGO_READ, "Broadcast of 64 KiB: single copy");
+  cr_assert_eq(choose(NULL, WEFT_COLL_BROADCAST, 2, 32768 / 4, &algo, &slice), ncclSuccess);
+  cr_expect_eq(algo, WEFT_ALGO_CHAIN, "Broadcast of 32 KiB: the chain");
+  cr_assert_eq(choose(NULL, WEFT_COLL_ALLGATHER, 4, 16384 / 4, &algo, &slice), ncclSuccess);
+  cr_expect_eq(algo, WEFT_ALGO_READ, "AllGather of 16 KiB per rank: single copy");
+  cr_assert_eq(choose(NULL, WEFT_COLL_ALLGATHER, 4, 8192 / 4, &algo, &slice), ncclSuccess);
+  cr_expect_eq(algo, WEFT_ALGO_RING);
+  cr_assert_eq(choose(NULL, WEFT_COLL_ALLTOALL, 2, 32768 / 4, &algo, &slice), ncclSuccess);
+  cr_expect_eq(algo, WEFT_ALGO_READ, "AlltoAll of 32 KiB blocks: single copy");
+  cr_assert_eq(choose(NULL, WEFT_COLL_ALLTOALL, 2, 16384 / 4, &algo, &slice), ncclSuccess);
+  cr_expect_eq(algo, WEFT_ALGO_DIRECT);
+  cr_assert_eq(choose(NULL, WEFT_COLL_ALLREDUCE, 2, 1 << 24, &algo, &slice), ncclSuccess);
+  cr_expect_eq(algo, WEFT_ALGO_RING, "AllReduce folds in the ring at every size");
+  cr_assert_eq(choose(NULL, WEFT_COLL_REDUCESCATTER, 2, 1 << 24, &algo, &slice), ncclSuccess);
+  cr_expect_eq(algo, WEFT_ALGO_RING);
+  can_read = 0;
+  cr_assert_eq(choose(NULL, WEFT_COLL_BROADCAST, 2, 1 << 24, &algo, &slice), ncclSuccess);
+  cr_expect_eq(algo, WEFT_ALGO_CHAIN, "no single copy where peers' memory is out of reach");
+  read_min = 262144;
 }
 
 Test(tuner, parses_the_multi_host_algorithms, .timeout = 10) {

@@ -634,4 +634,5 @@ const weft_transport_t weft_net_transport = {
     .recv_landed = net_recv_landed,
     .quiesce = net_quiesce,
     .read = NULL,
+    .write = NULL,
 };

@@ -93,21 +93,23 @@ typedef struct {
   uint64_t seg_bytes;
 } seg_card_t;
 
-// Copy from another process with cross-memory attach, or plainly within ours.
-static ncclResult_t read_pid(pid_t pid, void *dst, uint64_t remote, size_t bytes) {
+// Copy between our `local` and another process's `remote` with cross-memory
+// attach (write: ours into theirs), or plainly within our own process.
+static ncclResult_t cross_copy(pid_t pid, void *local, uint64_t remote, size_t bytes, int write) {
   if (pid == getpid()) {
-    memcpy(dst, (const void *)(uintptr_t)remote, bytes);
+    if (write) memcpy((void *)(uintptr_t)remote, local, bytes);
+    else memcpy(local, (const void *)(uintptr_t)remote, bytes);
     return ncclSuccess;
   }
   size_t done = 0;
   while (done < bytes) {
-    struct iovec local = {(char *)dst + done, bytes - done};
+    struct iovec near = {(char *)local + done, bytes - done};
     struct iovec far = {(void *)(uintptr_t)(remote + done), bytes - done};
-    ssize_t got = process_vm_readv(pid, &local, 1, &far, 1, 0);
+    ssize_t got = write ? process_vm_writev(pid, &near, 1, &far, 1, 0) : process_vm_readv(pid, &near, 1, &far, 1, 0);
     if (got < 0 && errno == EINTR) continue;
     if (got <= 0) {
-      WARN("reading %zu bytes from process %d failed: %s", bytes - done, (int)pid,
-           got < 0 ? strerror(errno) : "nothing read (did the peer exit?)");
+      WARN("%s %zu bytes %s process %d failed: %s", write ? "writing" : "reading", bytes - done,
+           write ? "to" : "from", (int)pid, got < 0 ? strerror(errno) : "nothing moved (did the peer exit?)");
       return ncclRemoteError;
     }
     done += (size_t)got;
@@ -266,7 +268,11 @@ static void shm_recv_release(weft_conn_t *c) {
 }
 
 static ncclResult_t shm_read(weft_conn_t *c, void *dst, uint64_t remote, size_t bytes) {
-  return read_pid(((shm_conn_t *)c->priv)->peer_pid, dst, remote, bytes);
+  return cross_copy(((shm_conn_t *)c->priv)->peer_pid, dst, remote, bytes, 0);
+}
+
+static ncclResult_t shm_write(weft_conn_t *c, uint64_t remote, const void *src, size_t bytes) {
+  return cross_copy(((shm_conn_t *)c->priv)->peer_pid, (void *)(uintptr_t)src, remote, bytes, 1);
 }
 
 const weft_transport_t weft_shm_transport = {
@@ -279,4 +285,5 @@ const weft_transport_t weft_shm_transport = {
     .recv_slot = shm_recv_slot,
     .recv_release = shm_recv_release,
     .read = shm_read,
+    .write = shm_write,
 };
