@@ -373,7 +373,7 @@ int weft_small_try(weft_op_t *op, ncclResult_t *res) {
   op->check = weft_env_WEFT_CHECK_MISMATCH() != 0;
   op->tag = op->check ? weft_mismatch_tag(op) : 0;
   weft_mismatch_publish(op);
-  weft_engine_publish(op, WEFT_STATUS_RUNNING, -1, 0, 0, 0);
+  // No RUNNING status: a call that waits past its spin publishes WAITING (check_idle), and every one IDLE.
   atomic_fetch_add(&comm->inflight, 1);
   op->counted = 1;  // weft_op_free gives it back
 
