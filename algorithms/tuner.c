@@ -78,6 +78,7 @@ weft_proto_t weft_tuner_proto(const weft_tuner_params_t *p, const weft_coll_args
   int carried = (args->coll == WEFT_COLL_ALLREDUCE && algo == WEFT_ALGO_ONESHOT) ||
                 (args->coll == WEFT_COLL_BROADCAST && algo == WEFT_ALGO_CHAIN) ||
                 (args->coll == WEFT_COLL_ALLGATHER && algo == WEFT_ALGO_RING) ||
+                (args->coll == WEFT_COLL_REDUCESCATTER && algo == WEFT_ALGO_RING) ||
                 (args->coll == WEFT_COLL_ALLTOALL && algo == WEFT_ALGO_DIRECT);
   if (!carried || args->count * esize > p->ll_max) return WEFT_PROTO_SIMPLE;
   unsigned masks[WEFT_NUM_COLLS];

@@ -26,7 +26,7 @@
  *
  * Protocols, as NCCL_PROTO names them: weft has two. LL is the
  * small-message path (src/core/small.c): a one-hop AllReduce, chain
- * Broadcast, ring AllGather or direct AlltoAll of at most ll_max bytes per
+ * Broadcast, ring AllGather or ReduceScatter or direct AlltoAll of at most ll_max bytes per
  * rank straight from the call to the peers' slots, data and flag in one
  * cache line. Simple is the slot path every schedule runs
  * on. LL128 has no counterpart here and means Simple. By default LL is
@@ -68,7 +68,7 @@ typedef enum { WEFT_PROTO_LL = 0, WEFT_PROTO_LL128, WEFT_PROTO_SIMPLE, WEFT_NUM_
 const char *weft_proto_name(weft_proto_t proto);
 
 // The protocol for a call the tuner gave `algo`: LL for a one-hop AllReduce,
-// chain Broadcast, ring AllGather or direct AlltoAll of at most ll_max bytes
+// chain Broadcast, ring AllGather or ReduceScatter or direct AlltoAll of at most ll_max bytes
 // per rank when NCCL_PROTO allows LL, else Simple.
 weft_proto_t weft_tuner_proto(const weft_tuner_params_t *p, const weft_coll_args_t *args, weft_algo_t algo,
                               size_t esize);

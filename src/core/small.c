@@ -1,7 +1,7 @@
 /*
  * small.c — the small-message path (NCCL_PROTO's LL): an AllReduce,
- * Broadcast, AllGather or AlltoAll of a few cache lines, run straight
- * through, without the engine.
+ * Broadcast, AllGather, ReduceScatter or AlltoAll of a few cache lines, run
+ * straight through, without the engine.
  *
  * An 8-byte call moves one cache line to each peer; what it costs beyond
  * that is software. Here the call goes from the entry point to the FIFOs
@@ -14,8 +14,8 @@
  * AllReduce (algorithms/oneshot.c: this rank's prescaled input to every
  * peer, starting with the next rank; contributions folded in rank order
  * 0..n-1), the chain Broadcast (algorithms/chain.c: root -> next -> ...),
- * the ring AllGather (algorithms/ring.c, rank order on one host) or the
- * direct AlltoAll (algorithms/direct.c) — with the same slots in the same
+ * the ring AllGather and ReduceScatter (algorithms/ring.c, rank order on
+ * one host) or the direct AlltoAll (algorithms/direct.c) — with the same slots in the same
  * order and the same tags, so a rank may
  * take this path while a peer takes the engine's (one that has work in
  * flight, say), and every rank folds in the same order, so all get the same
@@ -75,7 +75,8 @@ static int eligible(const weft_op_t *op, size_t bytes, plan_t *pl) {
     if (weft_chain_neighbours(&op->args, &pl->prev, &pl->next, &pl->pos) != ncclSuccess) return 0;
     if (pl->pos > 0) use(pl, comm, 0, pl->prev);
     if (pl->pos < n - 1) use(pl, comm, 1, pl->next);
-  } else if (op->args.coll == WEFT_COLL_ALLGATHER && op->algo == WEFT_ALGO_RING && comm->nhosts == 1) {
+  } else if ((op->args.coll == WEFT_COLL_ALLGATHER || op->args.coll == WEFT_COLL_REDUCESCATTER) &&
+             op->algo == WEFT_ALGO_RING && comm->nhosts == 1) {
     // One host: the ring runs in rank order (algorithms/layout.h).
     pl->prev = (me + n - 1) % n, pl->next = (me + 1) % n, pl->pos = me;
     use(pl, comm, 1, pl->next), use(pl, comm, 0, pl->prev);
@@ -330,6 +331,39 @@ static void allgather_run(waiter_t *w, const plan_t *pl, size_t bytes) {
   if (verify_sent_to(w, pl)) op->state = WEFT_OP_DONE;
 }
 
+// The ring ReduceScatter (algorithms/ring.c) in rank order, one round:
+// block me-1's prescaled input to the next rank; each partial that arrives
+// from the previous rank (blocks me-2, me-3, ...) gets this rank's input
+// added and goes on; the last one, block me's, lands in the output.
+static void reducescatter_run(waiter_t *w, const plan_t *pl, size_t bytes) {
+  weft_op_t *op = w->op;
+  int n = op->comm->nranks, me = pl->pos;
+  size_t count = op->args.count;
+  weft_conn_t *sc = weft_comm_conn(op->comm, WEFT_CLASS_COLL, 1, pl->next);
+  weft_conn_t *rc = weft_comm_conn(op->comm, WEFT_CLASS_COLL, 0, pl->prev);
+  const char *input = op->sendbuff;
+  char *out = send_slot(w, sc);
+  if (out == NULL) return;
+  const char *first = input + (size_t)((me + n - 1) % n) * bytes;
+  if (weft_redop_transforms(&op->redop)) weft_reduce_first(&op->redop, out, first, count, 0);
+  else memcpy(out, first, bytes);
+  sc->tp->send_post(sc, bytes, op->tag);
+  for (int k = 1; k < n; k++) {
+    const char *in = recv_slot(w, rc, bytes);
+    if (in == NULL) return;
+    const char *mine = input + (size_t)((me - 1 - k + 2 * n) % n) * bytes;
+    if (k < n - 1) {
+      if ((out = send_slot(w, sc)) == NULL) return;
+      weft_reduce(&op->redop, out, in, mine, count, 0);
+      sc->tp->send_post(sc, bytes, op->tag);
+    } else {
+      weft_reduce(&op->redop, op->recvbuff, in, mine, count, 1);
+    }
+    rc->tp->recv_release(rc);
+  }
+  op->state = WEFT_OP_DONE;
+}
+
 // The direct AlltoAll (algorithms/direct.c): block p of the input to rank
 // p for every peer, starting with the next rank; then block p of the output
 // from each. Every send goes out before the first receive, so in place the
@@ -383,6 +417,7 @@ int weft_small_try(weft_op_t *op, ncclResult_t *res) {
       case WEFT_COLL_ALLREDUCE: allreduce_run(&w, bytes); break;
       case WEFT_COLL_BROADCAST: broadcast_run(&w, &pl, bytes); break;
       case WEFT_COLL_ALLGATHER: allgather_run(&w, &pl, bytes); break;
+      case WEFT_COLL_REDUCESCATTER: reducescatter_run(&w, &pl, bytes); break;
       default: alltoall_run(&w, bytes); break;
     }
   }

@@ -1,7 +1,7 @@
 /*
- * small.h — the small-message path (small.c): an AllReduce of a few cache
- * lines straight from the entry point to the FIFOs, the same slots on the
- * wire as the one-shot schedule.
+ * small.h — the small-message path (small.c): a collective of a few cache
+ * lines per rank straight from the entry point to the FIFOs, the same slots
+ * on the wire as the engine's schedule for it.
  */
 #ifndef WEFT_SMALL_H
 #define WEFT_SMALL_H

@@ -2,9 +2,10 @@
  * test_small.c — the small-message path (src/core/small.c) against the
  * engine, through the public API.
  *
- * A small AllReduce, Broadcast, AllGather or AlltoAll made alone on the NULL
+ * A small AllReduce, Broadcast, AllGather, ReduceScatter or AlltoAll made alone on the NULL
  * stream takes the small path; the same call inside ncclGroupStart/End
- * takes the engine's schedule (one-shot, chain, ring, direct).
+ * takes the engine's schedule (one-shot, chain, ring, direct); the ring
+ * ReduceScatter's fold order (rank j+1 first for block j) is checked bit for bit.
  * Both must give the same bits (every rank folds in rank order 0..n-1, so a
  * float sum whose value depends on the order tells them apart), and since
  * they put the same slots on the wire, ranks may mix them call by call.
@@ -210,6 +211,66 @@ static int gather_a2a_body(int rank, int nranks, ncclUniqueId id, void *arg) {
 Test(small, allgather_and_alltoall_on_both_paths, .timeout = 120) {
   weft_test_env_defaults();
   for (int n = 2; n <= 4; n++) cr_expect_eq(weft_test_fork_ranks(n, gather_a2a_body, NULL, 60), 0, "%d ranks", n);
+}
+
+/* ---------- ReduceScatter: the ring's fold order on both paths, in place too ---------- */
+
+// Block j's result as the ring folds it: rank j+1's input first, then
+// j+2's, ..., rank j's last, in float.
+static float ring_sum(int n, int j, int k) {
+  float acc = order_value((j + 1) % n, k);
+  for (int m = 2; m <= n; m++) acc += order_value((j + m) % n, k);
+  return acc;
+}
+
+static int rs_body(int rank, int nranks, ncclUniqueId id, void *arg) {
+  (void)arg;
+  ncclComm_t comm = weft_test_init_rank(nranks, id, rank);
+  if (comm == NULL) return weft_test_failures();
+  static const size_t counts[] = {1, 8, 100, 1024, 1025};  // per rank: 4 B .. 4100 B (past 4 KiB)
+  float *fin = calloc(4 * 1100, sizeof(float)), *fout = calloc(1100, sizeof(float));
+  int32_t *iin = calloc(4 * 1100, sizeof(int32_t)), *iout = calloc(1100, sizeof(int32_t));
+  WEFT_TEST_CHECK(fin && fout && iin && iout, "out of memory");
+  for (int call = 0; fin && fout && iin && iout && call < 60 && weft_test_failures() == 0; call++) {
+    size_t c = counts[call % 5];
+    int kind = (call / 5) % 3, grouped = ((call >> (rank % 3)) & 1) != 0, in_place = (call / 15) % 2;
+    for (int p = 0; p < nranks; p++)
+      for (size_t i = 0; i < c; i++) {
+        fin[(size_t)p * c + i] = order_value(rank, (int)((size_t)p * c + i) % 1000);
+        iin[(size_t)p * c + i] = block_value(rank, p, i);
+      }
+    // In place, the output is this rank's block of the input.
+    float *frecv = in_place ? fin + (size_t)rank * c : fout;
+    int32_t *irecv = in_place ? iin + (size_t)rank * c : iout;
+    if (grouped) ncclGroupStart();
+    ncclResult_t r = kind == 0 ? ncclReduceScatter(fin, frecv, c, ncclFloat32, ncclSum, comm, NULL)
+                               : ncclReduceScatter(iin, irecv, c, ncclInt32, kind == 1 ? ncclSum : ncclMax, comm, NULL);
+    if (grouped) ncclGroupEnd();
+    WEFT_TEST_CHECK_RES(r, ncclSuccess);
+    for (size_t i = 0; i < c; i++) {
+      if (kind == 0) {
+        float want = ring_sum(nranks, rank, (int)((size_t)rank * c + i) % 1000);
+        WEFT_TEST_CHECK(memcmp(&frecv[i], &want, sizeof(float)) == 0, "float sum%s count %zu element %zu: %.9g, expected %.9g",
+                        in_place ? " in place" : "", c, i, frecv[i], want);
+      } else {
+        int32_t want = kind == 1 ? 0 : block_value(nranks - 1, rank, i);
+        for (int p = 0; kind == 1 && p < nranks; p++) want += block_value(p, rank, i);
+        WEFT_TEST_CHECK(irecv[i] == want, "int32 %s%s count %zu element %zu: %d, expected %d", kind == 1 ? "sum" : "max",
+                        in_place ? " in place" : "", c, i, irecv[i], want);
+      }
+    }
+  }
+  free(fin);
+  free(fout);
+  free(iin);
+  free(iout);
+  WEFT_TEST_CHECK_RES(ncclCommDestroy(comm), ncclSuccess);
+  return weft_test_failures();
+}
+
+Test(small, reducescatter_on_both_paths, .timeout = 120) {
+  weft_test_env_defaults();
+  for (int n = 2; n <= 4; n++) cr_expect_eq(weft_test_fork_ranks(n, rs_body, NULL, 60), 0, "%d ranks", n);
 }
 
 /* ---------- failures: differing counts, a silent peer ---------- */

@@ -44,7 +44,8 @@ Test(tuner, chooses_the_protocol_by_size_and_honours_nccl_proto, .timeout = 10) 
   cr_expect_eq(proto(NULL, WEFT_COLL_BROADCAST, WEFT_ALGO_CHAIN, 2), WEFT_PROTO_LL, "small chain Broadcast: LL");
   cr_expect_eq(proto(NULL, WEFT_COLL_ALLGATHER, WEFT_ALGO_RING, 2), WEFT_PROTO_LL, "small ring AllGather: LL");
   cr_expect_eq(proto(NULL, WEFT_COLL_ALLTOALL, WEFT_ALGO_DIRECT, 2), WEFT_PROTO_LL, "small direct AlltoAll: LL");
-  cr_expect_eq(proto(NULL, WEFT_COLL_REDUCESCATTER, WEFT_ALGO_RING, 2), WEFT_PROTO_SIMPLE);
+  cr_expect_eq(proto(NULL, WEFT_COLL_REDUCESCATTER, WEFT_ALGO_RING, 2), WEFT_PROTO_LL, "small ring ReduceScatter: LL");
+  cr_expect_eq(proto(NULL, WEFT_COLL_REDUCE, WEFT_ALGO_CHAIN, 2), WEFT_PROTO_SIMPLE, "Reduce has no LL path");
   cr_expect_eq(proto(NULL, WEFT_COLL_ALLGATHER, WEFT_ALGO_READ, 2), WEFT_PROTO_SIMPLE);
   cr_expect_eq(proto("Simple", WEFT_COLL_ALLREDUCE, WEFT_ALGO_ONESHOT, 2), WEFT_PROTO_SIMPLE);
   cr_expect_eq(proto("^ll", WEFT_COLL_ALLREDUCE, WEFT_ALGO_ONESHOT, 2), WEFT_PROTO_SIMPLE, "names ignore case");
