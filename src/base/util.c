@@ -34,8 +34,9 @@ int64_t weft_timeout_ms(void) {
 int64_t weft_spin_ns(int sharers) {
   int64_t set = weft_env_WEFT_SPIN_NS();
   if (set >= 0) return set;
+  if (sharers <= 0) return SPIN_SHARED_CORE_NS;  // stream workers ask on every idle spell: no sysconf (a file read)
   long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-  return sharers > 0 && cpus > 0 && sharers <= cpus ? SPIN_OWN_CORE_NS : SPIN_SHARED_CORE_NS;
+  return cpus > 0 && sharers <= cpus ? SPIN_OWN_CORE_NS : SPIN_SHARED_CORE_NS;
 }
 
 uint64_t weft_hash_bytes(const void *data, size_t len) {

@@ -232,6 +232,13 @@ static int verify_sent_to(waiter_t *w, const plan_t *pl) {
   return 1;
 }
 
+// This rank's input entering a reduction, into a slot: prescaled where the
+// reduction says so (as the engine's REDUCE_INPUT sends).
+static void put_input(const weft_op_t *op, char *out, const char *in, size_t count, size_t bytes) {
+  if (weft_redop_transforms(&op->redop)) weft_reduce_first(&op->redop, out, in, count, 0);
+  else memcpy(out, in, bytes);
+}
+
 // The one-shot AllReduce: this rank's input to every peer, starting with the
 // next rank; then rank 0's, 1's, ... contributions folded into recvbuff.
 static void allreduce_run(waiter_t *w, size_t bytes) {
@@ -244,8 +251,7 @@ static void allreduce_run(waiter_t *w, size_t bytes) {
     weft_conn_t *sc = weft_comm_conn(comm, WEFT_CLASS_COLL, 1, (me + k) % n);
     char *out = send_slot(w, sc);
     if (out == NULL) return;
-    if (transforms) weft_reduce_first(&op->redop, out, op->sendbuff, count, 0);
-    else memcpy(out, op->sendbuff, bytes);
+    put_input(op, out, op->sendbuff, count, bytes);
     sc->tp->send_post(sc, bytes, op->tag);
   }
   // This rank's own contribution, kept aside when folding would overwrite it
@@ -344,9 +350,7 @@ static void reducescatter_run(waiter_t *w, const plan_t *pl, size_t bytes) {
   const char *input = op->sendbuff;
   char *out = send_slot(w, sc);
   if (out == NULL) return;
-  const char *first = input + (size_t)((me + n - 1) % n) * bytes;
-  if (weft_redop_transforms(&op->redop)) weft_reduce_first(&op->redop, out, first, count, 0);
-  else memcpy(out, first, bytes);
+  put_input(op, out, input + (size_t)((me + n - 1) % n) * bytes, count, bytes);
   sc->tp->send_post(sc, bytes, op->tag);
   for (int k = 1; k < n; k++) {
     const char *in = recv_slot(w, rc, bytes);
