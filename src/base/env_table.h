@@ -21,6 +21,7 @@ WEFT_ENV_INT(WEFT_TIMEOUT, 300, "Seconds any initialisation wait or collective m
 WEFT_ENV_INT(WEFT_SHM_SLOT_BYTES, 65536, "Bytes in one shared-memory FIFO slot (the pipelining unit).")
 WEFT_ENV_INT(WEFT_SHM_SLOTS, 16, "Slots in each shared-memory FIFO (per peer, per traffic class).")
 WEFT_ENV_INT(WEFT_SPIN_NS, -1, "Nanoseconds a waiting rank polls before it sleeps on a futex. -1: 1 ms when the communicator's ranks on this host fit on its online CPUs (a futex wake-up costs tens of µs on virtual machines), 20 µs when they outnumber them (ranks sharing a core must let each other run), as Open MPI polls unless oversubscribed.")
+WEFT_ENV_INT(WEFT_NET_INLINE, 8192, "Network messages of at most this many bytes are moved by the waiting rank itself (no hand-over to the proxy thread per step); larger ones by the proxy thread, while the rank copies and reduces. 0: the proxy moves everything.")
 WEFT_ENV_INT(WEFT_NET_SPIN_NS, 1000000, "Nanoseconds the network proxy keeps polling after it last moved data before it sleeps in epoll: the next step of a collective usually comes within it, and an idle proxy sleeps.")
 WEFT_ENV_INT(WEFT_CHECK_MISMATCH, 1, "1: ranks compare each collective's arguments and fail mismatches with ncclInvalidUsage.")
 WEFT_ENV_STR(WEFT_COMM_SECRET, NULL, "Shared secret for environment-based rendezvous (NCCL_COMM_ID, torchrun, Slurm, MPI).")

@@ -9,8 +9,10 @@
 #     ranks, 4 x 1 and 3 x 3, with the tuner's choice and with each forced
 #     NCCL_ALGO on the collectives it changes;
 #   - in net mode, large messages received straight into user buffers, and
-#     the same sweep with that off; and a 2x2 sweep over the example NCCL
-#     net plugin (NCCL_NET_PLUGIN=example);
+#     the same sweep with that off; the sweep with the proxy thread moving
+#     every message and with the waiting rank moving every one
+#     (WEFT_NET_INLINE); and a 2x2 sweep over the example NCCL net plugin
+#     (NCCL_NET_PLUGIN=example);
 #   - shaped links (tc netem delay + loss where the kernel has netem,
 #     delay_hub's delay + loss otherwise, tc tbf rate where neither works);
 #   - the tuner over a calibrated 2 ms link (delay_hub): not the ring for an
@@ -104,6 +106,27 @@ inside() {  # log results
         ok "conformance 2x2 with WEFT_NET_DIRECT_MIN=$direct: $straight messages straight into user buffers ($((SECONDS - start)) s)"
       else
         bad "conformance 2x2 with WEFT_NET_DIRECT_MIN=$direct: exit $rc, $straight messages straight into user buffers"
+      fi
+    done
+  fi
+
+  # Small network messages are moved by the waiting rank itself, large ones
+  # by the proxy thread: the sweep with the proxy moving everything
+  # (WEFT_NET_INLINE=0) and with the waiting rank moving everything (1 GiB).
+  if [ "$mode" = net ]; then
+    local inline
+    for inline in 0 1073741824; do
+      start=$SECONDS
+      out=$(WEFT_NET_INLINE=$inline NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=NET "$here/run_job.sh" -l 2x2 \
+        -t "$job_limit" -- "$rank_prog" -c allgather,broadcast,sendrecv,allreduce,reducescatter,alltoall 2>&1)
+      rc=$?
+      echo "$out" >>"$log"
+      local passes
+      passes=$(grep -o '[0-9]* passes of progress run by the waiting rank' <<<"$out" | awk '{s += $1} END {print s + 0}')
+      if [ "$rc" -eq 0 ] && [ $((inline > 0)) -eq $((passes > 0)) ]; then
+        ok "conformance 2x2 with WEFT_NET_INLINE=$inline: $passes passes by the waiting ranks ($((SECONDS - start)) s)"
+      else
+        bad "conformance 2x2 with WEFT_NET_INLINE=$inline: exit $rc, $passes passes by the waiting ranks"
       fi
     done
   fi

@@ -15,9 +15,10 @@
  * straight into their final buffer; the sockets not carrying it go on.
  * Each communicator has an epoll descriptor over its sockets (edge
  * triggered) that the caller can wait on: receivers watch for bytes,
- * senders for room only while the kernel has none, and every pass of
- * progress takes the events first, so the descriptor is readable only when
- * there is something new to do and an idle caller really sleeps.
+ * senders for room only while the kernel has none, and passes of progress
+ * take the events (see progress()), so the descriptor is readable only when
+ * there is something new to do and an idle caller really sleeps. A receive
+ * socket is read only after an event since it last ran dry.
  *
  * An orderly close sends a "bye" header after the last message; an end of
  * stream without it, a reset or keepalive expiry fails the communicator.
@@ -95,6 +96,7 @@ struct sock_comm {
   uint64_t cur[MAX_SOCKS];    // per socket: the request whose part it moves
   int failed, peer_closed;
   uint64_t out_armed;         // send sockets (bits) whose epoll entry asks for EPOLLOUT
+  uint64_t readable;          // receive sockets (bits) not drained since their last event
   uint64_t headers_read;      // receives whose header arrived (their parts may follow on any socket)
   uint64_t moves;             // transfers and request steps so far
   int quiet;                  // the last pass of progress moved nothing
@@ -192,6 +194,7 @@ static ncclResult_t comm_new(int is_send, int nsocks, int *fds, sock_comm_t **ou
   c->nsocks = nsocks;
   for (int i = 0; i < nsocks; i++) c->fds[i] = fds[i], fds[i] = -1;
   c->epfd = epoll_create1(EPOLL_CLOEXEC);
+  c->readable = ~0ull;  // until each has reported EAGAIN once
   struct sockaddr_storage ss;
   socklen_t sl = sizeof(ss);
   weft_sockaddr_t peer = {0};
@@ -375,6 +378,7 @@ static void arm_out(sock_comm_t *c, int i, int on) {
 // Move bytes on socket i for the requests in order; stops when the kernel
 // would block or the next message's cut is not known yet.
 static ncclResult_t progress_socket(sock_comm_t *c, int i) {
+  if (!c->is_send && !(c->readable & (1ull << i))) return ncclSuccess;  // nothing new since it was drained
   while (c->cur[i] < c->tail) {
     sock_req_t *r = &c->reqs[c->cur[i] % MAX_REQS];
     int first = (int)(r->index % (uint64_t)c->nsocks);  // the socket of part 0 and the header
@@ -389,7 +393,10 @@ static ncclResult_t progress_socket(sock_comm_t *c, int i) {
         }
         if (n == 0) return c->peer_closed ? ncclSuccess : comm_fail(c, "connection closed without a goodbye", 0);
         if (errno == EINTR) continue;
-        if (errno == EAGAIN || errno == EWOULDBLOCK) return ncclSuccess;
+        if (errno == EAGAIN || errno == EWOULDBLOCK) {
+          c->readable &= ~(1ull << i);
+          return ncclSuccess;
+        }
         return comm_fail(c, NULL, errno);
       }
       if (r->hdr.magic == BYE_MAGIC) {  // orderly end: nothing more will come
@@ -446,6 +453,7 @@ static ncclResult_t progress_socket(sock_comm_t *c, int i) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) {
         if (c->is_send) arm_out(c, i, 1);
+        else c->readable &= ~(1ull << i);
         return ncclSuccess;
       }
       return comm_fail(c, NULL, errno);
@@ -458,18 +466,21 @@ static ncclResult_t progress_socket(sock_comm_t *c, int i) {
 }
 
 // The poll descriptor is readable while its epoll holds events nobody took
-// (edge-triggered entries stay listed until reported). After a pass that
-// moved nothing (the caller may be about to sleep) they are taken first, so
-// the descriptor becomes readable again only for what happens after this
-// pass; while data flows, that system call is saved. Then every socket
-// moves what it can; a header read on one socket lets the others take their
-// parts of that message, so the pass is repeated until no new header came
-// (their events may have been taken: nothing would wake us for them).
+// (edge-triggered entries stay listed until reported). A receiver takes them
+// on every pass: a socket is read only when an event came since it last
+// ran dry, so an idle socket costs no system call. A sender takes them after
+// a pass that moved nothing (the caller may be about to sleep), so the
+// descriptor becomes readable again only for what happens after this pass;
+// while data flows, that system call is saved. Then every socket moves what
+// it can; a header read on one socket lets the others take their parts of
+// that message, so the pass is repeated until no new header came.
 static ncclResult_t progress(sock_comm_t *c) {
   if (c->failed) return ncclRemoteError;
-  if (c->quiet) {
+  uint64_t all = c->nsocks == 64 ? ~0ull : (1ull << c->nsocks) - 1;
+  if (c->is_send ? c->quiet : (c->readable & all) != all) {  // a receiver with every socket readable needs no events
     struct epoll_event seen[MAX_SOCKS];
-    (void)epoll_wait(c->epfd, seen, MAX_SOCKS, 0);
+    int k = epoll_wait(c->epfd, seen, MAX_SOCKS, 0);
+    for (int j = 0; j < k; j++) c->readable |= 1ull << seen[j].data.u32;
   }
   uint64_t headers, moves = c->moves;
   do {
@@ -527,7 +538,7 @@ static ncclResult_t sock_test(void *request, int *done, size_t *size, uint32_t *
     WARN("net socket: test of a request that is not outstanding");
     return ncclInternalError;
   }
-  WEFTCHECK(progress(c));
+  if (!req_done(c, r)) WEFTCHECK(progress(c));  // one pass may have finished several
   if (!req_done(c, r)) return ncclSuccess;
   *done = 1;
   if (size != NULL) *size = r->size;

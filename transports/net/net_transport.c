@@ -15,6 +15,18 @@
  * without descriptors, such as an NCCL net plugin, it naps from 50 us up to
  * 1 ms and looks again).
  *
+ * Small messages (at most WEFT_NET_INLINE bytes) are moved by the engine
+ * itself while it waits in a call, as an MPI library's blocking call does:
+ * posting one, or polling a connection whose last message was small, runs
+ * one pass of progress in the engine's thread, so a step costs no hand-over
+ * between threads. The pass is taken under the lock the proxy holds for its
+ * own passes, and only when it is free; while the engine has polled within
+ * PROXY_DEFER_NS the proxy only naps, and a connection that turns to large
+ * messages hands the work back to it at once. Large messages stay with the
+ * proxy, which then moves bytes while the engine copies and reduces. A pass
+ * moves the connections whose descriptors have events and those the engine
+ * gave new work.
+ *
  * Large messages the engine only copies into the user's buffer (RECV,
  * RECV_COPY_SEND) skip the slot: the engine describes the messages it will
  * receive, as far ahead as there are slots (an expectation each: address or
@@ -54,6 +66,8 @@
 #define PROXY_SLEEP_MS 10  // a sleeping proxy still checks for failures this often
 #define PROXY_NAP_NS 50000 // over a backend without descriptors (plugins), naps grow from this ...
 #define PROXY_POLL_MS 1    // ... to this as the quiet lasts
+#define PROXY_DEFER_NS 200000  // the engine polled this recently: it is in a call and moves the connections
+#define EV_ENGINE UINT32_MAX   // epoll data of the engine's eventfd (others: the connection's index)
 
 typedef struct weft_net_state net_state_t;
 
@@ -82,6 +96,7 @@ typedef struct {
   uint8_t *direct;              // per slot: the proxy let it land at exp_dst
   uint64_t released;            // proxy: the last held message it let land
   uint64_t ndirect;             // engine: messages received straight into its buffers
+  int small;                    // engine: the last message was small enough to move itself
 } net_conn_t;
 
 struct weft_net_state {
@@ -94,6 +109,15 @@ struct weft_net_state {
   _Atomic int stop;             // set by teardown: flush, say goodbye, exit
   _Atomic int asleep;           // the proxy sleeps in epoll: the engine must write evfd
   _Atomic int exited;           // the proxy thread has returned
+  pthread_mutex_t lock;         // one pass of progress at a time (proxy_pass)
+  int lock_live;
+  int broken;                   // under lock: the connections were reset
+  size_t inline_max;            // WEFT_NET_INLINE: messages the waiting engine moves itself
+  _Atomic int napping;          // the proxy naps on defer_epfd while the engine moves small messages
+  int defer_epfd;               // the engine's eventfd alone
+  _Atomic int64_t engine_polled;  // weft_now_ns() of the engine's last pass
+  uint8_t *ready;               // [nconns], under lock: the pass's connections with events
+  uint64_t engine_passes;       // under lock: passes the engine ran itself
   size_t direct_min;            // WEFT_NET_DIRECT_MIN, 0 when the backend cannot hold
   int epfd, evfd;
   int no_fds;                   // the backend has no descriptors to wait on: the idle proxy naps
@@ -121,11 +145,47 @@ static void wake_proxy(net_state_t *st) {
   }
 }
 
+static int proxy_pass(net_state_t *st);
+
+// The engine found nothing to do on a connection of small messages, or
+// posted one: move the connections now, unless the proxy is moving them.
+// Returns 1 if a pass ran.
+static int engine_progress(net_conn_t *nc) {
+  net_state_t *st = nc->st;
+  if (!nc->small) return 0;
+  atomic_store_explicit(&st->engine_polled, weft_now_ns(), memory_order_relaxed);
+  if (pthread_mutex_trylock(&st->lock) != 0) return 0;
+  if (!st->broken) proxy_pass(st);
+  st->engine_passes++;
+  pthread_mutex_unlock(&st->lock);
+  return 1;
+}
+
+// The connection's last message was `bytes` long: a large one gives the
+// moving back to the proxy, waking it from its nap.
+static void note_size(net_conn_t *nc, size_t bytes) {
+  net_state_t *st = nc->st;
+  int was = nc->small;
+  nc->small = st->inline_max > 0 && bytes <= st->inline_max;
+  if (!was || nc->small) return;
+  atomic_store_explicit(&st->engine_polled, 0, memory_order_relaxed);
+  atomic_thread_fence(memory_order_seq_cst);
+  if (atomic_load_explicit(&st->napping, memory_order_relaxed)) {
+    uint64_t one = 1;
+    ssize_t w = write(st->evfd, &one, sizeof(one));
+    (void)w;
+  }
+}
+
 /* ---- the engine's side (weft_transport_t) ---- */
+
+static int send_slot_busy(const net_conn_t *nc) {
+  return nc->pos - atomic_load_explicit(&nc->completed, memory_order_acquire) >= nc->nslots;
+}
 
 static void *net_send_slot(weft_conn_t *c) {
   net_conn_t *nc = c->priv;
-  if (nc->pos - atomic_load_explicit(&nc->completed, memory_order_acquire) >= nc->nslots) return NULL;
+  if (send_slot_busy(nc) && (!engine_progress(nc) || send_slot_busy(nc))) return NULL;
   return nc->data + (nc->pos % nc->nslots) * nc->slot_bytes;
 }
 
@@ -135,14 +195,22 @@ static void net_send_post(weft_conn_t *c, size_t bytes, uint32_t tag) {
   nc->tag[nc->pos % nc->nslots] = tag;
   nc->pos++;
   atomic_store_explicit(&nc->posted, nc->pos, memory_order_release);
-  wake_proxy(nc->st);
+  note_size(nc, bytes);
+  // A small one is sent at once where the kernel takes it; the proxy finishes the rest.
+  if (!engine_progress(nc) || atomic_load_explicit(&nc->completed, memory_order_acquire) != nc->pos)
+    wake_proxy(nc->st);
+}
+
+static int nothing_landed(const net_conn_t *nc) {
+  return atomic_load_explicit(&nc->completed, memory_order_acquire) == nc->pos;
 }
 
 static const void *net_recv_slot(weft_conn_t *c, size_t *bytes, uint32_t *tag) {
   net_conn_t *nc = c->priv;
-  if (atomic_load_explicit(&nc->completed, memory_order_acquire) == nc->pos) return NULL;
+  if (nothing_landed(nc) && (!engine_progress(nc) || nothing_landed(nc))) return NULL;
   *bytes = nc->len[nc->pos % nc->nslots];
   *tag = nc->tag[nc->pos % nc->nslots];
+  note_size(nc, *bytes);
   return nc->data + (nc->pos % nc->nslots) * nc->slot_bytes;
 }
 
@@ -173,10 +241,11 @@ static void net_recv_expect(weft_conn_t *c, void *dst, size_t bytes, uint32_t ta
 
 static int net_recv_landed(weft_conn_t *c, size_t *got, uint32_t *tag) {
   net_conn_t *nc = c->priv;
-  if (atomic_load_explicit(&nc->completed, memory_order_acquire) == nc->pos) return 0;
+  if (nothing_landed(nc) && (!engine_progress(nc) || nothing_landed(nc))) return 0;
   size_t k = nc->pos % nc->nslots;
   if (!nc->direct[k]) return -1;  // in its slot: not held, or not what was described
   *got = nc->len[k];
+  note_size(nc, *got);
   *tag = nc->tag[k];
   nc->ndirect++;
   net_recv_release(c);
@@ -280,9 +349,53 @@ static void fail_all(net_state_t *st, const net_conn_t *culprit) {
   // Reset every connection: the peers' proxies see it and fail their hosts.
   INFO(WEFT_LOG_NET, "rank %d: the communicator failed; resetting its %d network connections", v->rank, st->nconns);
   for (int i = 0; i < st->nconns; i++) {
-    st->net->abort_comm(st->conns[i]->net_comm);
+    if (st->conns[i]->net_comm != NULL) st->net->abort_comm(st->conns[i]->net_comm);
     st->conns[i]->net_comm = NULL;
   }
+  st->broken = 1;
+}
+
+// Work the engine handed over that no descriptor announces: sends to
+// issue or finish, receives to post, descriptions to pass on.
+static int conn_has_work(net_conn_t *nc) {
+  if (nc->is_send)
+    return atomic_load_explicit(&nc->posted, memory_order_acquire) != nc->issued ||
+           atomic_load_explicit(&nc->completed, memory_order_relaxed) != nc->issued;
+  return atomic_load_explicit(&nc->consumed, memory_order_acquire) + nc->nslots != nc->issued ||
+         atomic_load_explicit(&nc->expect_seq, memory_order_acquire) != nc->hold_until;
+}
+
+// Marks the connections whose descriptors have events (all of them over a
+// backend without descriptors). Events stay listed until the backend's own
+// progress takes them, so nothing is lost between passes.
+static void mark_ready(net_state_t *st) {
+  memset(st->ready, st->no_fds, (size_t)st->nconns);
+  if (st->no_fds) return;
+  struct epoll_event ev[64];
+  int k;
+  do {
+    k = epoll_wait(st->epfd, ev, 64, 0);
+    for (int i = 0; i < k; i++)
+      if (ev[i].data.u32 != EV_ENGINE) st->ready[ev[i].data.u32] = 1;
+  } while (k == 64);
+}
+
+// One pass over the connections with events or new work (the caller holds
+// st->lock and the connections are not broken): 1 if anything moved, 0 if
+// not, -1 when one failed (every connection is reset then).
+static int proxy_pass(net_state_t *st) {
+  int moved = 0;
+  mark_ready(st);
+  for (int i = 0; i < st->nconns; i++) {
+    if (!st->ready[i] && !conn_has_work(st->conns[i])) continue;
+    int m = conn_progress(st->conns[i]);
+    if (m < 0) {
+      fail_all(st, st->conns[i]);
+      return -1;
+    }
+    moved |= m;
+  }
+  return moved;
 }
 
 static int sends_flushed(const net_state_t *st) {
@@ -308,6 +421,29 @@ static void proxy_sleep(const net_state_t *st, int naps) {
   if (epoll_pwait2(st->epfd, ev, 16, &ts, NULL) < 0 && errno == ENOSYS) epoll_wait(st->epfd, ev, 16, PROXY_POLL_MS);
 }
 
+// The engine has moved small messages within PROXY_DEFER_NS (and nothing
+// asks the proxy to stop or fail): it is in a call and moves them itself.
+static int engine_moves(net_state_t *st) {
+  int64_t polled = atomic_load_explicit(&st->engine_polled, memory_order_relaxed);
+  return polled != 0 && weft_now_ns() - polled < PROXY_DEFER_NS && !atomic_load(&st->stop) && !st->v->failed(st->v);
+}
+
+// Nap while the engine moves small messages: until the engine hands the
+// work back (note_size writes evfd) or half the deferral passes.
+static void proxy_nap(net_state_t *st) {
+  struct epoll_event ev;
+  atomic_store(&st->napping, 1);
+  atomic_thread_fence(memory_order_seq_cst);
+  if (engine_moves(st)) {
+    struct timespec ts = {0, PROXY_DEFER_NS / 2};
+    if (epoll_pwait2(st->defer_epfd, &ev, 1, &ts, NULL) < 0 && errno == ENOSYS) nanosleep(&ts, NULL);
+  }
+  atomic_store(&st->napping, 0);
+  uint64_t drained;
+  while (read(st->evfd, &drained, sizeof(drained)) > 0) {
+  }
+}
+
 static void *proxy_main(void *arg) {
   net_state_t *st = arg;
   weft_transport_view_t *v = st->v;
@@ -315,20 +451,17 @@ static void *proxy_main(void *arg) {
   int64_t spin_ns = weft_env_WEFT_NET_SPIN_NS(), last_moved = 0;  // weft_now_ns() when data last moved
   int naps = 0;  // sleeps since anything moved
   for (;;) {
-    if (v->failed(v)) {
-      fail_all(st, NULL);
+    if (engine_moves(st)) {
+      proxy_nap(st);
+      continue;
+    }
+    pthread_mutex_lock(&st->lock);
+    if (v->failed(v) && !st->broken) fail_all(st, NULL);
+    int moved = st->broken ? -1 : proxy_pass(st);
+    pthread_mutex_unlock(&st->lock);
+    if (moved < 0) {
       atomic_store(&st->exited, 1);
       return NULL;
-    }
-    int moved = 0;
-    for (int i = 0; i < st->nconns; i++) {
-      int m = conn_progress(st->conns[i]);
-      if (m < 0) {
-        fail_all(st, st->conns[i]);
-        atomic_store(&st->exited, 1);
-        return NULL;
-      }
-      moved |= m;
     }
     if (moved) ring_engine(st);
     if (atomic_load(&st->stop) && sends_flushed(st)) {
@@ -381,6 +514,7 @@ static ncclResult_t conn_new(net_state_t *st, int peer, int cls, int is_send, ne
   nc->is_send = is_send;
   nc->nslots = v->nslots;
   nc->slot_bytes = v->slot_bytes;
+  nc->small = st->inline_max > 0;  // until a large message comes
   nc->data = malloc(nc->nslots * nc->slot_bytes);
   nc->len = calloc(nc->nslots, sizeof(*nc->len));
   nc->tag = calloc(nc->nslots, sizeof(*nc->tag));
@@ -486,13 +620,19 @@ static ncclResult_t connect_all(net_state_t *st, const net_card_t *cards, void *
 static ncclResult_t start_proxy(net_state_t *st) {
   st->epfd = epoll_create1(EPOLL_CLOEXEC);
   st->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  if (st->epfd < 0 || st->evfd < 0) {
+  st->defer_epfd = epoll_create1(EPOLL_CLOEXEC);
+  if (st->epfd < 0 || st->evfd < 0 || st->defer_epfd < 0) {
     WARN("net transport: epoll/eventfd: %s", strerror(errno));
     return ncclSystemError;
   }
-  struct epoll_event ev = {.events = EPOLLIN};
-  if (epoll_ctl(st->epfd, EPOLL_CTL_ADD, st->evfd, &ev) != 0) return ncclSystemError;
+  st->ready = calloc((size_t)st->nconns + 1, 1);
+  if (st->ready == NULL) return ncclSystemError;
+  struct epoll_event ev = {.events = EPOLLIN, .data.u32 = EV_ENGINE};
+  if (epoll_ctl(st->epfd, EPOLL_CTL_ADD, st->evfd, &ev) != 0 ||
+      epoll_ctl(st->defer_epfd, EPOLL_CTL_ADD, st->evfd, &ev) != 0)
+    return ncclSystemError;
   for (int i = 0; i < st->nconns; i++) {
+    ev.data.u32 = (uint32_t)i;
     int fd = st->net->poll_fd(st->conns[i]->net_comm);
     if (fd < 0) st->no_fds = 1;  // nothing to wait on: look again soon
     if (fd >= 0 && epoll_ctl(st->epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
@@ -566,7 +706,10 @@ static ncclResult_t net_setup(weft_transport_view_t *v, const uint8_t *serve, vo
   *state = st;
   st->net = net;
   st->v = v;
-  st->epfd = st->evfd = -1;
+  st->epfd = st->evfd = st->defer_epfd = -1;
+  if (pthread_mutex_init(&st->lock, NULL) != 0) { res = ncclSystemError; goto out; }
+  st->lock_live = 1;
+  st->inline_max = weft_env_WEFT_NET_INLINE() > 0 ? (size_t)weft_env_WEFT_NET_INLINE() : 0;
   if (net->hold_large != NULL && net->held != NULL && net->release != NULL && weft_env_WEFT_NET_DIRECT_MIN() > 0)
     st->direct_min = (size_t)weft_env_WEFT_NET_DIRECT_MIN();
   st->conns = calloc((size_t)n * 2 * WEFT_NUM_CLASSES, sizeof(*st->conns));
@@ -607,13 +750,18 @@ static void net_teardown(weft_transport_view_t *v, void *state) {
     if (c != NULL && c->tp == &weft_net_transport) c->tp = NULL, c->priv = NULL;
     conn_free(nc);
   }
-  INFO(WEFT_LOG_NET, "rank %d: %" PRIu64 " of %" PRIu64 " network messages received straight into user buffers",
-       v->rank, direct, received);
+  INFO(WEFT_LOG_NET,
+       "rank %d: %" PRIu64 " of %" PRIu64 " network messages received straight into user buffers; %" PRIu64
+       " passes of progress run by the waiting rank",
+       v->rank, direct, received, st->engine_passes);
   if (st->epfd >= 0) close(st->epfd);
   if (st->evfd >= 0) close(st->evfd);
+  if (st->defer_epfd >= 0) close(st->defer_epfd);
   free(st->conns);
   free(st->addr);
   free(st->serve);
+  free(st->ready);
+  if (st->lock_live) pthread_mutex_destroy(&st->lock);
   free(st);
 }
 
