@@ -6,10 +6,13 @@
 # 1. Two network namespaces joined by veth links and a bridge
 #    (tests/multihost/netns.sh), one rank in each, every host its own
 #    WEFT_HOSTID: iperf3 one stream and --bidir between them, then weft's
-#    all_reduce_perf (-z 2, 64 KiB .. 256 MiB) with 1, 2 and 4 sockets per
-#    connection (NCCL_NSOCKS_PERTHREAD), then Open MPI's MPI_Allreduce over
+#    all_reduce_perf (-z 2, 8 B .. 256 MiB) with 1, 2 and 4 sockets per
+#    connection (NCCL_NSOCKS_PERTHREAD) and with every message left to the
+#    proxy thread (WEFT_NET_INLINE=0), then Open MPI's MPI_Allreduce over
 #    its TCP BTL between the same two namespaces (mpirun in the first, its
-#    daemon started in the second by netns_agent.sh in place of ssh). The
+#    daemon started in the second by netns_agent.sh in place of ssh), each
+#    size for 3000 (small) down to 8 (256 MiB) iterations after a tenth as
+#    many untimed ones, enough for both to reach their steady state. The
 #    two "hosts" share this machine's cores, so neither library is pinned
 #    (each would bind its one rank per host to core 0).
 # 2. Four namespaces x 2 ranks joined by 2 ms links (netns.sh --wire-delay,
@@ -44,6 +47,28 @@ cat >"$inner" <<'IN'
 #!/usr/bin/env bash
 read -r h0 h1 _ <<<"$WEFT_MH_HOSTS"
 read -r a0 a1 _ <<<"$WEFT_MH_ADDRS"
+# Iterations per size band, so every size runs long enough for both
+# libraries to reach their steady state: first last iterations warm-up.
+BANDS="8 16K 3000 300
+64K 256K 2000 200
+1M 4M 200 20
+16M 64M 20 3
+256M 256M 8 2"
+weft() {  # ENV... -- all_reduce_perf over the two hosts, every band: "size time_us busbw"
+  while read -r b e n w; do
+    env "$@" tests/multihost/run_job.sh -l 2x1 -m net build/bin/all_reduce_perf \
+      -b "$b" -e "$e" -f 4 -z 2 -n "$n" -w "$w" -a 3 </dev/null 2>&1 | awk '/^ +[0-9]/{print "  ", $1, $6, $8}'
+  done <<<"$BANDS"
+}
+ompi() {
+  while read -r b e n w; do
+    ip netns exec "$h0" mpirun.openmpi --allow-run-as-root -np 2 --host "$a0,$a1" --map-by node --bind-to none \
+      --mca plm_rsh_agent "$PWD/perf/compare/netns_agent.sh" --mca pml ob1 --mca btl tcp,self \
+      --mca btl_tcp_if_include wv0 --mca oob_tcp_if_include wv0 build/compare/mpi_coll_bench.openmpi \
+      -c allreduce -b "$b" -e "$e" -f 4 -n "$n" -w "$w" </dev/null 2>&1 |
+      awk '/RESULT/{for (i = 1; i <= NF; i++) {split($i, kv, "="); v[kv[1]] = kv[2]}; print "  ", v["size"], v["time_us"], v["busbw"]}'
+  done <<<"$BANDS"
+}
 for rep in $(seq 1 "$REPS"); do
   ip netns exec "$h0" iperf3 -s -1 -D -B "$a0" >/dev/null 2>&1; sleep 0.5
   echo "iperf3 rep $rep: $(ip netns exec "$h1" iperf3 -c "$a0" -t 3 -f g 2>&1 | grep receiver)"
@@ -51,15 +76,12 @@ for rep in $(seq 1 "$REPS"); do
   echo "iperf3 bidir rep $rep: $(ip netns exec "$h1" iperf3 -c "$a0" -t 3 -f g --bidir 2>&1 | grep receiver | tr '\n' ' ')"
   for ns in 1 2 4; do
     echo "weft nsocks=$ns rep $rep (size time_us busbw_GBps)"
-    NCCL_NSOCKS_PERTHREAD=$ns tests/multihost/run_job.sh -l 2x1 -m net build/bin/all_reduce_perf \
-      -b 64K -e 256M -f 4 -z 2 -n 10 -w 2 -a 3 2>&1 | awk '/^ +[0-9]/{print "  ", $1, $6, $8}'
+    weft NCCL_NSOCKS_PERTHREAD=$ns
   done
+  echo "weft inline=0 rep $rep (size time_us busbw_GBps)"
+  weft WEFT_NET_INLINE=0
   echo "ompi tcp netns rep $rep (size time_us busbw_GBps)"
-  ip netns exec "$h0" mpirun.openmpi --allow-run-as-root -np 2 --host "$a0,$a1" --map-by node --bind-to none \
-    --mca plm_rsh_agent "$PWD/perf/compare/netns_agent.sh" --mca pml ob1 --mca btl tcp,self \
-    --mca btl_tcp_if_include wv0 --mca oob_tcp_if_include wv0 build/compare/mpi_coll_bench.openmpi \
-    -c allreduce -b 64K -e 256M -f 4 -n 10 -w 2 2>&1 |
-    awk '/RESULT/{for (i = 1; i <= NF; i++) {split($i, kv, "="); v[kv[1]] = kv[2]}; print "  ", v["size"], v["time_us"], v["busbw"]}'
+  ompi
 done
 IN
 chmod +x "$inner"
