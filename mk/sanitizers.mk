@@ -8,7 +8,8 @@ test-asan:
 	$(MAKE) BUILD=build-asan OPT=-O1 SAN="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all" test
 
 # ThreadSanitizer: the library built again with clang -fsanitize=thread in
-# $(TSAN_BUILD)/, and tests/tsan/threads.c (the threaded uses) run against it.
+# $(TSAN_BUILD)/, and tests/tsan/threads.c (the threaded uses) run against it,
+# over shared memory and again over the network transport.
 TSAN_BUILD ?= build-tsan
 TSAN_SAN   := -fsanitize=thread -fno-omit-frame-pointer
 
@@ -17,6 +18,8 @@ test-tsan:
 	clang -std=c11 -Wall -Wextra -Werror -O1 -g -D_GNU_SOURCE $(TSAN_SAN) -Iinclude -o $(TSAN_BUILD)/tsan-threads \
 	  tests/tsan/threads.c -L$(TSAN_BUILD)/lib -lweft -Wl,-rpath,$(abspath $(TSAN_BUILD)/lib) -pthread
 	NCCL_SOCKET_IFNAME=lo TSAN_OPTIONS="halt_on_error=1 exitcode=66" timeout 300 $(TSAN_BUILD)/tsan-threads
+	@# The same over the network transport (loopback), whose proxy and waiting ranks share connections.
+	NCCL_SHM_DISABLE=1 NCCL_SOCKET_IFNAME=lo TSAN_OPTIONS="halt_on_error=1 exitcode=66" timeout 300 $(TSAN_BUILD)/tsan-threads
 
 # Fuzz targets (tests/fuzz/README.md): libFuzzer via clang, linked against
 # the library's objects built again with ASan+UBSan and coverage in

@@ -481,11 +481,13 @@ static void *proxy_main(void *arg) {
     atomic_store(&st->asleep, 1);
     atomic_thread_fence(memory_order_seq_cst);
     int news = 0;
+    pthread_mutex_lock(&st->lock);  // the engine's passes move `issued` too
     for (int i = 0; i < st->nconns && !news; i++) {
       net_conn_t *nc = st->conns[i];
       news = nc->is_send ? atomic_load(&nc->posted) != nc->issued
                          : atomic_load(&nc->consumed) + nc->nslots != nc->issued;
     }
+    pthread_mutex_unlock(&st->lock);
     if (!news && !atomic_load(&st->stop)) proxy_sleep(st, naps++);
     atomic_store(&st->asleep, 0);
     uint64_t drained;
