@@ -27,6 +27,7 @@ include mk/planner.mk
 include mk/parallel.mk
 include mk/trainer.mk
 include mk/perf.mk
+include mk/torch.mk
 include mk/tests.mk
 include mk/sanitizers.mk
 include mk/install.mk

@@ -10,6 +10,10 @@ packages+=(python3)
 packages+=(gnuplot-nox)
 # make fuzz / test-fuzz: clang and its libFuzzer + sanitizer runtimes.
 packages+=(clang libclang-rt-dev)
+# make torch and its tests (tests/torch/): Debian's PyTorch, its headers, pybind11, pytest.
+# `install-deps.sh --torch` installs only these (make torch calls it that way).
+torch_packages=(python3-torch libtorch-dev pybind11-dev python3-dev python3-pytest g++)
+if [ "${1:-}" = --torch ]; then packages=("${torch_packages[@]}"); else packages+=("${torch_packages[@]}"); fi
 
 missing=()
 for p in "${packages[@]}"; do

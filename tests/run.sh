@@ -97,6 +97,13 @@ if /usr/bin/python3 -c 'import torch' >/dev/null 2>&1; then
 else
   printf '%-34s skipped (no torch in /usr/bin/python3)\n' "gpu/torch check (gloo, cpu)"
 fi
+# The torch.distributed backend "weft" (torch/, make torch) against Gloo.
+if [ -f "$build/python/weft_torch/_C.so" ] && /usr/bin/python3 -c 'import torch, pytest' >/dev/null 2>&1; then
+  run_script "torch/backend weft (pytest)" 600 env PYTHONPATH="$build/python:tests/torch" \
+    /usr/bin/python3 -m pytest -q -p no:cacheprovider tests/torch
+else
+  printf '%-34s skipped (%s)\n' "torch/backend weft (pytest)" "no $build/python/weft_torch or no torch and pytest"
+fi
 tune_out=$(mktemp /tmp/weft-tune-XXXXXX)
 run_script "calibrate (2 ranks)" 120 bash -c "'$build/bin/weftrun' -n 2 '$build/bin/weft-calibrate' -n 20 -o '$tune_out' &&
   awk '\$1 == \"intra\" && \$2 > 0 && \$3 > 0 { ok = 1 } END { exit !ok }' '$tune_out'"
