@@ -9,6 +9,9 @@ tests/run.sh when Debian's torch and pytest are installed:
 
     PYTHONPATH=build/python python3 -m pytest tests/torch
 """
+import os
+import time
+
 import pytest
 
 import harness
@@ -212,3 +215,19 @@ def test_collectives_match_gloo(tmp_path, size):
 
 def test_mismatched_counts_fail_every_rank(tmp_path):
     harness.spawn(harness.run_checks, 2, tmp_path, [check_mismatch])
+
+
+def dead_peer(rank, size, tmp):
+    t = torch.ones(1000)
+    dist.all_reduce(t)  # everyone is here
+    if rank == size - 1:
+        os._exit(0)  # gone without a word (exit 0, so the harness waits for the others)
+    start = time.monotonic()
+    with pytest.raises(RuntimeError, match=r"weft: allreduce failed on rank \d"):
+        for _ in range(100000):  # the first call may finish before the peer is gone
+            dist.all_reduce(t)
+    assert time.monotonic() - start < 30, "the dead peer was noticed only after 30 s"
+
+
+def test_dead_peer_fails_every_survivor(tmp_path):
+    harness.spawn(dead_peer, 3, tmp_path)
