@@ -362,11 +362,16 @@ stop_check() {  # signal
   net=$!
   # Up to 60 s: the kernel tears earlier namespaces down in the background,
   # and making new ones waits for it on a loaded machine.
+  # netns.sh's own set-up runs short-lived ip commands inside the namespace,
+  # so wait for the command itself: a pid there running sleep.
+  inner=""
   for ((w = 0; w < 600; w++)); do
-    [ -n "$(ip netns pids "weft-$net-h0" 2>/dev/null)" ] && break
+    for p in $(ip netns pids "weft-$net-h0" 2>/dev/null); do
+      [ "$(cat "/proc/$p/comm" 2>/dev/null)" = sleep ] && inner+="$p "
+    done
+    [ -n "$inner" ] && break
     sleep 0.1
   done
-  inner=$(ip netns pids "weft-$net-h0" 2>/dev/null | tr '\n' ' ')
   kill "-$1" "$net"
   wait "$net"
 }
