@@ -46,6 +46,13 @@ ncclResult_t weftStreamSynchronize(cudaStream_t stream);
 // Poll without blocking: ncclSuccess when all queued work has finished,
 // ncclInProgress while some is pending, the first error otherwise.
 ncclResult_t weftStreamQuery(cudaStream_t stream);
+// A function the stream's worker calls once every call queued before it has
+// finished, as cudaStreamAddCallback does: status is the first failure among
+// the calls since the previous callback on the stream (ncclSuccess if none).
+// It may queue more work; it must not synchronize or destroy its own stream.
+// Synchronize waits for queued callbacks. On the NULL stream it runs at once.
+typedef void (*weftStreamCallback_t)(cudaStream_t stream, ncclResult_t status, void *arg);
+ncclResult_t weftStreamAddCallback(cudaStream_t stream, weftStreamCallback_t callback, void *arg);
 
 // ---- Launcher integration.
 //

@@ -6,6 +6,8 @@
  * of work it polls for WEFT_SPIN_NS before it sleeps, and a submit signals
  * it only when it sleeps.
  * The first failure is kept and returned by the next synchronize or query.
+ * A callback (weftStreamAddCallback) is a batch without operations: the
+ * worker calls it in its turn with the first failure since the previous one.
  * Live streams are kept in a registry so that a stray pointer passed as a
  * stream is rejected instead of dereferenced.
  *
@@ -32,6 +34,8 @@
 typedef struct batch {
   struct batch *next;
   weft_cuda_gate_t gate;  // CUDA stream batches: where the GPU stream meets it (chan NULL: none)
+  weftStreamCallback_t callback;  // a callback's batch (no operations); NULL: none
+  void *callback_arg;
   int nops;
   weft_op_t *ops[];
 } batch_t;
@@ -86,6 +90,7 @@ static void spin_for_work(weft_stream_t *s) {
 
 static void *worker(void *arg) {
   weft_stream_t *s = arg;
+  ncclResult_t since_callback = ncclSuccess;  // first failure since the last callback ran
   pthread_mutex_lock(&s->lock);
   for (;;) {
     if (s->head == NULL && !s->stop) {
@@ -105,6 +110,11 @@ static void *worker(void *arg) {
     ncclResult_t res = b->nops > 0 ? weft_engine_run(b->ops, b->nops) : ncclSuccess;
     if (b->gate.chan != NULL) weft_cuda_gate_open(&b->gate);
     for (int i = 0; i < b->nops; i++) weft_op_release_comm(b->ops[i]);
+    if (res != ncclSuccess && since_callback == ncclSuccess) since_callback = res;
+    if (b->callback != NULL) {
+      b->callback((cudaStream_t)(void *)s, since_callback, b->callback_arg);
+      since_callback = ncclSuccess;
+    }
     pthread_mutex_lock(&s->lock);
     if (res != ncclSuccess && s->error == ncclSuccess) s->error = res;
     s->head = b->next;
@@ -130,6 +140,8 @@ static void free_batches(batch_t *b) {
   }
 }
 
+static void enqueue(weft_stream_t *s, batch_t *b);
+
 // Takes the finished batches (to free outside the lock).
 static batch_t *take_done(weft_stream_t *s) {
   batch_t *d = s->done;
@@ -153,8 +165,16 @@ ncclResult_t weft_stream_submit_gated(weft_stream_t *s, weft_op_t **ops, int nop
   }
   b->next = NULL;
   b->gate = gate != NULL ? *gate : (weft_cuda_gate_t){0};
+  b->callback = NULL;
+  b->callback_arg = NULL;
   b->nops = nops;
   if (nops > 0) memcpy(b->ops, ops, sizeof(b->ops[0]) * (size_t)nops);
+  enqueue(s, b);
+  return ncclSuccess;
+}
+
+// Appends a batch and wakes the worker if it sleeps; frees finished batches.
+static void enqueue(weft_stream_t *s, batch_t *b) {
   pthread_mutex_lock(&s->lock);
   if (s->tail != NULL) s->tail->next = b;
   else s->head = b;
@@ -164,7 +184,6 @@ ncclResult_t weft_stream_submit_gated(weft_stream_t *s, weft_op_t **ops, int nop
   batch_t *done = take_done(s);
   pthread_mutex_unlock(&s->lock);
   free_batches(done);
-  return ncclSuccess;
 }
 
 ncclResult_t weft_stream_submit(weft_stream_t *s, weft_op_t **ops, int nops) {
@@ -208,6 +227,26 @@ ncclResult_t weftStreamCreate(cudaStream_t *stream) {
   live = s;
   pthread_mutex_unlock(&live_lock);
   *stream = (cudaStream_t)(void *)s;
+  return ncclSuccess;
+}
+
+WEFT_API(ncclResult_t, weftStreamAddCallback, cudaStream_t stream, weftStreamCallback_t callback, void *arg);
+ncclResult_t weftStreamAddCallback(cudaStream_t stream, weftStreamCallback_t callback, void *arg) {
+  weft_stream_t *s;
+  WEFTCHECK(weft_stream_resolve(stream, "weftStreamAddCallback", &s));
+  if (callback == NULL) {
+    WARN("weftStreamAddCallback: callback is NULL");
+    return ncclInvalidArgument;
+  }
+  if (s == NULL) {  // the NULL stream: everything before has completed
+    callback(NULL, ncclSuccess, arg);
+    return ncclSuccess;
+  }
+  batch_t *b = calloc(1, sizeof(*b));
+  if (b == NULL) return ncclSystemError;
+  b->callback = callback;
+  b->callback_arg = arg;
+  enqueue(s, b);
   return ncclSuccess;
 }
 

@@ -1,7 +1,7 @@
 /*
  * test_api_streams.c — asynchronous and end-of-life behaviour through the
  * public API only: weft host streams (calls return at once, run in order,
- * complete at weftStreamSynchronize), ncclMemAlloc/ncclMemFree and buffer
+ * complete at weftStreamSynchronize, callbacks run in their turn), ncclMemAlloc/ncclMemFree and buffer
  * registration, ncclCommAbort freeing a peer (or another thread) blocked in
  * a collective, and no leaks: no /dev/shm segments left behind, even by a
  * rank killed with SIGKILL, and no file descriptors left open by repeated
@@ -128,6 +128,86 @@ Test(api_streams, one_thread_two_ranks_two_streams, .timeout = 30) {
   for (int r = 0; r < 2; r++) {
     WEFT_TEST_EXPECT_RES(weftStreamDestroy(s[r]), ncclSuccess);
     WEFT_TEST_EXPECT_RES(ncclCommDestroy(comms[r]), ncclSuccess);
+    free(buf[r]);
+  }
+}
+
+// What one weftStreamAddCallback call saw when the worker ran it.
+typedef struct {
+  float *buf;          // the buffer the calls before it reduce
+  float seen;          // buf[1] when the callback ran
+  ncclResult_t status;
+  int order;           // its place among all callbacks run (from 1)
+} callback_seen_t;
+
+static _Atomic int callbacks_run;
+
+static void record_callback(cudaStream_t stream, ncclResult_t status, void *arg) {
+  (void)stream;
+  callback_seen_t *c = arg;
+  c->seen = c->buf[1];
+  c->status = status;
+  c->order = ++callbacks_run;
+}
+
+// Callbacks run in stream order, after the calls queued before them, with
+// the first failure since the previous callback.
+Test(api_streams, callbacks_run_after_the_calls_before_them, .timeout = 30) {
+  weft_test_env_timeout(10);
+  enum { N = 40000, K = 4 };
+  ncclComm_t comms[2] = {0};
+  cr_assert_eq(ncclCommInitAll(comms, 2, NULL), ncclSuccess);
+  cudaStream_t s[2] = {0};
+  float *buf[2];
+  callback_seen_t seen[2][K + 2];
+  memset(seen, 0, sizeof(seen));
+  for (int r = 0; r < 2; r++) {
+    cr_assert_eq(weftStreamCreate(&s[r]), ncclSuccess);
+    buf[r] = malloc(N * sizeof(float));
+    cr_assert_not_null(buf[r]);
+    for (int i = 0; i < N; i++) buf[r][i] = 1;
+  }
+  for (int k = 0; k < K; k++)
+    for (int r = 0; r < 2; r++) {
+      WEFT_TEST_EXPECT_RES(ncclAllReduce(buf[r], buf[r], N, ncclFloat32, ncclSum, comms[r], s[r]), ncclSuccess);
+      seen[r][k].buf = buf[r];
+      WEFT_TEST_EXPECT_RES(weftStreamAddCallback(s[r], record_callback, &seen[r][k]), ncclSuccess);
+    }
+  for (int r = 0; r < 2; r++) WEFT_TEST_EXPECT_RES(weftStreamSynchronize(s[r]), ncclSuccess);
+  for (int r = 0; r < 2; r++)
+    for (int k = 0; k < K; k++) {
+      cr_expect_eq(seen[r][k].status, ncclSuccess, "rank %d callback %d: status %d", r, k, (int)seen[r][k].status);
+      cr_expect(seen[r][k].seen == (float)(2 << k), "rank %d callback %d saw %g, expected %g", r, k,
+                seen[r][k].seen, (float)(2 << k));
+      if (k > 0)
+        cr_expect_gt(seen[r][k].order, seen[r][k - 1].order, "rank %d: callback %d ran before callback %d", r, k,
+                     k - 1);
+    }
+  // A call that fails (counts differ between the ranks): the callback after
+  // it is told, the next one (no calls between) is not.
+  for (int r = 0; r < 2; r++) {
+    WEFT_TEST_EXPECT_RES(ncclAllReduce(buf[r], buf[r], r == 0 ? N : N / 2, ncclFloat32, ncclSum, comms[r], s[r]),
+                         ncclSuccess);
+    seen[r][K].buf = seen[r][K + 1].buf = buf[r];
+    WEFT_TEST_EXPECT_RES(weftStreamAddCallback(s[r], record_callback, &seen[r][K]), ncclSuccess);
+    WEFT_TEST_EXPECT_RES(weftStreamAddCallback(s[r], record_callback, &seen[r][K + 1]), ncclSuccess);
+  }
+  for (int r = 0; r < 2; r++) {
+    cr_expect_neq(weftStreamSynchronize(s[r]), ncclSuccess, "rank %d: the mismatched call did not fail", r);
+    cr_expect_neq(seen[r][K].status, ncclSuccess, "rank %d: the callback after the failure saw success", r);
+    cr_expect_eq(seen[r][K + 1].status, ncclSuccess, "rank %d: a callback with no calls before it saw %d", r,
+                 (int)seen[r][K + 1].status);
+    cr_expect_gt(seen[r][K + 1].order, seen[r][K].order, "rank %d: callbacks out of order", r);
+  }
+  // The NULL stream runs a callback at once; bad arguments are refused.
+  callback_seen_t now = {.buf = buf[0]};
+  WEFT_TEST_EXPECT_RES(weftStreamAddCallback(NULL, record_callback, &now), ncclSuccess);
+  cr_expect(now.order > 0 && now.status == ncclSuccess, "the NULL stream's callback did not run at once");
+  WEFT_TEST_EXPECT_RES(weftStreamAddCallback(s[0], NULL, NULL), ncclInvalidArgument);
+  WEFT_TEST_EXPECT_RES(weftStreamAddCallback((cudaStream_t)(void *)&now, record_callback, &now), ncclInvalidArgument);
+  for (int r = 0; r < 2; r++) {
+    WEFT_TEST_EXPECT_RES(weftStreamDestroy(s[r]), ncclSuccess);
+    ncclCommDestroy(comms[r]);
     free(buf[r]);
   }
 }
