@@ -1,19 +1,22 @@
 /*
  * process_group.cpp — ProcessGroupWeft (process_group.hpp): rendezvous
- * through the Store, then every c10d collective as weft calls on the NULL
- * stream. Lists of tensors (allgather's outputs, reduce_scatter's inputs,
- * alltoall's) go through one contiguous buffer, or through grouped
- * point-to-point calls where their sizes differ.
+ * through the Store, then every c10d collective as weft calls queued on the
+ * group's stream. Lists of tensors (allgather's outputs, reduce_scatter's
+ * inputs, alltoall's) go through one contiguous buffer, or through grouped
+ * point-to-point calls where their sizes differ; what lands in the caller's
+ * tensors afterwards runs on the stream's worker once the calls are done.
  */
 #include "process_group.hpp"
 
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <mutex>
+#include <string>
 
 #include <c10/util/Exception.h>
 
-#include "completed_work.hpp"
+#include "gil.hpp"
 #include "tensor_map.hpp"
 
 namespace weft_torch {
@@ -67,67 +70,139 @@ std::vector<int64_t> rows_per_rank(const at::Tensor& t, const std::vector<int64_
 
 }  // namespace
 
-// ncclGroupStart, the calls `body` makes (its first failure returned), and
-// ncclGroupEnd in every case, so a failure never leaves a group open.
-void ProcessGroupWeft::grouped(const char *what, const std::function<ncclResult_t()>& body) const {
-  check(ncclGroupStart(), "ncclGroupStart");
-  ncclResult_t res = body();
-  ncclResult_t end = ncclGroupEnd();
-  check(res != ncclSuccess ? res : end, what);
-}
+namespace {
 
-// The one tensor of `tensors`, updated in place by `call` on a dense buffer
-// (the tensor itself, or a copy landed back into it).
-c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::in_place(std::vector<at::Tensor>& tensors, const char *name,
-                                                          const std::function<ncclResult_t(at::Tensor&)>& call) {
-  at::Tensor t = single(tensors, name);
-  at::Tensor buf = dense(t);
-  nccl_type(buf, name);
-  check(call(buf), name);
-  land(t, buf);
-  return completed_work(tensors);
-}
+// What the stream's callback needs to complete a Work.
+struct Pending {
+  ProcessGroupWeft *group;
+  c10::intrusive_ptr<StreamWork> work;
+};
+
+}  // namespace
 
 ProcessGroupWeft::ProcessGroupWeft(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
                                    std::chrono::milliseconds timeout)
     : WeftBackendBase(rank, size) {
-  (void)timeout;  // weft bounds its own waits (WEFT_TIMEOUT) and fails dead peers itself
   ncclUniqueId id = rendezvous(store, rank);
   check(ncclCommInitRank(&comm_, size, id, rank), "ncclCommInitRank");
+  ncclResult_t res = weftStreamCreate(&stream_);
+  if (res != ncclSuccess) {
+    ncclCommDestroy(comm_);
+    comm_ = nullptr;
+    check(res, "weftStreamCreate");
+  }
+  watchdog_ = std::make_unique<Watchdog>(timeout, [this, timeout](const std::string& call) {
+    revoke("weft: " + call + " on rank " + std::to_string(getRank()) + " timed out after " +
+           std::to_string(timeout.count()) + " ms (the process group's timeout); the communicator is revoked");
+  });
 }
 
 ProcessGroupWeft::~ProcessGroupWeft() {
+  // What is queued still runs, so every Work completes; the watchdog, alive
+  // until the stream is gone, bounds that by the group's timeout. (Revoking
+  // here would fail peers still finishing a call this rank has finished.)
+  if (stream_ != nullptr) without_gil([this] { weftStreamDestroy(stream_); });
+  watchdog_.reset();
   if (comm_ != nullptr) ncclCommDestroy(comm_);
 }
 
-void ProcessGroupWeft::check(ncclResult_t res, const char *what) const {
-  if (res == ncclSuccess) return;
+// The RuntimeError text for `what` failing with `res`: why the communicator
+// was revoked, if it was, else weft's error and its last message.
+std::string ProcessGroupWeft::failure(const char *what, ncclResult_t res) {
+  std::string why = std::string(what) + " failed on rank " + std::to_string(getRank()) + ": " + ncclGetErrorString(res);
+  {
+    std::lock_guard<std::mutex> hold(timeout_mu_);
+    if (!timed_out_.empty()) return timed_out_ + " (" + why + ")";
+  }
   const char *last = comm_ != nullptr ? ncclGetLastError(comm_) : nullptr;
-  TORCH_CHECK(false, "weft: ", what, " failed on rank ", getRank(), ": ", ncclGetErrorString(res),
-              last != nullptr && last[0] != '\0' ? std::string(" (") + last + ")" : std::string());
+  if (last != nullptr && last[0] != '\0') why += std::string(" (") + last + ")";
+  return "weft: " + why;
+}
+
+void ProcessGroupWeft::check(ncclResult_t res, const char *what) {
+  if (res != ncclSuccess) TORCH_CHECK(false, failure(what, res));
+}
+
+// Fails every call in flight and refuses new ones (once; the first reason stays).
+void ProcessGroupWeft::revoke(const std::string& why) {
+  {
+    std::lock_guard<std::mutex> hold(timeout_mu_);
+    if (!timed_out_.empty()) return;
+    timed_out_ = why;
+  }
+  ncclCommRevoke(comm_, NCCL_REVOKE_DEFAULT);
+}
+
+void ProcessGroupWeft::on_stream_done(cudaStream_t stream, ncclResult_t status, void *arg) {
+  (void)stream;
+  std::unique_ptr<Pending> p(static_cast<Pending *>(arg));
+  p->group->watchdog_->done();
+  p->work->complete(status == ncclSuccess ? std::string() : p->group->failure(p->work->call().c_str(), status));
+}
+
+c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::launch(c10d::OpType type, const char *name,
+                                                        std::vector<at::Tensor> outputs, std::vector<at::Tensor> keep,
+                                                        const Issue& issue, std::function<void()> finish, bool group) {
+  auto work = c10::make_intrusive<StreamWork>(
+      getRank(), type, name, std::move(outputs), std::move(keep), std::move(finish),
+      [this](const StreamWork& w, std::chrono::milliseconds t) {
+        revoke("weft: " + w.call() + " on rank " + std::to_string(getRank()) + " did not complete within wait()'s " +
+               std::to_string(t.count()) + " ms; the communicator is revoked");
+      });
+  std::lock_guard<std::mutex> hold(mu_);
+  ncclResult_t res;
+  if (group) {
+    // ncclGroupEnd in every case, so a failure never leaves a group open.
+    check(ncclGroupStart(), "ncclGroupStart");
+    res = issue(stream_);
+    ncclResult_t end = ncclGroupEnd();
+    if (res == ncclSuccess) res = end;
+  } else {
+    res = issue(stream_);
+  }
+  check(res, name);
+  watchdog_->watch(name);
+  auto *pending = new Pending{this, work};
+  res = weftStreamAddCallback(stream_, &ProcessGroupWeft::on_stream_done, pending);
+  if (res != ncclSuccess) {  // no memory for the callback: finish here, in order
+    delete pending;
+    ncclResult_t ran = weftStreamSynchronize(stream_);
+    watchdog_->done();
+    work->complete(failure(name, ran != ncclSuccess ? ran : res));
+  }
+  return work;
+}
+
+// The one tensor of `tensors`, updated in place by `call` on a dense buffer
+// (the tensor itself, or a copy landed back into it).
+c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::in_place(
+    std::vector<at::Tensor>& tensors, c10d::OpType type, const char *name,
+    const std::function<ncclResult_t(at::Tensor&, cudaStream_t)>& call) {
+  at::Tensor t = single(tensors, name);
+  at::Tensor buf = dense(t);
+  nccl_type(buf, name);
+  return launch(type, name, tensors, {buf}, [&](cudaStream_t s) { return call(buf, s); },
+                [t, buf]() mutable { land(t, buf); });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::broadcast(std::vector<at::Tensor>& tensors,
                                                            const c10d::BroadcastOptions& opts) {
-  std::lock_guard<std::mutex> hold(mu_);
-  return in_place(tensors, "broadcast", [&](at::Tensor& b) {
-    return ncclBroadcast(b.data_ptr(), b.data_ptr(), b.numel(), nccl_type(b, "broadcast"),
-                         static_cast<int>(opts.rootRank), comm_, nullptr);
+  int root = static_cast<int>(opts.rootRank);
+  return in_place(tensors, c10d::OpType::BROADCAST, "broadcast", [&](at::Tensor& b, cudaStream_t s) {
+    return ncclBroadcast(b.data_ptr(), b.data_ptr(), b.numel(), nccl_type(b, "broadcast"), root, comm_, s);
   });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::allreduce(std::vector<at::Tensor>& tensors,
                                                            const c10d::AllreduceOptions& opts) {
-  std::lock_guard<std::mutex> hold(mu_);
   ncclRedOp_t op = nccl_op(opts.reduceOp, single(tensors, "allreduce").scalar_type(), "allreduce");
-  return in_place(tensors, "allreduce", [&](at::Tensor& b) {
-    return ncclAllReduce(b.data_ptr(), b.data_ptr(), b.numel(), nccl_type(b, "allreduce"), op, comm_, nullptr);
+  return in_place(tensors, c10d::OpType::ALLREDUCE, "allreduce", [&](at::Tensor& b, cudaStream_t s) {
+    return ncclAllReduce(b.data_ptr(), b.data_ptr(), b.numel(), nccl_type(b, "allreduce"), op, comm_, s);
   });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::allreduce_coalesced(std::vector<at::Tensor>& tensors,
                                                                      const c10d::AllreduceCoalescedOptions& opts) {
-  std::lock_guard<std::mutex> hold(mu_);
   std::vector<at::Tensor> bufs;
   for (auto& t : tensors) {
     check_cpu(t, "allreduce_coalesced");
@@ -135,72 +210,77 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::allreduce_coalesced(std::vector
     nccl_op(opts.reduceOp, t.scalar_type(), "allreduce_coalesced");
     bufs.push_back(dense(t));
   }
-  grouped("ncclAllReduce", [&] {
+  auto issue = [&](cudaStream_t s) {
     ncclResult_t res = ncclSuccess;
     for (auto& b : bufs)
       if (res == ncclSuccess)
         res = ncclAllReduce(b.data_ptr(), b.data_ptr(), b.numel(), nccl_type(b, "allreduce_coalesced"),
-                            nccl_op(opts.reduceOp, b.scalar_type(), "allreduce_coalesced"), comm_, nullptr);
+                            nccl_op(opts.reduceOp, b.scalar_type(), "allreduce_coalesced"), comm_, s);
     return res;
-  });
-  for (size_t i = 0; i < tensors.size(); i++) land(tensors[i], bufs[i]);
-  return completed_work(tensors);
+  };
+  auto outs = tensors;
+  return launch(c10d::OpType::ALLREDUCE_COALESCED, "allreduce_coalesced", tensors, bufs, issue,
+                [outs, bufs]() mutable {
+                  for (size_t i = 0; i < outs.size(); i++) land(outs[i], bufs[i]);
+                }, true);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::reduce(std::vector<at::Tensor>& tensors,
                                                         const c10d::ReduceOptions& opts) {
-  std::lock_guard<std::mutex> hold(mu_);
   ncclRedOp_t op = nccl_op(opts.reduceOp, single(tensors, "reduce").scalar_type(), "reduce");
-  return in_place(tensors, "reduce", [&](at::Tensor& b) {
-    return ncclReduce(b.data_ptr(), b.data_ptr(), b.numel(), nccl_type(b, "reduce"), op,
-                      static_cast<int>(opts.rootRank), comm_, nullptr);
+  int root = static_cast<int>(opts.rootRank);
+  return in_place(tensors, c10d::OpType::REDUCE, "reduce", [&](at::Tensor& b, cudaStream_t s) {
+    return ncclReduce(b.data_ptr(), b.data_ptr(), b.numel(), nccl_type(b, "reduce"), op, root, comm_, s);
   });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::allgather(std::vector<std::vector<at::Tensor>>& outputs,
                                                            std::vector<at::Tensor>& inputs,
                                                            const c10d::AllgatherOptions& opts) {
-  std::lock_guard<std::mutex> hold(mu_);
   (void)opts;
   at::Tensor in = dense(single(inputs, "allgather"));
   TORCH_CHECK(outputs.size() == 1 && static_cast<int>(outputs[0].size()) == getSize(),
               "weft: allgather needs one output list of ", getSize(), " tensors");
   check_same(outputs[0], in, "allgather");
   at::Tensor flat = at::empty({in.numel() * getSize()}, in.options());
-  check(ncclAllGather(in.data_ptr(), flat.data_ptr(), in.numel(), nccl_type(in, "allgather"), comm_, nullptr),
-        "ncclAllGather");
-  for (int i = 0; i < getSize(); i++) outputs[0][i].copy_(block(flat, outputs[0][i], i));
-  return completed_work(outputs[0]);
+  auto outs = outputs[0];
+  return launch(
+      c10d::OpType::ALLGATHER, "allgather", outs, {in, flat},
+      [&](cudaStream_t s) {
+        return ncclAllGather(in.data_ptr(), flat.data_ptr(), in.numel(), nccl_type(in, "allgather"), comm_, s);
+      },
+      [outs, flat]() mutable {
+        for (size_t i = 0; i < outs.size(); i++) outs[i].copy_(block(flat, outs[i], static_cast<int>(i)));
+      });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::_allgather_base(at::Tensor& output, at::Tensor& input,
                                                                  const c10d::AllgatherOptions& opts) {
-  std::lock_guard<std::mutex> hold(mu_);
   (void)opts;
   check_cpu(input, "_allgather_base");
   check_cpu(output, "_allgather_base");
   TORCH_CHECK(output.scalar_type() == input.scalar_type() && output.numel() == input.numel() * getSize(),
               "weft: _allgather_base needs an output of ", getSize(), " x ", input.numel(), " elements of ",
               input.scalar_type(), " (got ", output.numel(), " of ", output.scalar_type(), ")");
-  at::Tensor in = dense(input), out = dense(output);
-  check(ncclAllGather(in.data_ptr(), out.data_ptr(), in.numel(), nccl_type(in, "_allgather_base"), comm_, nullptr),
-        "ncclAllGather");
-  land(output, out);
-  return completed_work({output});
+  at::Tensor in = dense(input), out = dense(output), target = output;
+  return launch(
+      c10d::OpType::_ALLGATHER_BASE, "_allgather_base", {output}, {in, out},
+      [&](cudaStream_t s) {
+        return ncclAllGather(in.data_ptr(), out.data_ptr(), in.numel(), nccl_type(in, "_allgather_base"), comm_, s);
+      },
+      [target, out]() mutable { land(target, out); });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::allgather_coalesced(std::vector<std::vector<at::Tensor>>& outputs,
                                                                      std::vector<at::Tensor>& inputs,
                                                                      const c10d::AllgatherOptions& opts) {
-  std::lock_guard<std::mutex> hold(mu_);
   (void)opts;
   TORCH_CHECK(static_cast<int>(outputs.size()) == getSize(), "weft: allgather_coalesced needs ", getSize(),
               " output lists (got ", outputs.size(), ")");
-  std::vector<at::Tensor> ins, flats;
-  for (auto& o : outputs) {
+  for (auto& o : outputs)
     TORCH_CHECK(o.size() == inputs.size(), "weft: allgather_coalesced: an output list of ", o.size(),
                 " tensors for ", inputs.size(), " inputs");
-  }
+  std::vector<at::Tensor> ins, flats;
   for (size_t j = 0; j < inputs.size(); j++) {
     check_cpu(inputs[j], "allgather_coalesced");
     nccl_type(inputs[j], "allgather_coalesced");  // checked before the group opens
@@ -208,26 +288,28 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::allgather_coalesced(std::vector
     ins.push_back(dense(inputs[j]));
     flats.push_back(at::empty({inputs[j].numel() * getSize()}, inputs[j].options()));
   }
-  grouped("ncclAllGather", [&] {
+  std::vector<at::Tensor> all, keep = ins;
+  for (auto& o : outputs) all.insert(all.end(), o.begin(), o.end());
+  keep.insert(keep.end(), flats.begin(), flats.end());
+  auto outs = outputs;
+  auto issue = [&](cudaStream_t s) {
     ncclResult_t res = ncclSuccess;
     for (size_t j = 0; j < ins.size() && res == ncclSuccess; j++)
       res = ncclAllGather(ins[j].data_ptr(), flats[j].data_ptr(), ins[j].numel(),
-                          nccl_type(ins[j], "allgather_coalesced"), comm_, nullptr);
+                          nccl_type(ins[j], "allgather_coalesced"), comm_, s);
     return res;
-  });
-  std::vector<at::Tensor> all;
-  for (int i = 0; i < getSize(); i++)
-    for (size_t j = 0; j < ins.size(); j++) {
-      outputs[i][j].copy_(block(flats[j], outputs[i][j], i));
-      all.push_back(outputs[i][j]);
-    }
-  return completed_work(all);
+  };
+  return launch(c10d::OpType::ALLGATHER_COALESCED, "allgather_coalesced", all, keep, issue,
+                [outs, flats]() mutable {
+                  for (size_t i = 0; i < outs.size(); i++)
+                    for (size_t j = 0; j < flats.size(); j++)
+                      outs[i][j].copy_(block(flats[j], outs[i][j], static_cast<int>(i)));
+                }, true);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::gather(std::vector<std::vector<at::Tensor>>& outputs,
                                                         std::vector<at::Tensor>& inputs,
                                                         const c10d::GatherOptions& opts) {
-  std::lock_guard<std::mutex> hold(mu_);
   at::Tensor in = dense(single(inputs, "gather"));
   int root = static_cast<int>(opts.rootRank);
   bool is_root = getRank() == root;
@@ -240,18 +322,21 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::gather(std::vector<std::vector<
                 "weft: gather takes output tensors only on the root");
   }
   at::Tensor flat = is_root ? at::empty({in.numel() * getSize()}, in.options()) : at::Tensor();
-  check(ncclGather(in.data_ptr(), is_root ? flat.data_ptr() : nullptr, in.numel(), nccl_type(in, "gather"), root,
-                   comm_, nullptr),
-        "ncclGather");
-  if (!is_root) return completed_work({});
-  for (int i = 0; i < getSize(); i++) outputs[0][i].copy_(block(flat, outputs[0][i], i));
-  return completed_work(outputs[0]);
+  std::vector<at::Tensor> outs = is_root ? outputs[0] : std::vector<at::Tensor>();
+  return launch(
+      c10d::OpType::GATHER, "gather", outs, is_root ? std::vector<at::Tensor>{in, flat} : std::vector<at::Tensor>{in},
+      [&](cudaStream_t s) {
+        return ncclGather(in.data_ptr(), is_root ? flat.data_ptr() : nullptr, in.numel(), nccl_type(in, "gather"),
+                          root, comm_, s);
+      },
+      [outs, flat]() mutable {
+        for (size_t i = 0; i < outs.size(); i++) outs[i].copy_(block(flat, outs[i], static_cast<int>(i)));
+      });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::scatter(std::vector<at::Tensor>& outputs,
                                                          std::vector<std::vector<at::Tensor>>& inputs,
                                                          const c10d::ScatterOptions& opts) {
-  std::lock_guard<std::mutex> hold(mu_);
   at::Tensor out = single(outputs, "scatter");
   int root = static_cast<int>(opts.rootRank);
   bool is_root = getRank() == root;
@@ -268,92 +353,99 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::scatter(std::vector<at::Tensor>
                 "weft: scatter takes input tensors only on the root");
   }
   at::Tensor buf = dense(out);
-  check(ncclScatter(is_root ? flat.data_ptr() : nullptr, buf.data_ptr(), buf.numel(), nccl_type(buf, "scatter"), root,
-                    comm_, nullptr),
-        "ncclScatter");
-  land(out, buf);
-  return completed_work(outputs);
+  std::vector<at::Tensor> keep{buf};
+  if (is_root) keep.push_back(flat);
+  return launch(
+      c10d::OpType::SCATTER, "scatter", outputs, keep,
+      [&](cudaStream_t s) {
+        return ncclScatter(is_root ? flat.data_ptr() : nullptr, buf.data_ptr(), buf.numel(),
+                           nccl_type(buf, "scatter"), root, comm_, s);
+      },
+      [out, buf]() mutable { land(out, buf); });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::reduce_scatter(std::vector<at::Tensor>& outputs,
                                                                 std::vector<std::vector<at::Tensor>>& inputs,
                                                                 const c10d::ReduceScatterOptions& opts) {
-  std::lock_guard<std::mutex> hold(mu_);
   at::Tensor out = single(outputs, "reduce_scatter");
   TORCH_CHECK(inputs.size() == 1 && static_cast<int>(inputs[0].size()) == getSize(),
               "weft: reduce_scatter needs one input list of ", getSize(), " tensors");
   check_same(inputs[0], out, "reduce_scatter");
+  ncclRedOp_t op = nccl_op(opts.reduceOp, out.scalar_type(), "reduce_scatter");
   std::vector<at::Tensor> flat_parts;
   for (auto& t : inputs[0]) flat_parts.push_back(t.reshape({-1}));
   at::Tensor flat = at::cat(flat_parts), buf = dense(out);
-  check(ncclReduceScatter(flat.data_ptr(), buf.data_ptr(), buf.numel(), nccl_type(buf, "reduce_scatter"),
-                          nccl_op(opts.reduceOp, buf.scalar_type(), "reduce_scatter"), comm_, nullptr),
-        "ncclReduceScatter");
-  land(out, buf);
-  return completed_work(outputs);
+  return launch(
+      c10d::OpType::REDUCE_SCATTER, "reduce_scatter", outputs, {flat, buf},
+      [&](cudaStream_t s) {
+        return ncclReduceScatter(flat.data_ptr(), buf.data_ptr(), buf.numel(), nccl_type(buf, "reduce_scatter"), op,
+                                 comm_, s);
+      },
+      [out, buf]() mutable { land(out, buf); });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::_reduce_scatter_base(at::Tensor& output, at::Tensor& input,
                                                                       const c10d::ReduceScatterOptions& opts) {
-  std::lock_guard<std::mutex> hold(mu_);
   check_cpu(input, "_reduce_scatter_base");
   check_cpu(output, "_reduce_scatter_base");
   TORCH_CHECK(output.scalar_type() == input.scalar_type() && input.numel() == output.numel() * getSize(),
               "weft: _reduce_scatter_base needs an input of ", getSize(), " x ", output.numel(), " elements of ",
               output.scalar_type(), " (got ", input.numel(), " of ", input.scalar_type(), ")");
-  at::Tensor in = dense(input), out = dense(output);
-  check(ncclReduceScatter(in.data_ptr(), out.data_ptr(), out.numel(), nccl_type(out, "_reduce_scatter_base"),
-                          nccl_op(opts.reduceOp, out.scalar_type(), "_reduce_scatter_base"), comm_, nullptr),
-        "ncclReduceScatter");
-  land(output, out);
-  return completed_work({output});
+  ncclRedOp_t op = nccl_op(opts.reduceOp, output.scalar_type(), "_reduce_scatter_base");
+  at::Tensor in = dense(input), out = dense(output), target = output;
+  return launch(
+      c10d::OpType::_REDUCE_SCATTER_BASE, "_reduce_scatter_base", {output}, {in, out},
+      [&](cudaStream_t s) {
+        return ncclReduceScatter(in.data_ptr(), out.data_ptr(), out.numel(), nccl_type(out, "_reduce_scatter_base"),
+                                 op, comm_, s);
+      },
+      [target, out]() mutable { land(target, out); });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::alltoall_base(at::Tensor& output, at::Tensor& input,
                                                                std::vector<int64_t>& output_split_sizes,
                                                                std::vector<int64_t>& input_split_sizes,
                                                                const c10d::AllToAllOptions& opts) {
-  std::lock_guard<std::mutex> hold(mu_);
   (void)opts;
   check_cpu(input, "alltoall_base");
   check_cpu(output, "alltoall_base");
   TORCH_CHECK(output.scalar_type() == input.scalar_type(), "weft: alltoall_base: input ", input.scalar_type(),
               ", output ", output.scalar_type());
-  at::Tensor in = dense(input), out = dense(output);
+  at::Tensor in = dense(input), out = dense(output), target = output;
   ncclDataType_t type = nccl_type(in, "alltoall_base");
+  auto finish = [target, out]() mutable { land(target, out); };
   if (output_split_sizes.empty() && input_split_sizes.empty()) {
     TORCH_CHECK(in.numel() == out.numel() && in.numel() % getSize() == 0, "weft: alltoall_base: ", in.numel(),
                 " input and ", out.numel(), " output elements do not split evenly over ", getSize(), " ranks");
-    check(ncclAlltoAll(in.data_ptr(), out.data_ptr(), in.numel() / getSize(), type, comm_, nullptr), "ncclAlltoAll");
-  } else {
-    std::vector<int64_t> in_rows = rows_per_rank(in, input_split_sizes, getSize(), "alltoall_base");
-    std::vector<int64_t> out_rows = rows_per_rank(out, output_split_sizes, getSize(), "alltoall_base");
-    int64_t in_row = in.size(0) > 0 ? in.numel() / in.size(0) : 0, out_row = out.size(0) > 0 ? out.numel() / out.size(0) : 0;
-    TORCH_CHECK(in_row == out_row || in.size(0) == 0 || out.size(0) == 0,
-                "weft: alltoall_base: input rows of ", in_row, " and output rows of ", out_row, " elements");
-    size_t elem = in.element_size();
-    char *src = static_cast<char *>(in.data_ptr()), *dst = static_cast<char *>(out.data_ptr());
-    grouped("alltoall_base", [&] {
-      ncclResult_t res = ncclSuccess;
-      int64_t in_off = 0, out_off = 0;
-      for (int p = 0; p < getSize() && res == ncclSuccess; p++) {
-        res = ncclSend(src + in_off * in_row * elem, in_rows[p] * in_row, type, p, comm_, nullptr);
-        if (res == ncclSuccess)
-          res = ncclRecv(dst + out_off * out_row * elem, out_rows[p] * out_row, type, p, comm_, nullptr);
-        in_off += in_rows[p];
-        out_off += out_rows[p];
-      }
-      return res;
-    });
+    return launch(
+        c10d::OpType::ALLTOALL_BASE, "alltoall_base", {output}, {in, out},
+        [&](cudaStream_t s) { return ncclAlltoAll(in.data_ptr(), out.data_ptr(), in.numel() / getSize(), type, comm_, s); },
+        finish);
   }
-  land(output, out);
-  return completed_work({output});
+  std::vector<int64_t> in_rows = rows_per_rank(in, input_split_sizes, getSize(), "alltoall_base");
+  std::vector<int64_t> out_rows = rows_per_rank(out, output_split_sizes, getSize(), "alltoall_base");
+  int64_t in_row = in.size(0) > 0 ? in.numel() / in.size(0) : 0, out_row = out.size(0) > 0 ? out.numel() / out.size(0) : 0;
+  TORCH_CHECK(in_row == out_row || in.size(0) == 0 || out.size(0) == 0, "weft: alltoall_base: input rows of ", in_row,
+              " and output rows of ", out_row, " elements");
+  size_t elem = in.element_size();
+  char *src = static_cast<char *>(in.data_ptr()), *dst = static_cast<char *>(out.data_ptr());
+  auto issue = [&](cudaStream_t s) {
+    ncclResult_t res = ncclSuccess;
+    int64_t in_off = 0, out_off = 0;
+    for (int p = 0; p < getSize() && res == ncclSuccess; p++) {
+      res = ncclSend(src + in_off * in_row * elem, in_rows[p] * in_row, type, p, comm_, s);
+      if (res == ncclSuccess) res = ncclRecv(dst + out_off * out_row * elem, out_rows[p] * out_row, type, p, comm_, s);
+      in_off += in_rows[p];
+      out_off += out_rows[p];
+    }
+    return res;
+  };
+  return launch(c10d::OpType::ALLTOALL_BASE, "alltoall_base", {output}, {in, out}, issue, finish, true);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::alltoall(std::vector<at::Tensor>& outputs,
                                                           std::vector<at::Tensor>& inputs,
                                                           const c10d::AllToAllOptions& opts) {
-  std::lock_guard<std::mutex> hold(mu_);
   (void)opts;
   TORCH_CHECK(static_cast<int>(outputs.size()) == getSize() && static_cast<int>(inputs.size()) == getSize(),
               "weft: alltoall needs ", getSize(), " input and output tensors (got ", inputs.size(), " and ",
@@ -368,31 +460,34 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::alltoall(std::vector<at::Tensor
     outs.push_back(dense(outputs[p]));
   }
   ncclDataType_t type = nccl_type(inputs[0], "alltoall");
-  grouped("alltoall", [&] {
+  std::vector<at::Tensor> keep = ins, targets = outputs;
+  keep.insert(keep.end(), outs.begin(), outs.end());
+  auto issue = [&](cudaStream_t s) {
     ncclResult_t res = ncclSuccess;
     for (int p = 0; p < getSize() && res == ncclSuccess; p++) {
-      res = ncclSend(ins[p].data_ptr(), ins[p].numel(), type, p, comm_, nullptr);
-      if (res == ncclSuccess) res = ncclRecv(outs[p].data_ptr(), outs[p].numel(), type, p, comm_, nullptr);
+      res = ncclSend(ins[p].data_ptr(), ins[p].numel(), type, p, comm_, s);
+      if (res == ncclSuccess) res = ncclRecv(outs[p].data_ptr(), outs[p].numel(), type, p, comm_, s);
     }
     return res;
-  });
-  for (int p = 0; p < getSize(); p++) land(outputs[p], outs[p]);
-  return completed_work(outputs);
+  };
+  return launch(c10d::OpType::ALLTOALL, "alltoall", outputs, keep, issue,
+                [targets, outs]() mutable {
+                  for (size_t p = 0; p < targets.size(); p++) land(targets[p], outs[p]);
+                }, true);
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::send(std::vector<at::Tensor>& tensors, int dst_rank, int tag) {
-  std::lock_guard<std::mutex> hold(mu_);
   (void)tag;  // weft, as NCCL, matches point-to-point calls by order between a pair of ranks
   at::Tensor buf = dense(single(tensors, "send"));
-  check(ncclSend(buf.data_ptr(), buf.numel(), nccl_type(buf, "send"), dst_rank, comm_, nullptr), "ncclSend");
-  return completed_work(tensors);
+  return launch(c10d::OpType::SEND, "send", tensors, {buf}, [&](cudaStream_t s) {
+    return ncclSend(buf.data_ptr(), buf.numel(), nccl_type(buf, "send"), dst_rank, comm_, s);
+  });
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::recv(std::vector<at::Tensor>& tensors, int src_rank, int tag) {
-  std::lock_guard<std::mutex> hold(mu_);
   (void)tag;
-  return in_place(tensors, "recv", [&](at::Tensor& b) {
-    return ncclRecv(b.data_ptr(), b.numel(), nccl_type(b, "recv"), src_rank, comm_, nullptr);
+  return in_place(tensors, c10d::OpType::RECV, "recv", [&](at::Tensor& b, cudaStream_t s) {
+    return ncclRecv(b.data_ptr(), b.numel(), nccl_type(b, "recv"), src_rank, comm_, s);
   });
 }
 
@@ -404,11 +499,11 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::recvAnysource(std::vector<at::T
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::barrier(const c10d::BarrierOptions& opts) {
-  std::lock_guard<std::mutex> hold(mu_);
   (void)opts;
   at::Tensor one = at::ones({1}, at::kInt);
-  check(ncclAllReduce(one.data_ptr(), one.data_ptr(), 1, ncclInt32, ncclSum, comm_, nullptr), "barrier");
-  return completed_work({});
+  return launch(c10d::OpType::BARRIER, "barrier", {}, {one}, [&](cudaStream_t s) {
+    return ncclAllReduce(one.data_ptr(), one.data_ptr(), 1, ncclInt32, ncclSum, comm_, s);
+  });
 }
 
 }  // namespace weft_torch

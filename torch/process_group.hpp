@@ -4,22 +4,29 @@
  *
  * One weft communicator per process group, created from the c10d::Store that
  * torch hands the backend (rank 0 makes the ncclUniqueId and publishes it,
- * as ProcessGroupNCCL does). Every call runs on the calling thread on weft's
- * NULL stream, so it has finished when it returns, and calls from several
- * threads (DDP's reducer runs in autograd's) take turns; the Work returned
- * is complete, with its future set. A failed call raises RuntimeError.
+ * as ProcessGroupNCCL does). Every call is queued on the group's weft
+ * stream and returns at once with a StreamWork, which completes when the
+ * stream has run it; calls from several threads (DDP's reducer runs in
+ * autograd's) queue in turn. A request weft cannot serve raises
+ * RuntimeError at the call; a failure while running (a dead peer, shapes
+ * that differ between ranks) raises from wait() and fails the future. The
+ * group's timeout is enforced by a Watchdog that revokes the communicator.
  */
 #pragma once
 
 #include <chrono>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
 
 #include <nccl.h>
+#include <weft.h>
 
+#include "stream_work.hpp"
 #include "torch_compat.hpp"
+#include "watchdog.hpp"
 
 namespace weft_torch {
 
@@ -68,12 +75,24 @@ class ProcessGroupWeft : public WeftBackendBase {
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
 
  private:
+  using Issue = std::function<ncclResult_t(cudaStream_t)>;
   ncclComm_t comm_ = nullptr;
-  std::mutex mu_;  // one call at a time: a weft communicator serves one thread at a time
-  void check(ncclResult_t res, const char *what) const;
-  void grouped(const char *what, const std::function<ncclResult_t()>& body) const;
-  c10::intrusive_ptr<c10d::Work> in_place(std::vector<at::Tensor>& tensors, const char *name,
-                                          const std::function<ncclResult_t(at::Tensor&)>& call);
+  cudaStream_t stream_ = nullptr;
+  std::mutex mu_;  // one thread queues at a time: a weft communicator serves one thread at a time
+  std::mutex timeout_mu_;
+  std::string timed_out_;  // set once the watchdog or a wait() timed out: why the calls fail
+  std::unique_ptr<Watchdog> watchdog_;
+  void check(ncclResult_t res, const char *what);
+  std::string failure(const char *what, ncclResult_t res);
+  void revoke(const std::string& why);
+  static void on_stream_done(cudaStream_t stream, ncclResult_t status, void *arg);
+  // Queues `issue`'s calls on the stream (in a group when `group`), then the
+  // callback that completes the returned Work (see StreamWork).
+  c10::intrusive_ptr<c10d::Work> launch(c10d::OpType type, const char *name, std::vector<at::Tensor> outputs,
+                                        std::vector<at::Tensor> keep, const Issue& issue,
+                                        std::function<void()> finish = nullptr, bool group = false);
+  c10::intrusive_ptr<c10d::Work> in_place(std::vector<at::Tensor>& tensors, c10d::OpType type, const char *name,
+                                          const std::function<ncclResult_t(at::Tensor&, cudaStream_t)>& call);
 };
 
 }  // namespace weft_torch

@@ -4,13 +4,16 @@ Each test spawns 2 or 4 processes that join one "weft" process group
 (init_process_group over a file:// store) and one Gloo group of the same
 ranks, run the same calls on the same inputs through both, and compare.
 Where Gloo cannot serve a request (a dtype or op it lacks), the expected
-value is computed locally from every rank's known input instead. Run by
+value is computed locally from every rank's known input instead. Further
+tests check that calls are asynchronous (Work, futures, out-of-order waits),
+and that a dead, stalled or mismatched peer ends with a clear error. Run by
 tests/run.sh when Debian's torch and pytest are installed:
 
     PYTHONPATH=build/python python3 -m pytest tests/torch
 """
 import os
 import time
+from datetime import timedelta
 
 import pytest
 
@@ -180,9 +183,23 @@ def check_work_and_future(rank, size, gloo):
     t = torch.ones(3)
     work = dist.all_reduce(t, async_op=True)
     assert work.wait()
-    assert work.is_completed() and work.is_success()
+    assert work.is_completed()
     fut = dist.all_reduce(t, async_op=True).get_future()
     assert torch.equal(fut.wait()[0], torch.full((3,), float(size * size)))
+    # Many calls in flight at once, waited for out of order: each Work holds
+    # its own call's result, and a future's callbacks see it.
+    ts = [torch.full((1000 + i,), float(rank + i)) for i in range(8)]
+    works = [dist.all_reduce(x, async_op=True) for x in ts]
+    parts = [torch.empty(5, dtype=torch.int64) for _ in range(size)]
+    works.append(dist.all_gather(parts, torch.full((5,), rank, dtype=torch.int64), async_op=True))
+    seen = works[3].get_future().then(lambda f: f.value()[0][0].item())
+    for w in reversed(works):
+        w.wait()
+    base = size * (size - 1) / 2
+    for i, x in enumerate(ts):
+        assert torch.equal(x, torch.full((1000 + i,), base + size * i)), f"call {i} of 8 in flight"
+    assert all(torch.equal(p, torch.full((5,), r, dtype=torch.int64)) for r, p in enumerate(parts))
+    assert seen.wait() == base + size * 3
 
 
 def check_bad_requests(rank, size, gloo):
@@ -231,3 +248,53 @@ def dead_peer(rank, size, tmp):
 
 def test_dead_peer_fails_every_survivor(tmp_path):
     harness.spawn(dead_peer, 3, tmp_path)
+
+
+def late_peer(rank, size, tmp):
+    t = torch.full((100000,), float(rank))
+    dist.barrier()
+    if rank == 1:
+        time.sleep(1.0)
+    start = time.monotonic()
+    work = dist.all_reduce(t, async_op=True)
+    returned = time.monotonic() - start
+    if rank == 0:
+        assert returned < 0.5, f"an asynchronous all_reduce took {returned:.3f} s to return"
+        assert not work.is_completed(), "completed before its peer called"
+    work.wait()
+    assert torch.equal(t, torch.full((100000,), 1.0))
+
+
+def test_calls_return_before_their_peers_arrive(tmp_path):
+    harness.spawn(late_peer, 2, tmp_path)
+
+
+def stalled_peer(rank, size, tmp, explicit_wait):
+    t = torch.ones(1000)
+    dist.all_reduce(t)  # everyone is here
+    if rank == 1:  # alive, but its next call comes after rank 0 gave up
+        time.sleep(5)
+        with pytest.raises(RuntimeError, match=r"weft: allreduce failed on rank 1"):
+            dist.all_reduce(t)
+        return
+    start = time.monotonic()
+    work = dist.all_reduce(t, async_op=True)
+    if explicit_wait:
+        with pytest.raises(RuntimeError, match=r"weft: allreduce on rank 0 did not complete within wait\(\)'s timeout of 1000 ms"):
+            work.wait(timeout=timedelta(seconds=1))
+    else:
+        with pytest.raises(RuntimeError, match=r"weft: allreduce on rank 0 timed out after 2000 ms \(the process group"):
+            work.wait()
+    took = time.monotonic() - start
+    assert 0.9 < took < 4, f"the timeout fired after {took:.2f} s"
+    assert work.is_completed()
+    with pytest.raises(RuntimeError, match="revoked"):
+        dist.all_reduce(t)
+
+
+def test_group_timeout_revokes_the_communicator(tmp_path):
+    harness.spawn(stalled_peer, 2, tmp_path, False, pg_timeout=timedelta(seconds=2))
+
+
+def test_wait_timeout_revokes_the_communicator(tmp_path):
+    harness.spawn(stalled_peer, 2, tmp_path, True)

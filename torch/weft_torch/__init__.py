@@ -4,7 +4,8 @@
     torch.distributed.init_process_group("weft", ...)
 
 CPU tensors only; on GPUs, load weft as libnccl.so.2 under the "nccl"
-backend. Every call runs to completion before it returns.
+backend. Calls are asynchronous: each returns a Work that completes, in
+issue order, on the group's weft stream.
 """
 import torch.distributed as dist
 

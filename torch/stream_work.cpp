@@ -1,0 +1,59 @@
+/*
+ * stream_work.cpp — StreamWork (stream_work.hpp).
+ */
+#include "stream_work.hpp"
+
+#include <ATen/core/jit_type.h>
+#include <c10/util/Exception.h>
+
+namespace weft_torch {
+
+StreamWork::StreamWork(int rank, c10d::OpType type, std::string call, std::vector<at::Tensor> outputs,
+                       std::vector<at::Tensor> keep, std::function<void()> finish,
+                       std::function<void(const StreamWork&, std::chrono::milliseconds)> on_wait_timeout)
+    : c10d::Work(rank, type),
+      call_(std::move(call)),
+      queued_(std::chrono::steady_clock::now()),
+      outputs_(std::move(outputs)),
+      keep_(std::move(keep)),
+      finish_(std::move(finish)),
+      on_wait_timeout_(std::move(on_wait_timeout)),
+      future_(c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()))) {}
+
+void StreamWork::complete(const std::string& failure) {
+  std::exception_ptr error;
+  if (failure.empty() && finish_) {
+    try {
+      finish_();
+    } catch (...) {
+      error = std::current_exception();
+    }
+  } else if (!failure.empty()) {
+    error = std::make_exception_ptr(std::runtime_error(failure));
+  }
+  keep_.clear();
+  finish_ = nullptr;
+  finish(error);  // c10d::Work: completed_, exception_, and wake wait()ers
+  if (error)
+    future_->setError(error);
+  else
+    future_->markCompleted(c10::IValue(outputs_));
+}
+
+bool StreamWork::wait(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (timeout == kNoTimeout) {
+    // The process group's watchdog bounds this wait: past its timeout it
+    // revokes the communicator, and the calls fail.
+    cv_.wait(lock, [&] { return completed_; });
+  } else if (!cv_.wait_for(lock, timeout, [&] { return completed_; })) {
+    lock.unlock();
+    if (on_wait_timeout_) on_wait_timeout_(*this, timeout);
+    TORCH_CHECK(false, "weft: ", call_, " on rank ", rank_, " did not complete within wait()'s timeout of ",
+                timeout.count(), " ms; the communicator is revoked");
+  }
+  if (exception_) std::rethrow_exception(exception_);
+  return true;
+}
+
+}  // namespace weft_torch
