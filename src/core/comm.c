@@ -173,6 +173,7 @@ ncclResult_t weft_comm_map_hosts(struct ncclComm *comm) {
     comm->local_size++;
   }
   comm->spin_ns = weft_spin_ns(comm->local_size);
+  comm->spin_ns_queued = weft_spin_ns(2 * comm->local_size);
   INFO(WEFT_LOG_INIT, "rank %d: host %d of %d, local rank %d of %d", comm->rank, comm->host_of[comm->rank],
        comm->nhosts, comm->local_rank, comm->local_size);
   return ncclSuccess;

@@ -54,6 +54,8 @@ struct ncclComm {
   int nhosts;
   int local_rank, local_size;  // this rank among the ranks of its host
   int64_t spin_ns;         // how long a waiting call polls before it sleeps (weft_spin_ns of local_size)
+  int64_t spin_ns_queued;  // the same for calls a stream's worker runs: the thread that queued them
+                           // wants a core too, so twice as many threads share the host's CPUs
 
   pthread_mutex_t lock;    // seq and ticket issue, premul table, registrations
   uint64_t coll_seq;       // sequence number of the next collective launched

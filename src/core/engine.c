@@ -477,7 +477,7 @@ static int peer_died(weft_op_t *op, int64_t now) {
   return 1;
 }
 
-ncclResult_t weft_engine_run(weft_op_t **ops, int nops) {
+ncclResult_t weft_engine_run(weft_op_t **ops, int nops, int queued) {
   int remaining = 0;
   struct ncclComm *single = NULL;
   for (int i = 0; i < nops; i++) {
@@ -486,7 +486,8 @@ ncclResult_t weft_engine_run(weft_op_t **ops, int nops) {
     else if (ops[i]->comm != single) single = NULL;
   }
   int64_t spin_ns = INT64_MAX, timeout_ms = weft_timeout_ms();
-  for (int i = 0; i < nops; i++) spin_ns = WEFT_MIN(spin_ns, ops[i]->comm->spin_ns);
+  for (int i = 0; i < nops; i++)
+    spin_ns = WEFT_MIN(spin_ns, queued ? ops[i]->comm->spin_ns_queued : ops[i]->comm->spin_ns);
   int64_t idle_since = 0;
   unsigned spins = 0;
   while (remaining > 0) {

@@ -105,7 +105,8 @@ void weft_op_fail_dead_peer(weft_op_t *op, int peer);
 // Operations must be launched in the same order on every rank.
 ncclResult_t weft_op_launch(weft_op_t *op);
 // Run operations to completion (or failure); returns the first error.
-ncclResult_t weft_engine_run(weft_op_t **ops, int nops);
+// `queued`: a stream's worker runs them (the waits poll for spin_ns_queued).
+ncclResult_t weft_engine_run(weft_op_t **ops, int nops, int queued);
 // A zeroed operation (possibly one this thread freed before, with its
 // schedule's arrays kept, empty); NULL when out of memory.
 weft_op_t *weft_op_alloc(void);

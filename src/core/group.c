@@ -223,7 +223,7 @@ static ncclResult_t group_launch(void) {
     if (batch != local_batch) free(batch);
   }
   abandon_gates(q, n);  // batches staged but not submitted (a failure above)
-  if (res == ncclSuccess && ninline > 0) res = weft_engine_run(inline_ops, ninline);
+  if (res == ncclSuccess && ninline > 0) res = weft_engine_run(inline_ops, ninline, 0);
   for (int i = 0; i < ninline; i++) weft_op_free(inline_ops[i]);
   for (int i = 0; i < n; i++) weft_op_free(q[i].op);
   if (inline_ops != local_ops) free(inline_ops);

@@ -107,7 +107,7 @@ static void *worker(void *arg) {
     batch_t *b = s->head;
     pthread_mutex_unlock(&s->lock);
     if (b->gate.chan != NULL) weft_cuda_gate_wait(&b->gate, b->ops, b->nops);
-    ncclResult_t res = b->nops > 0 ? weft_engine_run(b->ops, b->nops) : ncclSuccess;
+    ncclResult_t res = b->nops > 0 ? weft_engine_run(b->ops, b->nops, 1) : ncclSuccess;
     if (b->gate.chan != NULL) weft_cuda_gate_open(&b->gate);
     for (int i = 0; i < b->nops; i++) weft_op_release_comm(b->ops[i]);
     if (res != ncclSuccess && since_callback == ncclSuccess) since_callback = res;
