@@ -4,9 +4,13 @@
 #include "stream_work.hpp"
 
 #include <ATen/core/jit_type.h>
+#include <thread>
+
 #include <c10/util/Exception.h>
 
 namespace weft_torch {
+
+constexpr std::chrono::microseconds kPollBeforeSleep(50);
 
 StreamWork::StreamWork(int rank, c10d::OpType type, std::string call, std::vector<at::Tensor> outputs,
                        std::vector<at::Tensor> keep, std::function<void()> finish,
@@ -34,6 +38,7 @@ void StreamWork::complete(const std::string& failure) {
   keep_.clear();
   finish_ = nullptr;
   finish(error);  // c10d::Work: completed_, exception_, and wake wait()ers
+  done_.store(true, std::memory_order_release);
   if (error)
     future_->setError(error);
   else
@@ -41,6 +46,11 @@ void StreamWork::complete(const std::string& failure) {
 }
 
 bool StreamWork::wait(std::chrono::milliseconds timeout) {
+  // A short call completes within microseconds: poll (yielding the core to
+  // the stream's worker) before sleeping, as a wake-up costs tens of µs.
+  auto poll_until = std::chrono::steady_clock::now() + kPollBeforeSleep;
+  while (!done_.load(std::memory_order_acquire) && std::chrono::steady_clock::now() < poll_until)
+    std::this_thread::yield();
   std::unique_lock<std::mutex> lock(mutex_);
   if (timeout == kNoTimeout) {
     // The process group's watchdog bounds this wait: past its timeout it

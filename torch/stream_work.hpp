@@ -8,6 +8,7 @@
  */
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <string>
@@ -43,6 +44,7 @@ class StreamWork : public c10d::Work {
  private:
   std::string call_;
   std::chrono::steady_clock::time_point queued_;
+  std::atomic<bool> done_{false};  // completed_, readable without the lock (wait()'s poll)
   std::vector<at::Tensor> outputs_, keep_;
   std::function<void()> finish_;
   std::function<void(const StreamWork&, std::chrono::milliseconds)> on_wait_timeout_;
