@@ -312,7 +312,7 @@ bench_cmd() {  # lib coll first last iters warmup: the command, in CMD
         CMD=(env UCX_TLS=self,sm UCX_NET_DEVICES=lo mpirun.mpich -np "$NR" -bind-to "$MPI_BIND"
              "$OUT/mpi_coll_bench.mpich" -c "$coll" "${args[@]}") ;;
     gloo)
-      CMD=("$PY" "$HERE/gloo_bench.py" -np "$NR" -c "$coll" "${args[@]}") ;;
+      CMD=("$PY" "$HERE/torch_bench.py" --backend gloo -np "$NR" -c "$coll" "${args[@]}") ;;
   esac
 }
 

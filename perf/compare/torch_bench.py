@@ -1,6 +1,8 @@
 #!/usr/bin/python3
-"""gloo_bench.py - Gloo (torch.distributed, backend "gloo") twin of weft's
-nccl-tests-style benchmarks, for the comparison in perf/compare/.
+"""torch_bench.py - collectives through torch.distributed, on any CPU
+backend: "gloo" (perf/compare/run.sh's Gloo peer) or "weft" (weft_torch,
+from `make torch`), the twin of weft's nccl-tests-style benchmarks and of
+mpi_coll_bench.c, plus a DDP training step.
 
 Same conventions as mpi_coll_bench.c and nccl-tests: float32, sum, root 0;
 sizes -b/-e/-f with K/M/G = powers of 1024; per-rank chunks of allgather,
@@ -9,15 +11,27 @@ wall time of ITERS back-to-back calls / ITERS after WARMUP untimed calls,
 maximum over ranks; buffers are allocated for the largest size and call i
 works on the region at offset (i mod (MAX / size)) * size, as nccl-tests
 rotates its buffers; busbw = size/time * 2(n-1)/n (allreduce), (n-1)/n
-(allgather, reducescatter, alltoall), 1 (broadcast).
+(allgather, reducescatter, alltoall), 1 (broadcast). With -T SECONDS the
+iteration count of each size is chosen instead so that its timed loop
+lasts about SECONDS (at least 5 calls; the slowest rank's estimate from
+three calls after the warm-up), so that every size reaches its steady
+state in bounded time.
 
 torch.distributed's all_reduce and broadcast work in place (the API has no
-out-of-place form); allgather and alltoall are out of place. A collective
-that the gloo backend does not implement prints one "UNSUPPORTED" line and
-the program exits 0.
+out-of-place form); allgather and alltoall are out of place. Every call is
+a blocking one (async_op=False), as a training script makes it. A
+collective that the backend does not implement prints one "UNSUPPORTED"
+line and the program exits 0.
+
+-c ddp times DistributedDataParallel training steps instead (forward,
+backward with DDP's bucketed all_reduce, SGD step) of a small transformer
+language model (--ddp-layers, --ddp-width, fixed seed, batch 4 x 64 tokens
+per rank): after WARMUP steps, the median of ITERS steps' times, max over
+ranks; the RESULT line's size is the model's parameter bytes.
 
 Usage (starts NRANKS processes on this host, rendezvous on 127.0.0.1):
-  gloo_bench.py -np NRANKS -c COLL [-b MIN] [-e MAX] [-f FACTOR] [-n ITERS] [-w WARMUP]
+  torch_bench.py [--backend gloo|weft] -np NRANKS -c COLL [-b MIN] [-e MAX] [-f FACTOR]
+                 [-n ITERS | -T SECONDS] [-w WARMUP]
 Output: '#' comments, then per size
   RESULT coll=allreduce nranks=2 size=1024 count=256 time_us=12.3 algbw=0.08 busbw=0.08 wrong=0
 """
@@ -29,7 +43,8 @@ import subprocess
 import sys
 import time
 
-COLLS = ("allreduce", "allgather", "reducescatter", "broadcast", "alltoall")
+COLLS = ("allreduce", "allgather", "reducescatter", "broadcast", "alltoall", "ddp")
+BACKENDS = ("gloo", "weft")
 
 
 def parse_size(text):
@@ -46,6 +61,7 @@ def parse_size(text):
 
 def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--backend", choices=BACKENDS, default="gloo")
     p.add_argument("-np", dest="nranks", type=int, default=2)
     p.add_argument("-c", dest="coll", choices=COLLS, default="allreduce")
     p.add_argument("-b", dest="min_bytes", type=parse_size, default=8)
@@ -53,10 +69,15 @@ def parse_args(argv):
     p.add_argument("-f", dest="factor", type=int, default=2)
     p.add_argument("-n", dest="iters", type=int, default=20)
     p.add_argument("-w", dest="warmup", type=int, default=5)
+    p.add_argument("-T", dest="budget_s", type=float, default=0.0)
+    p.add_argument("--ddp-layers", type=int, default=2)
+    p.add_argument("--ddp-width", type=int, default=256)
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     a = p.parse_args(argv)
-    if a.nranks < 1 or a.factor < 2 or a.iters < 1 or a.warmup < 0 or a.min_bytes > a.max_bytes:
-        p.error("need -np >= 1, -f >= 2, -n >= 1, -w >= 0, -b <= -e")
+    if (a.nranks < 1 or a.factor < 2 or a.iters < 1 or a.warmup < 0 or a.min_bytes > a.max_bytes
+            or a.budget_s < 0 or a.ddp_layers < 1 or a.ddp_width < 8 or a.ddp_width % 4):
+        p.error("need -np >= 1, -f >= 2, -n >= 1, -w >= 0, -b <= -e, -T >= 0, --ddp-layers >= 1, "
+                "--ddp-width a multiple of 4 from 8")
     return a
 
 
@@ -92,13 +113,89 @@ def bus_factor(coll, n):
 
 # ---------------------------------------------------------------- worker ---
 
+BACKEND_TEXT = {"gloo": "gloo (TCP over loopback)",
+                "weft": "weft (weft_torch: shared memory on one host)"}
+
+
+def iters_for_budget(budget_s, ops, steps, torch, dist):
+    """Calls that fill about budget_s: three timed calls, the slowest rank's."""
+    t0 = time.perf_counter()
+    for i in range(3):
+        ops[i % steps]()
+    est = torch.tensor([(time.perf_counter() - t0) / 3], dtype=torch.float64)
+    dist.all_reduce(est, op=dist.ReduceOp.MAX)
+    return int(max(5, min(20000, budget_s / max(float(est[0]), 1e-7))))
+
+
+def ddp_worker(a, torch, dist, rank, n):
+    """Median DDP step time of a small transformer language model."""
+    import statistics
+    from torch import nn
+
+    vocab, seq, batch = 4096, 64, 4
+    torch.manual_seed(0)
+    layer = nn.TransformerEncoderLayer(d_model=a.ddp_width, nhead=4, dim_feedforward=4 * a.ddp_width,
+                                       dropout=0.0, batch_first=True)
+    model = nn.Sequential(nn.Embedding(vocab, a.ddp_width), nn.TransformerEncoder(layer, a.ddp_layers),
+                          nn.Linear(a.ddp_width, vocab))
+    ddp = nn.parallel.DistributedDataParallel(model)
+    opt = torch.optim.SGD(ddp.parameters(), lr=0.01)
+    params = sum(p.numel() for p in model.parameters())
+    gen = torch.Generator().manual_seed(1000 + rank)
+    data = [torch.randint(0, vocab, (batch, seq + 1), generator=gen) for _ in range(4)]
+    loss_fn = nn.CrossEntropyLoss()
+
+    def step(i):
+        x = data[i % len(data)]
+        opt.zero_grad()
+        out = ddp(x[:, :-1])
+        loss = loss_fn(out.reshape(-1, vocab), x[:, 1:].reshape(-1))
+        loss.backward()
+        opt.step()
+
+    if rank == 0:
+        print("# torch_bench coll=ddp nranks=%d steps=%d warmup=%d" % (n, a.iters, a.warmup))
+        print("# library: torch %s, backend %s" % (torch.__version__, BACKEND_TEXT[a.backend]))
+        print("# model: embedding %d, %d transformer layers of width %d, head; %d parameters (%.1f MB fp32); "
+              "batch %d x %d tokens per rank; time: median step, max over ranks"
+              % (vocab, a.ddp_layers, a.ddp_width, params, params * 4 / 1e6, batch, seq))
+        sys.stdout.flush()
+    for i in range(a.warmup):
+        step(i)
+    times = []
+    for i in range(a.iters):
+        dist.barrier()
+        t0 = time.perf_counter()
+        step(i)
+        times.append(time.perf_counter() - t0)
+    dt = torch.tensor([statistics.median(times)], dtype=torch.float64)
+    dist.all_reduce(dt, op=dist.ReduceOp.MAX)
+    # Every rank must hold the same parameters after the steps.
+    flat = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+    ref = flat.clone()
+    dist.broadcast(ref, src=0)
+    wrong = torch.tensor([int((flat != ref).sum())], dtype=torch.int64)
+    dist.all_reduce(wrong, op=dist.ReduceOp.SUM)
+    if rank == 0:
+        t = float(dt[0])
+        print("RESULT coll=ddp nranks=%d size=%d count=%d time_us=%.2f algbw=%.4f busbw=%.4f wrong=%d iters=%d"
+              % (n, params * 4, params, t * 1e6, params * 4 / t / 1e9, 0.0, int(wrong[0]), a.iters))
+        sys.stdout.flush()
+    dist.barrier()
+    dist.destroy_process_group()
+    return 0
+
 def worker(a):
     import torch
     import torch.distributed as dist
 
     torch.set_num_threads(1)
     rank, n = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-    dist.init_process_group("gloo", init_method="env://", rank=rank, world_size=n)
+    if a.backend == "weft":
+        import weft_torch  # noqa: F401  (registers the backend; PYTHONPATH=build/python)
+    dist.init_process_group(a.backend, init_method="env://", rank=rank, world_size=n)
+    if a.coll == "ddp":
+        return ddp_worker(a, torch, dist, rank, n)
 
     def inputs(r, count, offset=0):
         idx = torch.arange(offset, offset + count, dtype=torch.int64) % 13 + 1
@@ -154,10 +251,11 @@ def worker(a):
         return int((recv != exp).sum())
 
     if rank == 0:
-        print("# gloo_bench coll=%s nranks=%d iters=%d warmup=%d" % (a.coll, n, a.iters, a.warmup))
-        print("# library: torch %s, backend gloo (TCP over loopback)" % torch.__version__)
-        print("# time: wall time of %d back-to-back calls / %d, max over ranks; allreduce and "
-              "broadcast in place (torch API)" % (a.iters, a.iters))
+        print("# torch_bench coll=%s nranks=%d iters=%s warmup=%d" %
+              (a.coll, n, "%.2f s per size" % a.budget_s if a.budget_s else a.iters, a.warmup))
+        print("# library: torch %s, backend %s" % (torch.__version__, BACKEND_TEXT[a.backend]))
+        print("# time: wall time of the back-to-back calls / their count, max over ranks; allreduce and "
+              "broadcast in place (torch API)")
         sys.stdout.flush()
 
     # Buffers for the largest size, every page touched before any timing.
@@ -195,11 +293,12 @@ def worker(a):
             api_used.append("shown")
         for i in range(a.warmup):
             ops[i % steps]()
+        iters = a.iters if not a.budget_s else iters_for_budget(a.budget_s, ops, steps, torch, dist)
         dist.barrier()
         t0 = time.perf_counter()
-        for i in range(a.iters):
+        for i in range(iters):
             ops[i % steps]()
-        dt = torch.tensor([(time.perf_counter() - t0) / a.iters], dtype=torch.float64)
+        dt = torch.tensor([(time.perf_counter() - t0) / iters], dtype=torch.float64)
         dist.all_reduce(dt, op=dist.ReduceOp.MAX)
 
         # Check one fresh call (the timed loop ran in place on some buffers).
@@ -215,8 +314,8 @@ def worker(a):
             t = float(dt[0])
             algbw = size / t / 1e9 if t > 0 else 0.0
             print("RESULT coll=%s nranks=%d size=%d count=%d time_us=%.2f algbw=%.4f busbw=%.4f "
-                  "wrong=%d" % (a.coll, n, size, param, t * 1e6, algbw,
-                                algbw * bus_factor(a.coll, n), int(wrong[0])))
+                  "wrong=%d iters=%d" % (a.coll, n, size, param, t * 1e6, algbw,
+                                         algbw * bus_factor(a.coll, n), int(wrong[0]), iters))
             sys.stdout.flush()
     dist.barrier()
     dist.destroy_process_group()
@@ -234,7 +333,10 @@ def free_port():
 def launch(a, argv):
     env = dict(os.environ)
     env.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()), WORLD_SIZE=str(a.nranks),
-               GLOO_SOCKET_IFNAME="lo", OMP_NUM_THREADS="1")
+               GLOO_SOCKET_IFNAME="lo", NCCL_SOCKET_IFNAME="lo", OMP_NUM_THREADS="1")
+    if a.backend == "weft":  # weft_torch as `make torch` builds it
+        build = os.environ.get("WEFT_BUILD_DIR", os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "build"))
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (os.path.join(build, "python"), env.get("PYTHONPATH")) if p)
     procs = []
     for r in range(a.nranks):
         env_r = dict(env, RANK=str(r), LOCAL_RANK=str(r))
