@@ -8,7 +8,7 @@ again:
   report.py ingest --csv raw.csv --lib LIB --coll COLL --rep K --nranks N
                    --rc RC --log LOGFILE
       Parse one benchmark run's output (nccl-tests format for weft, RESULT
-      lines for mpi_coll_bench/gloo_bench) and append one CSV row per size;
+      lines for mpi_coll_bench/torch_bench) and append one CSV row per size;
       a run that failed (RC != 0, or no rows) adds a row with status=failed.
 
   report.py report --dir build/compare
@@ -60,7 +60,7 @@ KV = re.compile(r"(\w+)=(\S+)")
 
 
 def parse_kv(text):
-    """RESULT / UNSUPPORTED / SKIPPED lines of mpi_coll_bench.c and gloo_bench.py."""
+    """RESULT / UNSUPPORTED / SKIPPED lines of mpi_coll_bench.c and torch_bench.py."""
     rows = []
     for line in text.splitlines():
         tag = line.split(" ", 1)[0]

@@ -25,9 +25,12 @@ line and the program exits 0.
 
 -c ddp times DistributedDataParallel training steps instead (forward,
 backward with DDP's bucketed all_reduce, SGD step) of a small transformer
-language model (--ddp-layers, --ddp-width, fixed seed, batch 4 x 64 tokens
-per rank): after WARMUP steps, the median of ITERS steps' times, max over
-ranks; the RESULT line's size is the model's parameter bytes.
+language model (--ddp-layers, --ddp-width, fixed seed, --ddp-batch
+sequences of 64 tokens per rank, 4 unless set): after WARMUP steps, the median of ITERS steps' times, max over
+ranks; the RESULT line's size is the model's parameter bytes. With
+--ddp-no-sync the steps run under DDP's no_sync() (no gradient all_reduce
+at all): the compute alone, with every rank busy, the bound on what any
+backend's step time can approach.
 
 Usage (starts NRANKS processes on this host, rendezvous on 127.0.0.1):
   torch_bench.py [--backend gloo|weft] -np NRANKS -c COLL [-b MIN] [-e MAX] [-f FACTOR]
@@ -72,12 +75,14 @@ def parse_args(argv):
     p.add_argument("-T", dest="budget_s", type=float, default=0.0)
     p.add_argument("--ddp-layers", type=int, default=2)
     p.add_argument("--ddp-width", type=int, default=256)
+    p.add_argument("--ddp-batch", type=int, default=4)
+    p.add_argument("--ddp-no-sync", action="store_true")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     a = p.parse_args(argv)
     if (a.nranks < 1 or a.factor < 2 or a.iters < 1 or a.warmup < 0 or a.min_bytes > a.max_bytes
-            or a.budget_s < 0 or a.ddp_layers < 1 or a.ddp_width < 8 or a.ddp_width % 4):
+            or a.budget_s < 0 or a.ddp_layers < 1 or a.ddp_width < 8 or a.ddp_width % 4 or a.ddp_batch < 1):
         p.error("need -np >= 1, -f >= 2, -n >= 1, -w >= 0, -b <= -e, -T >= 0, --ddp-layers >= 1, "
-                "--ddp-width a multiple of 4 from 8")
+                "--ddp-width a multiple of 4 from 8, --ddp-batch >= 1")
     return a
 
 
@@ -129,10 +134,11 @@ def iters_for_budget(budget_s, ops, steps, torch, dist):
 
 def ddp_worker(a, torch, dist, rank, n):
     """Median DDP step time of a small transformer language model."""
+    import contextlib
     import statistics
     from torch import nn
 
-    vocab, seq, batch = 4096, 64, 4
+    vocab, seq, batch = 4096, 64, a.ddp_batch
     torch.manual_seed(0)
     layer = nn.TransformerEncoderLayer(d_model=a.ddp_width, nhead=4, dim_feedforward=4 * a.ddp_width,
                                        dropout=0.0, batch_first=True)
@@ -148,9 +154,10 @@ def ddp_worker(a, torch, dist, rank, n):
     def step(i):
         x = data[i % len(data)]
         opt.zero_grad()
-        out = ddp(x[:, :-1])
-        loss = loss_fn(out.reshape(-1, vocab), x[:, 1:].reshape(-1))
-        loss.backward()
+        with ddp.no_sync() if a.ddp_no_sync else contextlib.nullcontext():
+            out = ddp(x[:, :-1])
+            loss = loss_fn(out.reshape(-1, vocab), x[:, 1:].reshape(-1))
+            loss.backward()
         opt.step()
 
     if rank == 0:
@@ -170,20 +177,24 @@ def ddp_worker(a, torch, dist, rank, n):
         times.append(time.perf_counter() - t0)
     dt = torch.tensor([statistics.median(times)], dtype=torch.float64)
     dist.all_reduce(dt, op=dist.ReduceOp.MAX)
-    # Every rank must hold the same parameters after the steps.
+    # Every rank must hold the same parameters after the steps (unless no
+    # gradient was ever reduced).
     flat = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
     ref = flat.clone()
     dist.broadcast(ref, src=0)
-    wrong = torch.tensor([int((flat != ref).sum())], dtype=torch.int64)
+    wrong = torch.tensor([0 if a.ddp_no_sync else int((flat != ref).sum())], dtype=torch.int64)
     dist.all_reduce(wrong, op=dist.ReduceOp.SUM)
     if rank == 0:
         t = float(dt[0])
-        print("RESULT coll=ddp nranks=%d size=%d count=%d time_us=%.2f algbw=%.4f busbw=%.4f wrong=%d iters=%d"
-              % (n, params * 4, params, t * 1e6, params * 4 / t / 1e9, 0.0, int(wrong[0]), a.iters))
+        print("RESULT coll=ddp%s nranks=%d batch=%d size=%d count=%d time_us=%.2f algbw=%.4f busbw=%.4f wrong=%d iters=%d"
+              % ("_nosync" if a.ddp_no_sync else "", n, batch, params * 4, params, t * 1e6, params * 4 / t / 1e9, 0.0, int(wrong[0]), a.iters))
         sys.stdout.flush()
     dist.barrier()
-    dist.destroy_process_group()
-    return 0
+    # Not destroy_process_group: torch 1.13's ProcessGroupGloo destructor
+    # joins its worker threads holding the GIL while one of them waits for
+    # the GIL to free a DDP tensor, and the process never exits.
+    sys.stderr.flush()
+    os._exit(0)
 
 def worker(a):
     import torch
