@@ -145,10 +145,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::launch(c10d::OpType type, const
                                                         const Issue& issue, std::function<void()> finish, bool group) {
   auto work = c10::make_intrusive<StreamWork>(
       getRank(), type, name, std::move(outputs), std::move(keep), std::move(finish),
-      [this](const StreamWork& w, std::chrono::milliseconds t) {
-        revoke("weft: " + w.call() + " on rank " + std::to_string(getRank()) + " did not complete within wait()'s " +
-               std::to_string(t.count()) + " ms; the communicator is revoked");
-      });
+      [this](const std::string& why) { revoke(why); });
   std::lock_guard<std::mutex> hold(mu_);
   ncclResult_t res;
   if (group) {

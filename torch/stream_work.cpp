@@ -14,7 +14,7 @@ constexpr std::chrono::microseconds kPollBeforeSleep(50);
 
 StreamWork::StreamWork(int rank, c10d::OpType type, std::string call, std::vector<at::Tensor> outputs,
                        std::vector<at::Tensor> keep, std::function<void()> finish,
-                       std::function<void(const StreamWork&, std::chrono::milliseconds)> on_wait_timeout)
+                       std::function<void(const std::string&)> on_wait_timeout)
     : c10d::Work(rank, type),
       call_(std::move(call)),
       queued_(std::chrono::steady_clock::now()),
@@ -58,9 +58,11 @@ bool StreamWork::wait(std::chrono::milliseconds timeout) {
     cv_.wait(lock, [&] { return completed_; });
   } else if (!cv_.wait_for(lock, timeout, [&] { return completed_; })) {
     lock.unlock();
-    if (on_wait_timeout_) on_wait_timeout_(*this, timeout);
-    TORCH_CHECK(false, "weft: ", call_, " on rank ", rank_, " did not complete within wait()'s timeout of ",
-                timeout.count(), " ms; the communicator is revoked");
+    std::string why = "weft: " + call_ + " on rank " + std::to_string(rank_) +
+                      " did not complete within wait()'s timeout of " + std::to_string(timeout.count()) +
+                      " ms; the communicator is revoked";
+    if (on_wait_timeout_) on_wait_timeout_(why);
+    TORCH_CHECK(false, why);
   }
   if (exception_) std::rethrow_exception(exception_);
   return true;

@@ -25,10 +25,11 @@ class StreamWork : public c10d::Work {
   // `keep` holds the buffers the queued calls read and write until they are
   // done; `finish` (may be empty) runs once they succeeded, before the Work
   // completes: it lands results from those buffers in the caller's tensors.
-  // `on_wait_timeout` runs when wait(timeout) expires first.
+  // `on_wait_timeout` runs, with the message wait() then raises, when
+  // wait(timeout) expires first.
   StreamWork(int rank, c10d::OpType type, std::string call, std::vector<at::Tensor> outputs,
              std::vector<at::Tensor> keep, std::function<void()> finish,
-             std::function<void(const StreamWork&, std::chrono::milliseconds)> on_wait_timeout);
+             std::function<void(const std::string& why)> on_wait_timeout);
 
   bool wait(std::chrono::milliseconds timeout) override;
   std::vector<at::Tensor> result() override { return outputs_; }
@@ -47,7 +48,7 @@ class StreamWork : public c10d::Work {
   std::atomic<bool> done_{false};  // completed_, readable without the lock (wait()'s poll)
   std::vector<at::Tensor> outputs_, keep_;
   std::function<void()> finish_;
-  std::function<void(const StreamWork&, std::chrono::milliseconds)> on_wait_timeout_;
+  std::function<void(const std::string&)> on_wait_timeout_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
 };
 

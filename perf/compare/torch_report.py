@@ -18,7 +18,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from report import human, parse_kv, parse_nccl_tests  # noqa: E402  (the run.sh report's parsers)
+from report import bus_factor, human, parse_kv, parse_nccl_tests  # noqa: E402  (run.sh's report)
 
 COLLS = ("allreduce", "allgather", "reducescatter", "broadcast", "alltoall")
 TITLES = {"allreduce": "all_reduce", "allgather": "all_gather", "reducescatter": "reduce_scatter",
@@ -59,8 +59,7 @@ def fmt_us(t):
 
 
 def busbw(coll, size, t_us, n=2):
-    factor = 2.0 * (n - 1) / n if coll == "allreduce" else 1.0 if coll == "broadcast" else (n - 1) / n
-    return size / (t_us * 1e-6) / 1e9 * factor
+    return size / (t_us * 1e-6) / 1e9 * bus_factor(coll, n)
 
 
 def allreduce_table(data):
