@@ -19,6 +19,11 @@
  * take the events (see progress()), so the descriptor is readable only when
  * there is something new to do and an idle caller really sleeps. A receive
  * socket is read only after an event since it last ran dry.
+ * A receive socket reads through a small staging buffer (STAGE_BYTES): one
+ * recv takes a small message's header and payload together, and a recv
+ * that comes back short proves the socket dry without a second call that
+ * fails with EAGAIN. Payload beyond what was staged goes from the kernel
+ * straight into the receive's buffer.
  *
  * An orderly close sends a "bye" header after the last message; an end of
  * stream without it, a reset or keepalive expiry fails the communicator.
@@ -52,6 +57,7 @@
 #define HELLO_MAX 256
 #define HELLO_ROOM_MS 5000   // with every introduction slot taken, one silent this long makes way
 #define MAX_PENDING 64
+#define STAGE_BYTES 4096  // per receive socket: what one recv takes for headers and small payloads
 
 typedef struct {
   uint32_t magic, tag;
@@ -97,6 +103,8 @@ struct sock_comm {
   int failed, peer_closed;
   uint64_t out_armed;         // send sockets (bits) whose epoll entry asks for EPOLLOUT
   uint64_t readable;          // receive sockets (bits) not drained since their last event
+  char *stage;                // receivers: nsocks x STAGE_BYTES, bytes read ahead of the requests
+  size_t stage_off[MAX_SOCKS], stage_len[MAX_SOCKS];  // per socket: the staged bytes not taken yet
   uint64_t headers_read;      // receives whose header arrived (their parts may follow on any socket)
   uint64_t moves;             // transfers and request steps so far
   int quiet;                  // the last pass of progress moved nothing
@@ -183,6 +191,7 @@ static void comm_free(sock_comm_t *c, int abortive) {
     weft_socket_close(&c->fds[i]);
   }
   if (c->epfd >= 0) close(c->epfd);
+  free(c->stage);
   free(c);
 }
 
@@ -195,6 +204,11 @@ static ncclResult_t comm_new(int is_send, int nsocks, int *fds, sock_comm_t **ou
   for (int i = 0; i < nsocks; i++) c->fds[i] = fds[i], fds[i] = -1;
   c->epfd = epoll_create1(EPOLL_CLOEXEC);
   c->readable = ~0ull;  // until each has reported EAGAIN once
+  if (!is_send && (c->stage = malloc((size_t)nsocks * STAGE_BYTES)) == NULL) {
+    for (int i = 0; i < nsocks; i++) weft_socket_close(&c->fds[i]);
+    free(c);
+    return ncclSystemError;
+  }
   struct sockaddr_storage ss;
   socklen_t sl = sizeof(ss);
   weft_sockaddr_t peer = {0};
@@ -375,17 +389,45 @@ static void arm_out(sock_comm_t *c, int i, int on) {
   if (epoll_ctl(c->epfd, EPOLL_CTL_MOD, c->fds[i], &ev) == 0) c->out_armed ^= bit;
 }
 
+// Receive up to `want` bytes from socket i into dst: staged bytes first,
+// else one recv (into the staging buffer when the request is smaller than
+// it, straight into dst otherwise). A recv that returns less than it asked
+// for drained the socket, so its readable bit is cleared: the next bytes
+// bring a new edge-triggered event. Returns recv's result (-1 with errno
+// EAGAIN when the socket is dry).
+static ssize_t sock_read(sock_comm_t *c, int i, char *dst, size_t want) {
+  char *stage = c->stage + (size_t)i * STAGE_BYTES;
+  if (c->stage_len[i] == 0) {
+    if (!(c->readable & (1ull << i))) {
+      errno = EAGAIN;
+      return -1;
+    }
+    int direct = want >= STAGE_BYTES;
+    size_t ask = direct ? want : STAGE_BYTES;
+    ssize_t n = recv(c->fds[i], direct ? dst : stage, ask, MSG_DONTWAIT);
+    if (n >= 0 && (size_t)n < ask) c->readable &= ~(1ull << i);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) c->readable &= ~(1ull << i);
+    if (n <= 0 || direct) return n;
+    c->stage_off[i] = 0;
+    c->stage_len[i] = (size_t)n;
+  }
+  size_t n = want < c->stage_len[i] ? want : c->stage_len[i];
+  memcpy(dst, stage + c->stage_off[i], n);
+  c->stage_off[i] += n;
+  c->stage_len[i] -= n;
+  return (ssize_t)n;
+}
+
 // Move bytes on socket i for the requests in order; stops when the kernel
 // would block or the next message's cut is not known yet.
 static ncclResult_t progress_socket(sock_comm_t *c, int i) {
-  if (!c->is_send && !(c->readable & (1ull << i))) return ncclSuccess;  // nothing new since it was drained
   while (c->cur[i] < c->tail) {
     sock_req_t *r = &c->reqs[c->cur[i] % MAX_REQS];
     int first = (int)(r->index % (uint64_t)c->nsocks);  // the socket of part 0 and the header
     if (!c->is_send && !r->hdr_known) {
       if (i != first) return ncclSuccess;  // the size arrives with part 0 first
       while (r->hdr_done < sizeof(r->hdr)) {
-        ssize_t n = recv(c->fds[i], (char *)&r->hdr + r->hdr_done, sizeof(r->hdr) - r->hdr_done, MSG_DONTWAIT);
+        ssize_t n = sock_read(c, i, (char *)&r->hdr + r->hdr_done, sizeof(r->hdr) - r->hdr_done);
         if (n > 0) {
           r->hdr_done += (size_t)n;
           c->moves++;
@@ -393,10 +435,7 @@ static ncclResult_t progress_socket(sock_comm_t *c, int i) {
         }
         if (n == 0) return c->peer_closed ? ncclSuccess : comm_fail(c, "connection closed without a goodbye", 0);
         if (errno == EINTR) continue;
-        if (errno == EAGAIN || errno == EWOULDBLOCK) {
-          c->readable &= ~(1ull << i);
-          return ncclSuccess;
-        }
+        if (errno == EAGAIN || errno == EWOULDBLOCK) return ncclSuccess;
         return comm_fail(c, NULL, errno);
       }
       if (r->hdr.magic == BYE_MAGIC) {  // orderly end: nothing more will come
@@ -442,7 +481,7 @@ static ncclResult_t progress_socket(sock_comm_t *c, int i) {
           continue;
         }
       } else {
-        n = recv(c->fds[i], r->data + off + r->part_done[i], len - r->part_done[i], MSG_DONTWAIT);
+        n = sock_read(c, i, r->data + off + r->part_done[i], len - r->part_done[i]);
         if (n > 0) {
           r->part_done[i] += (size_t)n;
           c->moves++;
@@ -453,7 +492,6 @@ static ncclResult_t progress_socket(sock_comm_t *c, int i) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) {
         if (c->is_send) arm_out(c, i, 1);
-        else c->readable &= ~(1ull << i);
         return ncclSuccess;
       }
       return comm_fail(c, NULL, errno);
