@@ -136,14 +136,18 @@ typedef struct {
   char addr[64];
 } net_card_t;
 
-static void wake_proxy(net_state_t *st) {
+// Wakes the proxy if it waits in `*flag` (asleep or napping): the caller
+// published its news before this fence.
+static void wake_proxy_if(net_state_t *st, _Atomic int *flag) {
   atomic_thread_fence(memory_order_seq_cst);
-  if (atomic_load_explicit(&st->asleep, memory_order_relaxed)) {
+  if (atomic_load_explicit(flag, memory_order_relaxed)) {
     uint64_t one = 1;
     ssize_t w = write(st->evfd, &one, sizeof(one));
     (void)w;  // a full counter already wakes the proxy
   }
 }
+
+static void wake_proxy(net_state_t *st) { wake_proxy_if(st, &st->asleep); }
 
 static int proxy_pass(net_state_t *st);
 
@@ -169,12 +173,7 @@ static void note_size(net_conn_t *nc, size_t bytes) {
   nc->small = st->inline_max > 0 && bytes <= st->inline_max;
   if (!was || nc->small) return;
   atomic_store_explicit(&st->engine_polled, 0, memory_order_relaxed);
-  atomic_thread_fence(memory_order_seq_cst);
-  if (atomic_load_explicit(&st->napping, memory_order_relaxed)) {
-    uint64_t one = 1;
-    ssize_t w = write(st->evfd, &one, sizeof(one));
-    (void)w;
-  }
+  wake_proxy_if(st, &st->napping);
 }
 
 /* ---- the engine's side (weft_transport_t) ---- */
