@@ -7,8 +7,8 @@
 #    (tests/multihost/netns.sh), one rank in each, every host its own
 #    WEFT_HOSTID: iperf3 one stream and --bidir between them, then weft's
 #    all_reduce_perf (-z 2, 8 B .. 256 MiB) with 1, 2 and 4 sockets per
-#    connection (NCCL_NSOCKS_PERTHREAD) and with every message left to the
-#    proxy thread (WEFT_NET_INLINE=0), then Open MPI's MPI_Allreduce over
+#    connection (NCCL_NSOCKS_PERTHREAD) and with the messages above 8 KiB
+#    left to the proxy thread (WEFT_NET_INLINE=8192), then Open MPI's MPI_Allreduce over
 #    its TCP BTL between the same two namespaces (mpirun in the first, its
 #    daemon started in the second by netns_agent.sh in place of ssh), each
 #    size for 3000 (small) down to 8 (256 MiB) iterations after a tenth as
@@ -78,8 +78,8 @@ for rep in $(seq 1 "$REPS"); do
     echo "weft nsocks=$ns rep $rep (size time_us busbw_GBps)"
     weft NCCL_NSOCKS_PERTHREAD=$ns
   done
-  echo "weft inline=0 rep $rep (size time_us busbw_GBps)"
-  weft WEFT_NET_INLINE=0
+  echo "weft inline=8192 rep $rep (size time_us busbw_GBps)"
+  weft WEFT_NET_INLINE=8192
   echo "ompi tcp netns rep $rep (size time_us busbw_GBps)"
   ompi
 done

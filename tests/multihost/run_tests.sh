@@ -10,7 +10,7 @@
 #     NCCL_ALGO on the collectives it changes;
 #   - in net mode, large messages received straight into user buffers, and
 #     the same sweep with that off; the sweep with the proxy thread moving
-#     every message and with the waiting rank moving every one
+#     every message and with it moving those above 8 KiB
 #     (WEFT_NET_INLINE); and a 2x2 sweep over the example NCCL net plugin
 #     (NCCL_NET_PLUGIN=example);
 #   - shaped links (tc netem delay + loss where the kernel has netem,
@@ -110,12 +110,13 @@ inside() {  # log results
     done
   fi
 
-  # Small network messages are moved by the waiting rank itself, large ones
-  # by the proxy thread: the sweep with the proxy moving everything
-  # (WEFT_NET_INLINE=0) and with the waiting rank moving everything (1 GiB).
+  # By default the waiting rank moves every network message itself (the
+  # sweeps above): the sweep with the proxy thread moving everything
+  # (WEFT_NET_INLINE=0) and with the two sharing the work, messages above
+  # 8 KiB handed to the proxy (8192).
   if [ "$mode" = net ]; then
     local inline
-    for inline in 0 1073741824; do
+    for inline in 0 8192; do
       start=$SECONDS
       out=$(WEFT_NET_INLINE=$inline NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=NET "$here/run_job.sh" -l 2x2 \
         -t "$job_limit" -- "$rank_prog" -c allgather,broadcast,sendrecv,allreduce,reducescatter,alltoall 2>&1)

@@ -15,17 +15,19 @@
  * without descriptors, such as an NCCL net plugin, it naps from 50 us up to
  * 1 ms and looks again).
  *
- * Small messages (at most WEFT_NET_INLINE bytes) are moved by the engine
- * itself while it waits in a call, as an MPI library's blocking call does:
- * posting one, or polling a connection whose last message was small, runs
- * one pass of progress in the engine's thread, so a step costs no hand-over
- * between threads. The pass is taken under the lock the proxy holds for its
- * own passes, and only when it is free; while the engine has polled within
- * PROXY_DEFER_NS the proxy only naps, and a connection that turns to large
- * messages hands the work back to it at once. Large messages stay with the
- * proxy, which then moves bytes while the engine copies and reduces. A pass
- * moves the connections whose descriptors have events and those the engine
- * gave new work.
+ * Messages of at most WEFT_NET_INLINE bytes (by default every message)
+ * are moved by the engine itself while it waits in a call, as an MPI
+ * library's blocking call does: posting one, or polling a connection whose
+ * last message was such, runs one pass of progress in the engine's thread,
+ * so a step costs no hand-over between threads. The pass is taken under
+ * the lock the proxy holds for its own passes, and only when it is free.
+ * While the engine has polled within PROXY_DEFER_NS the proxy sleeps on the
+ * engine's eventfd, which the engine writes when a connection turns to
+ * larger messages (the proxy takes them over) or a call leaves a send
+ * unfinished; waking it on a timer instead would cost the engine a context
+ * switch each time. Larger messages stay with the proxy, which then moves
+ * bytes while the engine copies and reduces. A pass moves the connections
+ * whose descriptors have events and those the engine gave new work.
  *
  * Large messages the engine only copies into the user's buffer (RECV,
  * RECV_COPY_SEND) skip the slot: the engine describes the messages it will
@@ -196,8 +198,10 @@ static void net_send_post(weft_conn_t *c, size_t bytes, uint32_t tag) {
   atomic_store_explicit(&nc->posted, nc->pos, memory_order_release);
   note_size(nc, bytes);
   // A small one is sent at once where the kernel takes it; the proxy finishes the rest.
-  if (!engine_progress(nc) || atomic_load_explicit(&nc->completed, memory_order_acquire) != nc->pos)
+  if (!engine_progress(nc) || atomic_load_explicit(&nc->completed, memory_order_acquire) != nc->pos) {
     wake_proxy(nc->st);
+    wake_proxy_if(nc->st, &nc->st->napping);
+  }
 }
 
 static int nothing_landed(const net_conn_t *nc) {
@@ -428,15 +432,14 @@ static int engine_moves(net_state_t *st) {
 }
 
 // Nap while the engine moves small messages: until the engine hands the
-// work back (note_size writes evfd) or half the deferral passes.
+// work back (note_size) or leaves a send unfinished (net_send_post), both
+// of which write evfd, or PROXY_SLEEP_MS passes. A shorter nap would cost
+// the engine a context switch each time the proxy looks.
 static void proxy_nap(net_state_t *st) {
   struct epoll_event ev;
   atomic_store(&st->napping, 1);
   atomic_thread_fence(memory_order_seq_cst);
-  if (engine_moves(st)) {
-    struct timespec ts = {0, PROXY_DEFER_NS / 2};
-    if (epoll_pwait2(st->defer_epfd, &ev, 1, &ts, NULL) < 0 && errno == ENOSYS) nanosleep(&ts, NULL);
-  }
+  if (engine_moves(st)) epoll_wait(st->defer_epfd, &ev, 1, PROXY_SLEEP_MS);
   atomic_store(&st->napping, 0);
   uint64_t drained;
   while (read(st->evfd, &drained, sizeof(drained)) > 0) {
@@ -710,7 +713,8 @@ static ncclResult_t net_setup(weft_transport_view_t *v, const uint8_t *serve, vo
   st->epfd = st->evfd = st->defer_epfd = -1;
   if (pthread_mutex_init(&st->lock, NULL) != 0) { res = ncclSystemError; goto out; }
   st->lock_live = 1;
-  st->inline_max = weft_env_WEFT_NET_INLINE() > 0 ? (size_t)weft_env_WEFT_NET_INLINE() : 0;
+  int64_t inline_max = weft_env_WEFT_NET_INLINE();
+  st->inline_max = inline_max < 0 ? SIZE_MAX : (size_t)inline_max;
   if (net->hold_large != NULL && net->held != NULL && net->release != NULL && weft_env_WEFT_NET_DIRECT_MIN() > 0)
     st->direct_min = (size_t)weft_env_WEFT_NET_DIRECT_MIN();
   st->conns = calloc((size_t)n * 2 * WEFT_NUM_CLASSES, sizeof(*st->conns));
