@@ -107,8 +107,11 @@ int weft_env_parse_int(const char *text, int64_t *value) {
 // Values of knobs that hold secrets are never written to logs.
 static int is_secret(const char *name) { return strstr(name, "SECRET") != NULL; }
 
+// Knobs are read on every call: the cached case is one load, inlined.
+static inline int is_read(int idx) { return __atomic_load_n(&cache[idx].read, __ATOMIC_ACQUIRE); }
+
+// The first read of knob idx: parse, cache, log.
 static void load(int idx) {
-  if (__atomic_load_n(&cache[idx].read, __ATOMIC_ACQUIRE)) return;
   const weft_env_knob_t *k = &knobs[idx];
   enum { QUIET, SAY_INT, SAY_STR, BAD_INT, NO_MEMORY } report = QUIET;
   char bad[128] = "";
@@ -171,12 +174,12 @@ static void load(int idx) {
 
 #define WEFT_ENV_INT(name, def, doc)                 \
   int64_t weft_env_##name(void) {                    \
-    load(WEFT_ENV_IDX_##name);                       \
+    if (!is_read(WEFT_ENV_IDX_##name)) load(WEFT_ENV_IDX_##name); \
     return cache[WEFT_ENV_IDX_##name].ival;          \
   }
 #define WEFT_ENV_STR(name, def, doc)                 \
   const char *weft_env_##name(void) {                \
-    load(WEFT_ENV_IDX_##name);                       \
+    if (!is_read(WEFT_ENV_IDX_##name)) load(WEFT_ENV_IDX_##name); \
     return cache[WEFT_ENV_IDX_##name].sval;          \
   }
 #include "env_table.h"

@@ -19,6 +19,7 @@
 #include "api.h"
 #include "checks.h"
 #include "env.h"
+#include "mismatch.h"
 #include "segment.h"
 #include "util.h"
 
@@ -284,6 +285,7 @@ ncclResult_t pncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncError) {
     WARN("ncclCommGetAsyncError: asyncError is NULL");
     return ncclInvalidArgument;
   }
+  weft_mismatch_settle(comm);  // a check owed by a call that only sent may fail the communicator now
   ncclResult_t res = (ncclResult_t)atomic_load(&comm->async_error);
   if (res == ncclSuccess) res = weft_segment_abort_code(comm->seg);
   // As NCCL: a revoked communicator reports ncclInProgress until its operations have stopped, then success.

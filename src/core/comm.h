@@ -10,12 +10,14 @@
 #include <stdint.h>
 
 #include "bootstrap.h"
+#include "call_cache.h"
 #include "nccl.h"
 #include "transport.h"
 
 #define WEFT_COMM_MAGIC 0x7765667463306d6dull
 #define WEFT_MAX_PREMUL_OPS 64
-#define WEFT_MAX_TRANSPORTS 4  // the registry's length bound (connect.c)
+#define WEFT_MAX_TRANSPORTS 4
+#define WEFT_LATER_MAX 32    // descriptor checks a communicator may owe (mismatch.c)  // the registry's length bound (connect.c)
 
 struct weft_segment;
 
@@ -70,6 +72,12 @@ struct ncclComm {
   pthread_t init_thread;   // non-blocking initialisation
   int init_thread_live;
 
+  weft_call_cache_t calls; // the tuner's last answer per collective (call_cache.h)
+  // Collectives whose descriptor check against a peer they only sent to
+  // was left for later (mismatch.h): under `lock`; count readable without it.
+  struct { uint64_t seq; int peer; } later[WEFT_LATER_MAX];
+  _Atomic unsigned nlater;
+  _Atomic unsigned later_age;  // calls since the owed checks were last settled
   void *tuner;             // NCCL_TUNER_PLUGIN's per-communicator state, or NULL (plugins/hooks.h)
   void *prof;              // NCCL_PROFILER_PLUGIN's, or NULL
 

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "api.h"
+#include "call_cache.h"
 #include "checks.h"
 #include "cuda_rt.h"
 #include "cuda_direct.h"
@@ -23,6 +24,7 @@
 #include "group.h"
 #include "stream.h"
 #include "hooks.h"
+#include "mismatch.h"
 #include "small.h"
 #include "tuner.h"
 
@@ -131,6 +133,7 @@ static ncclResult_t enqueue_checked(weft_coll_t coll, const void *sendbuff, void
   const char *api = weft_coll_name(coll);
   WEFTCHECK(weft_comm_check(comm, api));
   weft_debug_set_rank(comm->rank);
+  WEFTCHECK(weft_mismatch_settle_due(comm));  // earlier calls' owed checks may find the ranks disagreed
   size_t esize = weft_dtype_size(dtype);
   if ((int)dtype < 0 || (int)dtype >= ncclNumTypes || esize == 0) {
     WARN("%s: datatype=%d is not a valid ncclDataType_t", api, (int)dtype);
@@ -204,11 +207,16 @@ static ncclResult_t enqueue_checked(weft_coll_t coll, const void *sendbuff, void
                             .algo_spec = weft_env_NCCL_ALGO(),
                             .proto_spec = weft_env_NCCL_PROTO(),
                             .ll_max = WEFT_SMALL_MAX_BYTES};
-  WEFTCHECKGOTO(weft_tuner_choose(&tp, &o->args, esize, &o->algo), res, fail);
-  if (__builtin_expect(comm->tuner != NULL, 0)) weft_plugin_hooks.tune(comm->tuner, &tp, &o->args, esize, &o->algo);
-  // A small AllReduce that completes on return goes straight to the FIFOs.
-  if (ws == NULL && chan == NULL && weft_group_depth() == 0 &&
-      weft_tuner_proto(&tp, &o->args, o->algo, esize) == WEFT_PROTO_LL && weft_small_try(o, &res)) {
+  weft_proto_t proto;
+  if (__builtin_expect(comm->tuner != NULL, 0)) {  // a plugin may answer differently each time: ask it every time
+    WEFTCHECKGOTO(weft_tuner_choose(&tp, &o->args, esize, &o->algo), res, fail);
+    weft_plugin_hooks.tune(comm->tuner, &tp, &o->args, esize, &o->algo);
+    proto = weft_tuner_proto(&tp, &o->args, o->algo, esize);
+  } else {
+    WEFTCHECKGOTO(weft_call_choose(&comm->calls, &tp, &o->args, esize, &o->algo, &proto), res, fail);
+  }
+  // A small call that completes on return goes straight to the FIFOs.
+  if (ws == NULL && chan == NULL && weft_group_depth() == 0 && proto == WEFT_PROTO_LL && weft_small_try(o, &res)) {
     weft_op_free(o);
     return res;
   }

@@ -10,12 +10,16 @@
  * operation completes, and schedules that read peer memory compare
  * descriptors first (they need the peer's buffer addresses). A difference
  * fails the operation with ncclInvalidUsage and a WARN saying what each
- * rank called. Ranks on other hosts have no descriptor here: their tags
+ * rank called. A small call that only sends to a peer (a Broadcast's root)
+ * does not wait for the peer to launch: the check is owed, and settled by
+ * the communicator's next calls and by ncclCommGetAsyncError, which fail
+ * the communicator when the calls differ. Ranks on other hosts have no descriptor here: their tags
  * vouch for them.
  */
 #include "mismatch.h"
 
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -64,6 +68,33 @@ uint32_t weft_mismatch_tag(const weft_op_t *op) {
   return t != 0 ? t : 1;
 }
 
+// What the peer's board says about call `seq`, against our descriptor of it.
+enum { CALL_DIFFERS = -1, CALL_NOT_YET = 0, CALL_SAME = 1, CALL_PASSED = 2 };
+
+static int same_call(const weft_desc_t *a, const weft_desc_t *b) {
+  return a->coll == b->coll && a->dtype == b->dtype && a->op == b->op && a->root == b->root &&
+         a->count == b->count && a->slice == b->slice && a->algo == b->algo;
+}
+
+// CALL_PASSED: the peer is already further on, so its entry for seq is
+// gone; CALL_DIFFERS writes what each rank called into reason.
+static int compare_call(struct ncclComm *comm, uint64_t seq, int peer, const weft_desc_t *mine, int check,
+                        weft_desc_t *theirs, char *reason, size_t len) {
+  weft_desc_t *d = &comm->seg->hdr[peer]->desc[seq % WEFT_DESC_RING];
+  uint64_t s1 = atomic_load_explicit(&d->seq, memory_order_acquire);
+  if (s1 < seq + 1) return CALL_NOT_YET;
+  memcpy(theirs, d, sizeof(*theirs));
+  uint64_t s2 = atomic_load_explicit(&d->seq, memory_order_acquire);
+  if (s1 != seq + 1 || s2 != s1) return CALL_PASSED;
+  if (!check || same_call(theirs, mine)) return CALL_SAME;
+  char a[160], b[160];
+  describe(mine, a, sizeof(a));
+  describe(theirs, b, sizeof(b));
+  snprintf(reason, len, "collective #%" PRIu64 " differs: rank %d called %s, rank %d called %s", seq, comm->rank, a,
+           peer, b);
+  return CALL_DIFFERS;
+}
+
 // 1: peer's descriptor matches ours (and, for schedules that read peer
 // memory, its buffer addresses are known); 0: the peer has not launched the
 // call yet; -1: mismatch (the operation has failed).
@@ -78,43 +109,79 @@ int weft_mismatch_verify_peer(weft_op_t *op, int peer) {
     op->verified[peer] = 1;
     return 1;
   }
-  weft_desc_t *d = &op->comm->seg->hdr[peer]->desc[op->seq % WEFT_DESC_RING];
-  uint64_t s1 = atomic_load_explicit(&d->seq, memory_order_acquire);
-  if (s1 < op->seq + 1) return 0;
   weft_desc_t theirs, mine;
-  memcpy(&theirs, d, sizeof(theirs));
-  uint64_t s2 = atomic_load_explicit(&d->seq, memory_order_acquire);
-  if (s1 != op->seq + 1 || s2 != s1) {  // the peer is already further on; it cannot be checked
-    if (op->reads) {  // impossible unless ranks disagree on the schedule: the peer waits for our tokens
-      char reason[200];
-      snprintf(reason, sizeof(reason), "rank %d moved past collective #%" PRIu64 " before rank %d read its buffers",
-               peer, op->seq, op->comm->rank);
-      WARN("%s", reason);
-      weft_op_fail(op, ncclInternalError, reason);
-      return -1;
-    }
-    op->verified[peer] = 1;
-    return 1;
-  }
-  if (op->reads) {
-    op->peer_buf[2 * peer] = theirs.sendbuff;
-    op->peer_buf[2 * peer + 1] = theirs.recvbuff;
-  }
+  char reason[400];
   fill_desc(op, &mine);
-  if (!op->check || (theirs.coll == mine.coll && theirs.dtype == mine.dtype && theirs.op == mine.op &&
-                     theirs.root == mine.root && theirs.count == mine.count && theirs.slice == mine.slice &&
-                     theirs.algo == mine.algo)) {
-    op->verified[peer] = 2;
-    return 1;
+  switch (compare_call(op->comm, op->seq, peer, &mine, op->check, &theirs, reason, sizeof(reason))) {
+    case CALL_NOT_YET: return 0;
+    case CALL_PASSED:
+      if (op->reads) {  // impossible unless ranks disagree on the schedule: the peer waits for our tokens
+        snprintf(reason, sizeof(reason), "rank %d moved past collective #%" PRIu64 " before rank %d read its buffers",
+                 peer, op->seq, op->comm->rank);
+        WARN("%s", reason);
+        weft_op_fail(op, ncclInternalError, reason);
+        return -1;
+      }
+      op->verified[peer] = 1;
+      return 1;
+    case CALL_SAME:
+      if (op->reads) {
+        op->peer_buf[2 * peer] = theirs.sendbuff;
+        op->peer_buf[2 * peer + 1] = theirs.recvbuff;
+      }
+      op->verified[peer] = 2;
+      return 1;
+    default:
+      WARN("%s", reason);
+      weft_op_fail(op, ncclInvalidUsage, reason);
+      return -1;
   }
-  char a[160], b[160], reason[400];
-  describe(&mine, a, sizeof(a));
-  describe(&theirs, b, sizeof(b));
-  snprintf(reason, sizeof(reason), "collective #%" PRIu64 " differs: rank %d called %s, rank %d called %s", op->seq,
-           op->comm->rank, a, peer, b);
+}
+
+int weft_mismatch_defer(weft_op_t *op, int peer) {
+  struct ncclComm *comm = op->comm;
+  int ok = 0;
+  if (!op->check || comm->seg->hdr[peer] == NULL) return 1;  // nothing to owe: unchecked, or tags vouch (another host)
+  if (atomic_load_explicit(&comm->nlater, memory_order_relaxed) == WEFT_LATER_MAX &&
+      weft_mismatch_settle(comm) != ncclSuccess)
+    return 0;  // the communicator has failed: the caller's wait sees it
+  pthread_mutex_lock(&comm->lock);
+  unsigned n = atomic_load_explicit(&comm->nlater, memory_order_relaxed);
+  if (n < WEFT_LATER_MAX) {
+    comm->later[n].seq = op->seq;
+    comm->later[n].peer = peer;
+    atomic_store_explicit(&comm->nlater, n + 1, memory_order_release);
+    ok = 1;
+  }
+  pthread_mutex_unlock(&comm->lock);
+  return ok;
+}
+
+ncclResult_t weft_mismatch_settle(struct ncclComm *comm) {
+  if (atomic_load_explicit(&comm->nlater, memory_order_acquire) == 0) return ncclSuccess;
+  char reason[400];
+  int differs = 0;
+  pthread_mutex_lock(&comm->lock);
+  unsigned n = atomic_load_explicit(&comm->nlater, memory_order_relaxed), kept = 0;
+  for (unsigned i = 0; i < n; i++) {
+    uint64_t seq = comm->later[i].seq;
+    int peer = comm->later[i].peer, r = CALL_PASSED;
+    const weft_desc_t *own = &comm->seg->hdr[comm->rank]->desc[seq % WEFT_DESC_RING];
+    weft_desc_t mine, theirs;
+    memcpy(&mine, own, sizeof(mine));
+    if (!differs && atomic_load_explicit(&own->seq, memory_order_acquire) == seq + 1)  // else ours is gone too
+      r = compare_call(comm, seq, peer, &mine, 1, &theirs, reason, sizeof(reason));
+    if (r == CALL_DIFFERS) differs = 1;
+    if (r == CALL_NOT_YET) comm->later[kept++] = comm->later[i];
+  }
+  atomic_store_explicit(&comm->nlater, kept, memory_order_release);
+  atomic_store_explicit(&comm->later_age, 0, memory_order_relaxed);
+  pthread_mutex_unlock(&comm->lock);
+  if (!differs) return ncclSuccess;
   WARN("%s", reason);
-  weft_op_fail(op, ncclInvalidUsage, reason);
-  return -1;
+  weft_comm_set_error(comm, ncclInvalidUsage);
+  weft_comm_fail(comm, ncclInvalidUsage, reason);
+  return ncclInvalidUsage;
 }
 
 // A slot from `peer` carried another call's tag: say what each rank called.

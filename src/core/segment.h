@@ -24,11 +24,13 @@
 #include "nccl.h"
 
 #define WEFT_DESC_RING 256
-#define WEFT_SEGMENT_MAGIC 0x7765667473656731ull  // "weftseg1": the header layout below
+#define WEFT_SEGMENT_MAGIC 0x7765667473656732ull  // "weftseg2": the header layout below
 
-// What a rank says about the collective it launched as number `seq`.
+// What a rank says about the collective it launched as number `seq`: one
+// cache line each, so a peer reading one call's entry does not take the
+// line the owner is writing the next call's into.
 typedef struct {
-  _Atomic uint64_t seq;  // written last (release); seq+1 so 0 means "empty"
+  _Alignas(64) _Atomic uint64_t seq;  // written last (release); seq+1 so 0 means "empty"
   uint8_t coll, dtype, algo, op;
   int32_t root;
   uint64_t count;

@@ -328,13 +328,16 @@ static void run_mismatch(int kind, const char *what) {
     cr_log_info("%s: rank %d got %d (%s) after %.3f s, async error %d, destroy %d; last error: %s", what, r,
                 mm_out->res[r], ncclGetErrorString((ncclResult_t)mm_out->res[r]), mm_out->secs[r],
                 mm_out->async[r], mm_out->destroy[r], mm_out->last[r]);
-    int sender_only = kind == MM_NET_COUNT && r == 0;  // the broadcast's root, on another host
+    // A Broadcast's root only sends: on another host, or on this one with a
+    // small message, its call may return before the peer has called, and
+    // its communicator reports the mismatch then (ncclCommGetAsyncError).
+    int sender_only = (kind == MM_NET_COUNT && r == 0) || kind == MM_ROOT;
     cr_expect(mm_out->res[r] != -1 && (mm_out->res[r] != ncclSuccess || sender_only),
               "%s: rank %d got %d, expected a failure", what, r, mm_out->res[r]);
     cr_expect_lt(mm_out->secs[r], 10.0, "%s: rank %d took %.1f s to fail", what, r, mm_out->secs[r]);
     cr_expect_neq(mm_out->async[r], ncclSuccess, "%s: rank %d's communicator reports no error", what, r);
     cr_expect_eq(mm_out->destroy[r], ncclSuccess, "%s: rank %d could not destroy the failed communicator", what, r);
-    usage += mm_out->res[r] == ncclInvalidUsage;
+    usage += mm_out->res[r] == ncclInvalidUsage || (sender_only && mm_out->async[r] == ncclInvalidUsage);
   }
   cr_expect_geq(usage, 1, "%s: no rank reported ncclInvalidUsage", what);
   weft_test_shared_free(mm_out, sizeof(*mm_out));
@@ -369,6 +372,47 @@ Test(api_errors, mismatched_ops_fail_fast, .timeout = 40) { run_mismatch(MM_OP, 
 Test(api_errors, mismatched_broadcast_roots_fail_fast, .timeout = 40) { run_mismatch(MM_ROOT, "roots 0/1"); }
 Test(api_errors, mismatched_counts_over_the_network_fail_fast, .timeout = 40) {
   run_mismatch(MM_NET_COUNT, "broadcast counts 100000/50000 over TCP");
+}
+
+// Both ranks call themselves the root of small Broadcasts, again and
+// again: each only sends and nobody reads, so no slot tag can tell, and
+// each call may return before the other rank's descriptor can be compared.
+// The checks are owed, and the calls that follow settle them without
+// ncclCommGetAsyncError: one of the first 40 fails with ncclInvalidUsage on
+// each rank, saying what differs, and none after that succeeds.
+static int owed_check_body(int rank, int nranks, ncclUniqueId *ids, void *arg) {
+  (void)arg;
+  ncclComm_t comm = NULL;
+  WEFT_TEST_CHECK_RES(ncclCommInitRank(&comm, nranks, ids[0], rank), ncclSuccess);
+  if (comm == NULL) return weft_test_failures();
+  float buf[4] = {1, 2, 3, 4};
+  ncclResult_t first = ncclBroadcast(buf, buf, 4, ncclFloat32, rank, comm, NULL);
+  int failed_at = first == ncclSuccess ? -1 : 0, later_success = 0;
+  ncclResult_t failure = first;
+  char why[320] = "";
+  if (failed_at == 0) snprintf(why, sizeof(why), "%s", ncclGetLastError(comm));
+  for (int i = 1; i <= 40; i++) {
+    ncclResult_t r = ncclBroadcast(buf, buf, 4, ncclFloat32, rank, comm, NULL);
+    if (r != ncclSuccess && failed_at < 0) {
+      failed_at = i, failure = r;
+      snprintf(why, sizeof(why), "%s", ncclGetLastError(comm));
+    } else if (r == ncclSuccess && failed_at >= 0) {
+      later_success = 1;
+    }
+  }
+  WEFT_TEST_CHECK(failed_at >= 0, "rank %d: the mismatched roots were never reported", rank);
+  WEFT_TEST_CHECK(failure == ncclInvalidUsage, "rank %d: call %d failed with %d, expected ncclInvalidUsage", rank,
+                  failed_at, (int)failure);
+  WEFT_TEST_CHECK(!later_success, "rank %d: a call succeeded after call %d had failed", rank, failed_at);
+  WEFT_TEST_CHECK(strstr(why, "differs") != NULL || strstr(why, "invalid usage") != NULL,
+                  "rank %d: the failing call said '%s'", rank, why);
+  WEFT_TEST_CHECK_RES(ncclCommDestroy(comm), ncclSuccess);
+  return weft_test_failures();
+}
+
+Test(api_errors, mismatched_roots_fail_the_following_calls, .timeout = 40) {
+  weft_test_env_timeout(20);
+  WEFT_TEST_EXPECT_FORK_OK(2, 1, owed_check_body, NULL, 30);
 }
 
 /* ---------- roles run in a fresh image of this binary ---------- */
