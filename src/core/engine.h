@@ -110,6 +110,9 @@ ncclResult_t weft_engine_run(weft_op_t **ops, int nops, int queued);
 // A zeroed operation (possibly one this thread freed before, with its
 // schedule's arrays kept, empty); NULL when out of memory.
 weft_op_t *weft_op_alloc(void);
+// A heap copy of an operation built on the caller's stack (which holds no
+// heap memory yet), for one that outlives the call; NULL (WARN) when out of memory.
+weft_op_t *weft_op_to_heap(const weft_op_t *local);
 // A finished operation stops counting as in flight on its communicator (which
 // may then be destroyed); the operation itself stays valid until freed.
 void weft_op_release_comm(weft_op_t *op);

@@ -147,8 +147,11 @@ static ncclResult_t enqueue_checked(weft_coll_t coll, const void *sendbuff, void
   weft_stream_t *ws = NULL;
   weft_cuda_chan_t *chan = NULL;
   const void *dev_scalar = NULL;
-  weft_op_t *o = weft_op_alloc();
-  if (o == NULL) return ncclSystemError;
+  // The operation starts on this stack: a small call that completes here
+  // never needs the heap; one that outlives the call moves there (weft_op_to_heap).
+  weft_op_t local;
+  memset(&local, 0, sizeof(local));
+  weft_op_t *o = &local;
   ncclResult_t res = ncclSuccess;
   o->comm = comm;
   o->dtype = dtype;
@@ -166,7 +169,8 @@ static ncclResult_t enqueue_checked(weft_coll_t coll, const void *sendbuff, void
   o->redop_acc.prescale = 0;
 
   // Buffer sizes, with overflow checks: count * nranks * esize must fit.
-  if (count > SIZE_MAX / esize / (size_t)comm->nranks) {
+  size_t total;
+  if (__builtin_mul_overflow(count, esize, &total) || __builtin_mul_overflow(total, (size_t)comm->nranks, &total)) {
     WARN("%s: count=%zu of %s overflows the address space with %d ranks", api, count, weft_dtype_name(dtype),
          comm->nranks);
     res = ncclInvalidArgument;
@@ -176,7 +180,6 @@ static ncclResult_t enqueue_checked(weft_coll_t coll, const void *sendbuff, void
   WEFTCHECKGOTO(check_buffer(api, "recvbuff", recvbuff, weft_coll_recv_elems(&o->args)), res, fail);
   if (count == 0) {  // nothing to move: a no-op on every rank, as in NCCL (any CUDA stream will do)
     if (weft_cuda_load() != WEFT_CUDA_PRESENT) WEFTCHECKGOTO(weft_stream_resolve(stream, api, &ws), res, fail);
-    weft_op_free(o);
     return ncclSuccess;
   }
   size_t send_bytes = weft_coll_send_elems(&o->args) * esize, recv_bytes = weft_coll_recv_elems(&o->args) * esize;
@@ -190,7 +193,10 @@ static ncclResult_t enqueue_checked(weft_coll_t coll, const void *sendbuff, void
     o->dev.send = send_bytes > 0 ? sendbuff : NULL;
     o->dev.recv = recv_bytes > 0 ? recvbuff : NULL;
     o->dev.scalar = dev_scalar;
-    if (weft_cuda_direct_eligible(o)) return weft_group_add_direct(o, chan);  // on the GPU, no staging
+    if (weft_cuda_direct_eligible(o)) {  // on the GPU, no staging
+      if ((o = weft_op_to_heap(&local)) == NULL) return ncclSystemError;
+      return weft_group_add_direct(o, chan);
+    }
   } else if (dev_scalar != NULL) {
     WARN("%s: op=%d has its scalar in device memory but the buffers are host memory: use device buffers, or "
          "create the op with a host scalar", api, (int)op);
@@ -217,15 +223,16 @@ static ncclResult_t enqueue_checked(weft_coll_t coll, const void *sendbuff, void
   }
   // A small call that completes on return goes straight to the FIFOs.
   if (ws == NULL && chan == NULL && weft_group_depth() == 0 && proto == WEFT_PROTO_LL && weft_small_try(o, &res)) {
-    weft_op_free(o);
+    weft_op_release_comm(o);
     return res;
   }
+  if ((o = weft_op_to_heap(&local)) == NULL) return ncclSystemError;
   WEFTCHECKGOTO(weft_schedule_build(&o->args, o->algo, &o->sched), res, fail);
   TRACE(WEFT_LOG_COLL, "%s count=%zu %s op=%d root=%d algo=%s steps=%u", api, count, weft_dtype_name(dtype),
         (int)op, root, weft_algo_name(o->algo), o->sched.nsteps);
   return weft_group_add(o, ws, chan);
 fail:
-  weft_op_free(o);
+  if (o != &local) weft_op_free(o);
   return res;
 }
 

@@ -2,7 +2,9 @@
  * op.c — the life of a weft_op_t in memory: allocation, release of its
  * communicator, and freeing.
  *
- * Each thread keeps its most recently freed operation, schedule arrays
+ * A call's operation is built on the caller's stack; only one that
+ * outlives the call (the engine's, a group's, a stream's) moves to the
+ * heap. Each thread keeps its most recently freed operation, schedule arrays
  * included, and hands it out again on the next allocation, so a loop of
  * small calls costs no allocator round trips for the operation and its
  * steps. A thread's kept operation is freed when the thread exits.
@@ -11,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "checks.h"
 #include "engine.h"
 
 static pthread_key_t cache_key;
@@ -31,6 +34,18 @@ weft_op_t *weft_op_alloc(void) {
   weft_op_t *op = cache_ok ? pthread_getspecific(cache_key) : NULL;
   if (op == NULL) return calloc(1, sizeof(*op));
   pthread_setspecific(cache_key, NULL);
+  return op;
+}
+
+weft_op_t *weft_op_to_heap(const weft_op_t *local) {
+  weft_op_t *op = weft_op_alloc();
+  if (op == NULL) {
+    WARN("out of memory for an operation (%zu bytes)", sizeof(*op));
+    return NULL;
+  }
+  weft_schedule_t sched = op->sched;  // a kept operation's arrays, emptied
+  *op = *local;
+  op->sched = sched;
   return op;
 }
 

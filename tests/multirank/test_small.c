@@ -276,7 +276,7 @@ Test(small, reducescatter_on_both_paths, .timeout = 120) {
 /* ---------- failures: differing counts, a silent peer ---------- */
 
 typedef struct {
-  int res[4];
+  int res[4], async[4];
   int64_t ms[4];
   int bcast;
 } outcome_t;
@@ -289,6 +289,14 @@ static int mismatch_body(int rank, int nranks, ncclUniqueId id, void *arg) {
   double t0 = weft_test_now();
   if (out->bcast) out->res[rank] = (int)ncclBroadcast(buf, buf, rank == 1 ? 5 : 4, ncclInt64, 0, comm, NULL);
   else out->res[rank] = (int)ncclAllReduce(buf, buf, rank == 1 ? 5 : 4, ncclInt64, ncclSum, comm, NULL);
+  // A call that succeeded (the Broadcast's root only sends, and may return
+  // before the others call) must see its communicator fail soon after.
+  ncclResult_t async = out->res[rank] == ncclSuccess ? ncclSuccess : (ncclResult_t)out->res[rank];
+  for (int i = 0; i < 500 && async == ncclSuccess; i++) {
+    WEFT_TEST_CHECK_RES(ncclCommGetAsyncError(comm, &async), ncclSuccess);
+    if (async == ncclSuccess) usleep(10000);
+  }
+  out->async[rank] = (int)async;
   out->ms[rank] = (int64_t)((weft_test_now() - t0) * 1000);
   ncclCommAbort(comm);
   return 0;
@@ -302,10 +310,12 @@ Test(small, differing_counts_fail_on_every_rank, .timeout = 60) {
     cr_expect_eq(weft_test_fork_ranks(3, mismatch_body, out, 50), 0);
     for (int r = 0; r < 3; r++) {
       // AllReduce: everyone sees the odd length or tag. Broadcast: rank 1
-      // does; the root and rank 2 compare descriptors or fail through the
-      // abort word rank 1 raises.
-      cr_expect(out->res[r] == ncclInvalidUsage || (out->bcast && out->res[r] == ncclRemoteError),
-                "%s: rank %d returned %d", out->bcast ? "Broadcast" : "AllReduce", r, out->res[r]);
+      // does; rank 2 compares descriptors or fails through the abort word
+      // rank 1 raises, and the root may return first and then learn it.
+      int failed = out->res[r] == ncclInvalidUsage || (out->bcast && out->res[r] == ncclRemoteError);
+      int root_learnt = out->bcast && r == 0 && out->res[r] == ncclSuccess && out->async[r] != ncclSuccess;
+      cr_expect(failed || root_learnt, "%s: rank %d returned %d, then its communicator reported %d",
+                out->bcast ? "Broadcast" : "AllReduce", r, out->res[r], out->async[r]);
       cr_expect(out->ms[r] < 10000, "rank %d took %lld ms to fail", r, (long long)out->ms[r]);
     }
   }
