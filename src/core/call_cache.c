@@ -9,9 +9,8 @@
  */
 #include "call_cache.h"
 
-_Static_assert(sizeof(((weft_call_cache_entry_t *)0)->word) / sizeof(uint64_t) >= 8, "entry too small");
-
 enum { W_COUNT, W_SHAPE, W_ALGO_SPEC, W_PROTO_SPEC, W_ONESHOT_MAX, W_READ_MIN, W_SLICE, W_ANSWER, W_WORDS };
+_Static_assert(sizeof(((weft_call_cache_entry_t *)0)->word) / sizeof(uint64_t) == W_WORDS, "entry layout");
 
 static void key_of(const weft_tuner_params_t *tp, const weft_coll_args_t *args, size_t esize,
                    uint64_t key[W_SLICE]) {

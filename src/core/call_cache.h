@@ -20,8 +20,6 @@
 #include "schedule.h"
 #include "tuner.h"
 
-struct ncclComm;
-
 // One collective's last shape and answer. `version` is odd while written
 // (a reader that sees it change retries the tuner instead).
 typedef struct {

@@ -16,8 +16,8 @@
 
 #define WEFT_COMM_MAGIC 0x7765667463306d6dull
 #define WEFT_MAX_PREMUL_OPS 64
-#define WEFT_MAX_TRANSPORTS 4
-#define WEFT_LATER_MAX 32    // descriptor checks a communicator may owe (mismatch.c)  // the registry's length bound (connect.c)
+#define WEFT_MAX_TRANSPORTS 4  // the registry's length bound (connect.c)
+#define WEFT_LATER_MAX 32      // descriptor checks a communicator may owe (mismatch.c)
 
 struct weft_segment;
 

@@ -13,8 +13,8 @@
  * rank called. A small call that only sends to a peer (a Broadcast's root)
  * does not wait for the peer to launch: the check is owed, and settled by
  * the communicator's next calls and by ncclCommGetAsyncError, which fail
- * the communicator when the calls differ. Ranks on other hosts have no descriptor here: their tags
- * vouch for them.
+ * the communicator when the calls differ. Ranks on other hosts have no
+ * descriptor here: their tags vouch for them.
  */
 #include "mismatch.h"
 

@@ -27,9 +27,9 @@ int weft_mismatch_check_peers(weft_op_t *op);
 void weft_mismatch_tag_differs(weft_op_t *op, int peer);
 
 // A call that only sent to `peer` may return before the peer has launched
-// it: its descriptor check is then owed (1 when recorded or nothing is
-// owed — unchecked, or a peer on another host, whose tags vouch; 0 when too many
-// are owed even after settling, and the caller must wait as before).
+// it: its descriptor check is then owed. 1 when recorded or nothing is
+// owed (unchecked, or a peer on another host, whose tags vouch); 0 when too
+// many are owed even after settling, and the caller must wait as before.
 int weft_mismatch_defer(weft_op_t *op, int peer);
 // Settle what is owed as far as the peers allow now: ncclSuccess, or
 // ncclInvalidUsage after failing the communicator (a WARN says what

@@ -28,9 +28,10 @@
  * Waiting keeps every promise of the engine's: the abort word and
  * ncclCommAbort are seen at once, a dead peer of this host within
  * WEFT_LIVENESS_MS, a mismatched call by its slot tag or (before sleeping)
- * its descriptor — for a peer only sent to, by the next call or
- * ncclCommGetAsyncError when it had not launched yet — a silent peer at WEFT_TIMEOUT; the descriptor and the
- * status weft-status reads are published as the engine does.
+ * its descriptor (for a peer only sent to that had not launched yet, by
+ * later calls or ncclCommGetAsyncError), a silent peer at WEFT_TIMEOUT;
+ * the descriptor and the status weft-status reads are published as the
+ * engine does.
  */
 #include "small.h"
 
