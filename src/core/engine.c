@@ -80,7 +80,8 @@ static int single_copy_step(weft_op_t *op, const weft_step_t *st, weft_lane_stat
     else if (near != src) memmove(near, src, bytes);
   } else if (st->kind == WEFT_STEP_READ) {
     if (near == NULL) res = c->tp->read(c, dst, far, bytes);
-    else if (near != dst) copy_out(op, dst, near, bytes);  // op->nt: no overlap
+    else if (near != dst && op->nt) weft_copy_nt(dst, near, bytes);  // op->nt: no overlap
+    else if (near != dst) memmove(dst, near, bytes);
     if (res == ncclSuccess && op->has_op && (st->flags & WEFT_STEP_REDUCE_INPUT) && weft_redop_transforms(&op->redop))
       weft_reduce_first(&op->redop, dst, dst, st->count, final);
   } else {
