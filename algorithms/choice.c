@@ -20,8 +20,14 @@ static int index_of(const char *name, const char *const *names, int n) {
 }
 
 // One section: "[coll:][^]name,name..."
+static int is_foreign(const char *name, const char *const *foreign) {
+  for (int i = 0; foreign != NULL && foreign[i] != NULL; i++)
+    if (strcasecmp(name, foreign[i]) == 0) return 1;
+  return 0;
+}
+
 static int parse_section(const char *var, char *sec, const char *const *names, int nnames,
-                         unsigned masks[WEFT_NUM_COLLS]) {
+                         const char *const *foreign, unsigned masks[WEFT_NUM_COLLS]) {
   int coll = -1;
   char *colon = strchr(sec, ':');
   if (colon != NULL) {
@@ -38,7 +44,9 @@ static int parse_section(const char *var, char *sec, const char *const *names, i
   char *save = NULL;
   for (char *tok = strtok_r(sec, ",", &save); tok != NULL; tok = strtok_r(NULL, ",", &save)) {
     int a = index_of(tok, names, nnames);
-    if (a < 0) {
+    if (a < 0 && is_foreign(tok, foreign)) {
+      INFO(WEFT_LOG_ENV | WEFT_LOG_TUNING, "%s: NCCL's '%s' has no counterpart in weft; ignored", var, tok);
+    } else if (a < 0) {
       char known[200];
       size_t at = 0;
       for (int b = 0; b < nnames && at < sizeof(known); b++)
@@ -55,7 +63,7 @@ static int parse_section(const char *var, char *sec, const char *const *names, i
 }
 
 int weft_choice_parse(const char *var, const char *spec, const char *const *names, int nnames,
-                      unsigned masks[WEFT_NUM_COLLS]) {
+                      const char *const *foreign, unsigned masks[WEFT_NUM_COLLS]) {
   for (int c = 0; c < WEFT_NUM_COLLS; c++) masks[c] = (1u << nnames) - 1;
   if (spec == NULL || spec[0] == '\0') return 0;
   char buf[512];
@@ -72,7 +80,7 @@ int weft_choice_parse(const char *var, const char *spec, const char *const *name
     for (char *r = sec; *r; r++)
       if (*r != ' ' && *r != '\t') *w++ = *r;
     *w = '\0';
-    if (parse_section(var, sec, names, nnames, parsed) != 0) return -1;
+    if (parse_section(var, sec, names, nnames, foreign, parsed) != 0) return -1;
   }
   memcpy(masks, parsed, sizeof(parsed));
   return 0;

@@ -13,10 +13,13 @@
 #include "schedule.h"
 
 // Per collective, the mask (bit i = names[i]) of what `spec` allows; every
-// option when spec is NULL or empty. `var` names the variable in WARNs.
-// Unknown names are reported and ignored; returns -1 for text that does not
-// parse (the masks are then all-allowed), else 0.
+// option when spec is NULL or empty. `var` names the variable in logs.
+// Names NCCL has and weft does not (`foreign`, NULL-terminated, may be
+// NULL) are ignored with an INFO line; any other unknown name with a WARN.
+// A section may thus allow nothing: the tuner then keeps its own choice
+// (tuner.h). Returns -1 for text that does not parse (the masks are then
+// all-allowed), else 0.
 int weft_choice_parse(const char *var, const char *spec, const char *const *names, int nnames,
-                      unsigned masks[WEFT_NUM_COLLS]);
+                      const char *const *foreign, unsigned masks[WEFT_NUM_COLLS]);
 
 #endif

@@ -19,10 +19,14 @@
 #include "cost.h"
 #include "layout.h"
 
+// NCCL's algorithms that need hardware weft does not drive (SHARP switches,
+// NVLink SHARP) or that it does not implement: ignored where named.
+static const char *const nccl_only_algos[] = {"CollNetDirect", "CollNetChain", "NVLS", "NVLSTree", "PAT", NULL};
+
 int weft_tuner_parse_algos(const char *spec, unsigned masks[WEFT_NUM_COLLS]) {
   const char *names[WEFT_NUM_ALGOS];
   for (int a = 0; a < WEFT_NUM_ALGOS; a++) names[a] = weft_algo_name((weft_algo_t)a);
-  return weft_choice_parse("NCCL_ALGO", spec, names, WEFT_NUM_ALGOS, masks);
+  return weft_choice_parse("NCCL_ALGO", spec, names, WEFT_NUM_ALGOS, nccl_only_algos, masks);
 }
 
 // NCCL_ALGO and NCCL_PROTO are parsed once per distinct value (the env
@@ -66,8 +70,26 @@ static spec_masks_t proto_masks;
 static _Thread_local spec_masks_t proto_masks_here;
 
 static int parse_protos(const char *spec, unsigned masks[WEFT_NUM_COLLS]) {
-  return weft_choice_parse("NCCL_PROTO", spec, proto_names, WEFT_NUM_PROTOS, masks);
+  return weft_choice_parse("NCCL_PROTO", spec, proto_names, WEFT_NUM_PROTOS, NULL, masks);
 }
+
+// Where NCCL_ALGO or NCCL_PROTO leaves nothing that can run a call, weft
+// runs it its own way and says so once per variable value and collective.
+typedef struct {
+  const char *spec;
+  unsigned colls;  // bit c: collective c already noted
+} noted_t;
+
+static int first_note(noted_t *n, const char *spec, weft_coll_t coll) {
+  pthread_mutex_lock(&cache_lock);
+  if (n->spec != spec) n->spec = spec, n->colls = 0;
+  int first = !(n->colls & (1u << coll));
+  n->colls |= 1u << coll;
+  pthread_mutex_unlock(&cache_lock);
+  return first;
+}
+
+static noted_t algo_noted, proto_noted;
 
 const char *weft_proto_name(weft_proto_t proto) {
   return (unsigned)proto < WEFT_NUM_PROTOS ? proto_names[proto] : "?";
@@ -83,7 +105,12 @@ weft_proto_t weft_tuner_proto(const weft_tuner_params_t *p, const weft_coll_args
   if (!carried || args->count * esize > p->ll_max) return WEFT_PROTO_SIMPLE;
   unsigned masks[WEFT_NUM_COLLS];
   lookup_masks(&proto_masks, &proto_masks_here, parse_protos, p->proto_spec, masks);
-  return (masks[args->coll] & (1u << WEFT_PROTO_LL)) ? WEFT_PROTO_LL : WEFT_PROTO_SIMPLE;
+  if (masks[args->coll] & (1u << WEFT_PROTO_LL)) return WEFT_PROTO_LL;
+  if (!(masks[args->coll] & ((1u << WEFT_PROTO_SIMPLE) | (1u << WEFT_PROTO_LL128))) &&
+      first_note(&proto_noted, p->proto_spec, args->coll))
+    INFO(WEFT_LOG_ENV | WEFT_LOG_TUNING, "NCCL_PROTO='%s' allows no protocol weft has for %s; using Simple",
+         p->proto_spec, weft_coll_name(args->coll));
+  return WEFT_PROTO_SIMPLE;
 }
 
 // Can `algo` run this call at all (NCCL_ALGO aside)? Says why not in `why`.
@@ -241,10 +268,21 @@ ncclResult_t weft_tuner_choose(const weft_tuner_params_t *p, weft_coll_args_t *a
   char why[160] = "";
   int chosen = weft_coll_hosts(args) > 1 ? cheapest_cached(p, args, esize, allowed, why, sizeof(why))
                                          : preferred(p, args, esize, allowed, why, sizeof(why));
+  unsigned every = (1u << WEFT_NUM_ALGOS) - 1;
+  if (chosen < 0 && allowed != every) {  // NCCL_ALGO serves other collectives or other layouts: weft's own choice
+    char why_not[160];
+    snprintf(why_not, sizeof(why_not), "%s", why);
+    chosen = weft_coll_hosts(args) > 1 ? cheapest_cached(p, args, esize, every, why, sizeof(why))
+                                       : preferred(p, args, esize, every, why, sizeof(why));
+    if (chosen >= 0 && first_note(&algo_noted, p->algo_spec, args->coll))
+      INFO(WEFT_LOG_ENV | WEFT_LOG_TUNING, "NCCL_ALGO='%s' allows no algorithm that can run %s%s%s%s; using %s",
+           p->algo_spec ? p->algo_spec : "", weft_coll_name(args->coll), why_not[0] ? " (" : "", why_not,
+           why_not[0] ? ")" : "", weft_algo_name((weft_algo_t)chosen));
+  }
   if (chosen < 0) {
-    WARN("NCCL_ALGO='%s' leaves no algorithm that can run %s%s%s", p->algo_spec ? p->algo_spec : "",
-         weft_coll_name(args->coll), why[0] ? ": " : "", why);
-    return ncclInvalidUsage;
+    WARN("no algorithm can run %s of %zu x %zu bytes on %d ranks%s%s", weft_coll_name(args->coll), args->count,
+         esize, args->nranks, why[0] ? ": " : "", why);
+    return ncclInternalError;
   }
   *algo = (weft_algo_t)chosen;
   return ncclSuccess;

@@ -20,7 +20,12 @@
  * Choices are remembered per call shape; the choice is logged at INFO under
  * NCCL_DEBUG_SUBSYS=TUNING the first time.
  *
- * NCCL_ALGO (NCCL's syntax) narrows the choice. The slice is half a
+ * NCCL_ALGO (NCCL's syntax) narrows the choice wherever what it allows
+ * can run the call; where it allows nothing that can (NCCL_ALGO=ring for a
+ * Broadcast, tree across unequal hosts), weft makes its own choice and says
+ * so at INFO once per collective, as NCCL leaves its point-to-point
+ * collectives alone. NCCL's names that weft lacks (NVLS, CollNet*, PAT)
+ * are ignored with an INFO line. The slice is half a
  * connection's buffer, so one round can be in flight while the next is
  * filled.
  *
@@ -54,8 +59,8 @@ typedef struct {
   const weft_links_t *links;  // link constants for pricing multi-host calls; NULL: weft_links()
 } weft_tuner_params_t;
 
-// Fills *algo and args->slice. Fails (WARN) only when NCCL_ALGO excludes
-// every algorithm able to run the collective.
+// Fills *algo and args->slice. Fails (WARN, ncclInternalError) only when
+// no algorithm at all can run the collective.
 ncclResult_t weft_tuner_choose(const weft_tuner_params_t *p, weft_coll_args_t *args, size_t esize,
                                weft_algo_t *algo);
 

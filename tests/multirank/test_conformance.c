@@ -679,7 +679,8 @@ static int thread_rank(int rank, int nranks, ncclComm_t comm, void *arg) {
 
 // The algorithms every sweep runs under, as NCCL_ALGO values; "" leaves the
 // choice to the tuner (one hop for small AllReduce counts, the ring above).
-// A forced algorithm sweeps only the collectives it changes. Each entry is
+// A forced algorithm sweeps only the collectives it changes, except for the
+// plain lists users set for NCCL, which must leave every collective working. Each entry is
 // its own Criterion test (a process of its own), because the library reads
 // NCCL_ALGO once per process. The multi-host AllReduce algorithms run here
 // on one host (the tree over ranks, recursive doubling and halving with
@@ -695,6 +696,7 @@ typedef struct {
 #define SOME_DTYPES                                                                                    \
   ((1u << ncclInt8) | (1u << ncclUint64) | (1u << ncclFloat16) | (1u << ncclBfloat16) | (1u << ncclFloat32) | \
    (1u << ncclFloat64))
+#define FEW_DTYPES ((1u << ncclInt8) | (1u << ncclFloat16) | (1u << ncclFloat32))
 
 static algo_param_t algo_params[] = {
     {"", ALL_COLLS, 0},
@@ -706,6 +708,9 @@ static algo_param_t algo_params[] = {
     {"allreduce:recursive", 1u << ALLREDUCE, SOME_DTYPES},
     {"allreduce:rabenseifner", 1u << ALLREDUCE, SOME_DTYPES},
     {"allreduce:hier", 1u << ALLREDUCE, SOME_DTYPES},
+    // As users set them for NCCL: applied where they can run, weft's choice elsewhere.
+    {"ring", ALL_COLLS, FEW_DTYPES},
+    {"Tree", ALL_COLLS, FEW_DTYPES},
 };
 
 // Per-test limits: the forked ranks get FORK_DEADLINE seconds, and every

@@ -89,10 +89,51 @@ Test(tuner, picks_by_size_and_honours_nccl_algo, .timeout = 10) {
   cr_expect_eq(algo, WEFT_ALGO_RING);
   cr_assert_eq(choose(NULL, WEFT_COLL_BROADCAST, 4, 100, &algo, &slice), ncclSuccess);
   cr_expect_eq(algo, WEFT_ALGO_CHAIN);
-  cr_expect_eq(choose("broadcast:ring", WEFT_COLL_BROADCAST, 4, 100, &algo, &slice), ncclInvalidUsage,
-               "no allowed algorithm can run it");
-  cr_expect_eq(choose("read", WEFT_COLL_ALLREDUCE, 4, 1 << 20, &algo, &slice), ncclInvalidUsage,
+  cr_assert_eq(choose("broadcast:ring", WEFT_COLL_BROADCAST, 4, 100, &algo, &slice), ncclSuccess,
+               "an algorithm list that cannot serve the call leaves weft's choice");
+  cr_expect_eq(algo, WEFT_ALGO_CHAIN);
+  cr_assert_eq(choose("read", WEFT_COLL_ALLREDUCE, 4, 1 << 20, &algo, &slice), ncclSuccess,
                "single copy cannot be forced where peers' memory is out of reach");
+  cr_expect_eq(algo, WEFT_ALGO_RING, "weft's choice instead");
+}
+
+// NCCL applies an algorithm list only where it can: NCCL_ALGO=ring or Tree
+// must leave Broadcast, AlltoAll, Gather, Scatter and Send/Recv running.
+Test(tuner, nccl_algo_applies_only_where_it_can_run, .timeout = 10) {
+  static const char *const specs[] = {"ring", "Tree", "NVLS", "^ring,chain,direct,oneshot,read"};
+  for (int i = 0; i < 4; i++) {
+    for (int c = 0; c < WEFT_NUM_COLLS; c++) {
+      for (size_t count = 2; count <= (1u << 20); count *= 512) {
+        weft_algo_t algo = WEFT_NUM_ALGOS, dflt = WEFT_NUM_ALGOS;
+        size_t slice;
+        cr_assert_eq(choose(specs[i], (weft_coll_t)c, 4, count, &algo, &slice), ncclSuccess,
+                     "NCCL_ALGO=%s, %s of %zu", specs[i], weft_coll_name((weft_coll_t)c), count);
+        cr_assert_eq(choose(NULL, (weft_coll_t)c, 4, count, &dflt, &slice), ncclSuccess);
+        cr_expect(weft_algo_supports(algo, (weft_coll_t)c), "NCCL_ALGO=%s gave %s an algorithm it lacks: %s",
+                  specs[i], weft_coll_name((weft_coll_t)c), weft_algo_name(algo));
+        unsigned m[WEFT_NUM_COLLS];
+        weft_tuner_parse_algos(specs[i], m);
+        weft_algo_t named = i == 0 ? WEFT_ALGO_RING : WEFT_ALGO_TREE;
+        if (i < 2 && weft_algo_supports(named, (weft_coll_t)c))
+          cr_expect_eq(algo, named, "NCCL_ALGO=%s, %s of %zu", specs[i], weft_coll_name((weft_coll_t)c), count);
+        else if (!(m[c] & BIT(algo)))
+          cr_expect_eq(algo, dflt, "NCCL_ALGO=%s cannot serve %s: weft's choice, %s, not %s", specs[i],
+                       weft_coll_name((weft_coll_t)c), weft_algo_name(dflt), weft_algo_name(algo));
+      }
+    }
+  }
+}
+
+Test(tuner, nccl_only_algorithm_names_are_ignored, .timeout = 10) {
+  unsigned m[WEFT_NUM_COLLS];
+  cr_assert_eq(weft_tuner_parse_algos("NVLS,CollNetDirect,CollNetChain,NVLSTree,PAT", m), 0);
+  for (int c = 0; c < WEFT_NUM_COLLS; c++) cr_expect_eq(m[c], 0u, "they allow nothing of weft's");
+  cr_assert_eq(weft_tuner_parse_algos("nvls,ring", m), 0);
+  cr_expect_eq(m[WEFT_COLL_ALLREDUCE], BIT(WEFT_ALGO_RING));
+  cr_assert_eq(weft_tuner_parse_algos("^PAT", m), 0);
+  cr_expect_eq(m[WEFT_COLL_ALLGATHER], ALL, "excluding what weft lacks excludes nothing");
+  cr_assert_eq(weft_tuner_parse_algos("ring,nosuchalgo", m), 0);
+  cr_expect_eq(m[WEFT_COLL_ALLREDUCE], BIT(WEFT_ALGO_RING), "an unknown name is dropped (with a WARN)");
 }
 
 Test(tuner, single_copy_for_large_calls_when_memory_is_reachable, .timeout = 10) {
@@ -241,8 +282,9 @@ Test(tuner, hier_is_never_picked_on_uneven_hosts, .timeout = 30) {
     cr_assert_eq(choose_on(NULL, host_of, 3, n, 0, count, &algo), ncclSuccess);
     cr_expect_neq(algo, WEFT_ALGO_HIER, "count %zu", count);
   }
-  cr_expect_eq(choose_on("allreduce:hier", host_of, 3, n, 0, 1 << 20, &algo), ncclInvalidUsage,
-               "forcing hier on hosts of different sizes is refused");
+  cr_assert_eq(choose_on("allreduce:hier", host_of, 3, n, 0, 1 << 20, &algo), ncclSuccess,
+               "hier cannot run on hosts of different sizes: weft's choice instead");
+  cr_expect_neq(algo, WEFT_ALGO_HIER);
   cr_assert_eq(choose_on("allreduce:hier,ring", host_of, 3, n, 0, 1 << 20, &algo), ncclSuccess);
   cr_expect_eq(algo, WEFT_ALGO_RING);
 }
