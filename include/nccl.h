@@ -80,7 +80,8 @@ typedef enum {
   ncclInvalidUsage = 5,
   ncclRemoteError = 6,
   ncclInProgress = 7,  // non-blocking call still running
-  ncclNumResults = 8
+  ncclTimeout = 8,     // a wait passed its limit (weft: WEFT_TIMEOUT with WEFT_TIMEOUT_FAIL=1)
+  ncclNumResults = 9
 } ncclResult_t;
 
 // ---- Sentinels for "not set" configuration fields and special arguments.

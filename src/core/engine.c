@@ -433,7 +433,11 @@ ncclResult_t weft_op_launch(weft_op_t *op) {
   return ncclSuccess;
 }
 
-static void report_stuck(weft_op_t *op, int64_t idle_ns) {
+// No progress for WEFT_TIMEOUT, or for another multiple of it: the WARN
+// naming the call, and failing it with ncclTimeout only when
+// WEFT_TIMEOUT_FAIL asks (peers that are alive may just be slow: a
+// checkpoint, a debugger). Returns 1 when the operation failed.
+static int report_stuck(weft_op_t *op, int64_t idle_ns) {
   char peers[160], reason[400];
   uint64_t moved, total;
   int first;
@@ -443,9 +447,15 @@ static void report_stuck(weft_op_t *op, int64_t idle_ns) {
            " of %" PRIu64 " bytes moved; waiting on rank(s) %s",
            op->comm->rank, weft_coll_name(op->args.coll), op->seq, op->args.count, weft_dtype_name(op->dtype),
            weft_algo_name(op->algo), (long long)(idle_ns / 1000000000), moved, total, peers);
+  if (!weft_env_WEFT_TIMEOUT_FAIL()) {
+    WARN("%s; still waiting (WEFT_TIMEOUT_FAIL=1 fails it)", reason);
+    op->timeouts_warned++;
+    return 0;
+  }
   WARN("%s", reason);
-  weft_op_fail(op, ncclRemoteError, reason);
+  weft_op_fail(op, ncclTimeout, reason);
   op_release(op);
+  return 1;
 }
 
 // The dead rank of this host an operation waits on: one its lanes' current
@@ -498,6 +508,7 @@ ncclResult_t weft_engine_run(weft_op_t **ops, int nops, int queued) {
       if (op_progress(ops[i])) {
         moved = 1;
         ops[i]->last_progress_ns = 0;  // moved: its idle clock starts again
+        ops[i]->timeouts_warned = 0;
       }
       if (ops[i]->state != WEFT_OP_PENDING) remaining--;
     }
@@ -549,10 +560,8 @@ ncclResult_t weft_engine_run(weft_op_t **ops, int nops, int queued) {
     }
     now = weft_now_ns();
     for (int i = 0; timeout_ms > 0 && i < nops; i++) {
-      if (ops[i]->state == WEFT_OP_PENDING && now - ops[i]->last_progress_ns > timeout_ms * 1000000) {
-        report_stuck(ops[i], now - ops[i]->last_progress_ns);
-        remaining--;
-      }
+      int64_t idle = now - ops[i]->last_progress_ns, limit = timeout_ms * 1000000 * (ops[i]->timeouts_warned + 1);
+      if (ops[i]->state == WEFT_OP_PENDING && idle > limit && report_stuck(ops[i], idle)) remaining--;
     }
   }
   ncclResult_t res = ncclSuccess;

@@ -66,6 +66,7 @@ typedef struct weft_op {
   int counted;             // included in comm->inflight (launched, not yet freed)
   ncclResult_t result;
   int64_t last_progress_ns;
+  int64_t timeouts_warned; // WEFT_TIMEOUT periods passed without progress (each one WARNed)
   weft_prof_op_t prof;     // the profiler plugin's events for it (plugins/hooks.h)
   struct {                 // device buffers (src/cuda/cuda_stream.c); sendbuff/recvbuff then point at host staging
     int on;                // the call's buffers are device or managed memory

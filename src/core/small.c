@@ -29,7 +29,8 @@
  * ncclCommAbort are seen at once, a dead peer of this host within
  * WEFT_LIVENESS_MS, a mismatched call by its slot tag or (before sleeping)
  * its descriptor (for a peer only sent to that had not launched yet, by
- * later calls or ncclCommGetAsyncError), a silent peer at WEFT_TIMEOUT;
+ * later calls or ncclCommGetAsyncError), a silent peer by a WARN at
+ * WEFT_TIMEOUT (a failure only with WEFT_TIMEOUT_FAIL=1);
  * the descriptor and the status weft-status reads are published as the
  * engine does.
  */
@@ -119,6 +120,7 @@ typedef struct {
   weft_op_t *op;
   int64_t spin_ns, timeout_ms;
   int published_waiting;
+  int64_t timeouts_warned;  // WEFT_TIMEOUT periods of the current wait, each WARNed
 } waiter_t;
 
 // What a wait is for: the next slot of a connection (to fill or to read),
@@ -155,15 +157,21 @@ static int check_idle(waiter_t *w, const want_t *x, int64_t now, int64_t since) 
   }
   // A peer that sends us nothing of this call may have called another one.
   if (x->conn != NULL && !x->conn->is_send && weft_mismatch_verify_peer(op, peer) < 0) return WAIT_FAILED;
-  if (w->timeout_ms > 0 && now - since > w->timeout_ms * 1000000) {
+  // At WEFT_TIMEOUT and each multiple: the engine's WARN; failing only when asked.
+  if (w->timeout_ms > 0 && now - since > w->timeout_ms * 1000000 * (w->timeouts_warned + 1)) {
     snprintf(reason, sizeof(reason),
              "rank %d: %s #%" PRIu64 " (count %zu, %s, algo %s, proto LL) made no progress for %lld s (WEFT_TIMEOUT) "
              "waiting to %s rank %d; waiting on rank(s) %d",
              comm->rank, weft_coll_name(op->args.coll), op->seq, op->args.count, weft_dtype_name(op->dtype),
              weft_algo_name(op->algo), (long long)((now - since) / 1000000000), want_name(x), peer, peer);
-    WARN("%s", reason);
-    weft_op_fail(op, ncclRemoteError, reason);
-    return WAIT_FAILED;
+    if (!weft_env_WEFT_TIMEOUT_FAIL()) {
+      WARN("%s; still waiting (WEFT_TIMEOUT_FAIL=1 fails it)", reason);
+      w->timeouts_warned++;
+    } else {
+      WARN("%s", reason);
+      weft_op_fail(op, ncclTimeout, reason);
+      return WAIT_FAILED;
+    }
   }
   if (!w->published_waiting) {
     weft_engine_publish(op, WEFT_STATUS_WAITING, peer, 0, op->args.count * op->esize, now);
@@ -180,6 +188,7 @@ static int wait_for(waiter_t *w, const want_t *x, void **slot) {
   weft_op_t *op = w->op;
   struct ncclComm *comm = op->comm;
   int64_t since = 0;
+  w->timeouts_warned = 0;  // the idle clock is this wait's
   for (unsigned spins = 0;; spins++) {
     int r = poll_once(op, x, slot);
     if (r != 0) return r > 0;

@@ -352,7 +352,7 @@ static size_t op_place(weft_op_t *op, char *base, size_t at) {
 // dedicated block. chan->lock held; it is let go while waiting.
 static ncclResult_t stage_room(weft_cuda_chan_t *c, const weft_cuda_driver_t *d, size_t total, weft_cuda_gate_t *g,
                                char **host) {
-  int64_t start = weft_now_ms(), limit = weft_timeout_ms(), nap = 2000;
+  int64_t start = weft_now_ms(), limit = weft_timeout_ms(), nap = 2000, warned = 0;
   for (;;) {
     int wait = 0;
     if (c->ring_block != NULL) {
@@ -377,10 +377,12 @@ static ncclResult_t stage_room(weft_cuda_chan_t *c, const weft_cuda_driver_t *d,
       }
       if (!wait) return res;
     }
-    if (limit > 0 && weft_now_ms() - start > limit) {  // the stream does not move
-      WARN("CUDA stream %p: no staging freed for %lld ms: is earlier work on it stuck?", (void *)c->stream,
-           (long long)limit);
-      return ncclInternalError;
+    if (limit > 0 && weft_now_ms() - start > limit * (warned + 1)) {  // the stream does not move
+      int fail = weft_env_WEFT_TIMEOUT_FAIL() != 0;
+      WARN("CUDA stream %p: no staging freed for %lld ms: is earlier work on it stuck?%s", (void *)c->stream,
+           (long long)(limit * (warned + 1)), fail ? "" : " Still waiting (WEFT_TIMEOUT_FAIL=1 fails it)");
+      if (fail) return ncclTimeout;
+      warned++;
     }
     pthread_mutex_unlock(&c->lock);
     nap_ns(nap);

@@ -20,7 +20,8 @@
 # and hosts the rendezvous; the others start once the file exists and join
 # with --id-file. Every weftrun runs under -t SECONDS (default 120) and
 # WEFT_TIMEOUT (default min(60, SECONDS)) bounds each wait inside the
-# library. When a host's weftrun fails, the others get SIGTERM (weftrun
+# library (WEFT_TIMEOUT_FAIL defaults to 1 here, so a stuck collective fails
+# rather than only warning). When a host's weftrun fails, the others get SIGTERM (weftrun
 # forwards it to its ranks); with --keep-going (passed on to every weftrun)
 # nothing is stopped, so a fault test sees how the survivors fare. SIGINT/SIGTERM/SIGHUP here stop every weftrun
 # the same way. Exit status: 0 when every host succeeded, else the first
@@ -112,6 +113,7 @@ start_host() {  # index first_rank id_args...
   shift 2
   [ "$mode" = net ] && hostid="weft-mh-$$-h$i"
   local cmd=(env -u NCCL_COMM_ID WEFT_HOSTID="$hostid" NCCL_SOCKET_IFNAME="$ifname" WEFT_TIMEOUT="$lib_timeout"
+    WEFT_TIMEOUT_FAIL="${WEFT_TIMEOUT_FAIL:-1}"
     "$weftrun" -n "${per_host[i]}" --nranks "$total" --first-rank "$first" "$@" -t "$limit" "${tag[@]}" "${keep[@]}"
     -- "${prog[@]}")
   if [ "${#namespaces[@]}" -gt 0 ]; then

@@ -291,10 +291,10 @@ for shape in 2x1 2x2 4x2; do
   fi
 done
 
-# A stopped rank: the others fail by WEFT_TIMEOUT (2 s), then it is killed.
+# A stopped rank: the others fail by WEFT_TIMEOUT (2 s, WEFT_TIMEOUT_FAIL=1), then it is killed.
 start=$SECONDS
 netns_run -k 2 -- bash -c "
-  WEFT_TIMEOUT=2 '$here/run_job.sh' -l 2x2 -m net --keep-going -t 60 -- '$fault_prog' -v 3 -s -b 5 >'$tmp/fault.log' 2>&1 &
+  WEFT_TIMEOUT=2 WEFT_TIMEOUT_FAIL=1 '$here/run_job.sh' -l 2x2 -m net --keep-going -t 60 -- '$fault_prog' -v 3 -s -b 5 >'$tmp/fault.log' 2>&1 &
   job=\$!
   for ((i = 0; i < 300; i++)); do
     [ \$(grep -c ' after [0-9.]* s' '$tmp/fault.log') -ge 3 ] && break

@@ -44,11 +44,13 @@
 
 // Call before any communicator or unique id exists: bootstrap sockets stay
 // on loopback, and a collective that stops making progress fails inside the
-// library (WEFT_TIMEOUT) long before a test's own deadline, unless the
+// library (WEFT_TIMEOUT with WEFT_TIMEOUT_FAIL=1; by default the library
+// only warns and waits on) long before a test's own deadline, unless the
 // caller's environment already says otherwise.
 static inline void weft_test_env_defaults(void) {
   setenv("NCCL_SOCKET_IFNAME", "lo", 1);
   setenv("WEFT_TIMEOUT", "90", 0);
+  setenv("WEFT_TIMEOUT_FAIL", "1", 0);
 }
 
 static inline double weft_test_now(void) {

@@ -8,8 +8,11 @@
  * milliseconds, and the victim records it), or stops with SIGSTOP. Every
  * survivor must get an error, not hang: after SIGKILL within 5 s
  * (WEFT_TIMEOUT is 60 s here, so only death detection can be that fast),
- * after SIGSTOP by WEFT_TIMEOUT (2 s here). Calls after the failure must
- * fail at once, and destroying the failed communicator must work.
+ * after SIGSTOP by WEFT_TIMEOUT (2 s here, with WEFT_TIMEOUT_FAIL=1). Calls
+ * after the failure must fail at once, and destroying the failed
+ * communicator must work. A peer that is only slow (it sleeps 5 s before
+ * the call) is waited for past WEFT_TIMEOUT, after a WARN, unless
+ * WEFT_TIMEOUT_FAIL=1 asks for ncclTimeout.
  * Detection latencies are logged (criterion --verbose) for
  * docs/reliability.md.
  */
@@ -115,6 +118,71 @@ Test(faults, kill9_mid_allreduce_4_ranks, .timeout = 90) { run_fault(4, 2, SIGKI
 Test(faults, kill9_mid_allreduce_8_ranks, .timeout = 90) { run_fault(8, 5, SIGKILL, 60, 5.0); }
 Test(faults, kill9_of_rank0_8_ranks, .timeout = 90) { run_fault(8, 0, SIGKILL, 60, 5.0); }
 Test(faults, sigstop_fails_by_timeout_4_ranks, .timeout = 90) { run_fault(4, 3, SIGSTOP, 2, 5.0); }
+
+/* ---------- a slow peer: a WARN at WEFT_TIMEOUT, then the call completes ---------- */
+
+typedef struct {
+  size_t count;  // floats per AllReduce: 2 takes the small-message path, 1M the engine's
+  int res[2], wrong[2];
+  double secs;   // rank 0's call
+  char why[400]; // ncclGetLastError on rank 0 after the call
+} slow_out_t;
+
+static slow_out_t *sout;
+
+static int slow_body(int rank, int nranks, ncclUniqueId id, void *arg) {
+  (void)arg;
+  ncclComm_t comm = weft_test_init_rank(nranks, id, rank);
+  if (comm == NULL) return 1;
+  float *buf = malloc(sout->count * sizeof(float));
+  WEFT_TEST_CHECK(buf != NULL, "malloc");
+  if (buf == NULL) return weft_test_failures();
+  for (size_t i = 0; i < sout->count; i++) buf[i] = (float)(rank + 1);
+  if (rank == 1) weft_test_sleep_ms(5000);  // writing a checkpoint, say
+  double t0 = weft_test_now();
+  ncclResult_t r = ncclAllReduce(buf, buf, sout->count, ncclFloat32, ncclSum, comm, NULL);
+  sout->res[rank] = (int)r;
+  if (rank == 0) {
+    sout->secs = weft_test_now() - t0;
+    snprintf(sout->why, sizeof(sout->why), "%s", ncclGetLastError(comm));
+  }
+  for (size_t i = 0; r == ncclSuccess && i < sout->count; i++) sout->wrong[rank] += buf[i] != 3.0f;
+  if (r == ncclSuccess) WEFT_TEST_CHECK_RES(ncclCommDestroy(comm), ncclSuccess);
+  else ncclCommAbort(comm);
+  free(buf);
+  return weft_test_failures();
+}
+
+static void run_slow(size_t count, int fail) {
+  weft_test_env_timeout(2);
+  setenv("WEFT_TIMEOUT_FAIL", fail ? "1" : "0", 1);
+  sout = weft_test_shared_alloc(sizeof(*sout));
+  cr_assert_not_null(sout);
+  sout->count = count;
+  WEFT_TEST_EXPECT_FORK_OK(2, 1, weft_test_one_id_main, (&(weft_test_one_id_t){slow_body, NULL}), 40);
+  if (!fail) {
+    for (int r = 0; r < 2; r++) {
+      cr_expect_eq(sout->res[r], ncclSuccess, "rank %d: %s", r, ncclGetErrorString((ncclResult_t)sout->res[r]));
+      cr_expect_eq(sout->wrong[r], 0, "rank %d: %d wrong elements", r, sout->wrong[r]);
+    }
+    cr_expect_geq(sout->secs, 4.5, "rank 0 returned after %.2f s, before its peer called", sout->secs);
+    // The last of its WARNs, at 2 s and again at 4 s.
+    cr_expect(strstr(sout->why, "made no progress for 4 s (WEFT_TIMEOUT)") && strstr(sout->why, "still waiting") &&
+                  strstr(sout->why, "waiting on rank(s) 1"),
+              "rank 0's WARN: %s", sout->why);
+  } else {
+    cr_expect_eq(sout->res[0], ncclTimeout, "rank 0: %s", ncclGetErrorString((ncclResult_t)sout->res[0]));
+    cr_expect(sout->secs >= 1.9 && sout->secs < 4.5, "rank 0 failed after %.2f s (WEFT_TIMEOUT=2)", sout->secs);
+    cr_expect_neq(sout->res[1], ncclSuccess, "rank 1 joined a failed communicator and succeeded");
+  }
+  cr_log_info("%zu floats, WEFT_TIMEOUT=2, WEFT_TIMEOUT_FAIL=%d: rank 0 returned %s after %.2f s (%s)", count, fail,
+              ncclGetErrorString((ncclResult_t)sout->res[0]), sout->secs, sout->why);
+  weft_test_shared_free(sout, sizeof(*sout));
+}
+
+Test(faults, a_slow_peer_is_waited_for_small_call, .timeout = 60) { run_slow(2, 0); }
+Test(faults, a_slow_peer_is_waited_for_engine_call, .timeout = 60) { run_slow(1 << 20, 0); }
+Test(faults, a_slow_peer_fails_the_call_when_asked, .timeout = 60) { run_slow(1 << 20, 1); }
 
 /* ---------- ncclCommAbort from another thread ---------- */
 

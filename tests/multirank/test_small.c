@@ -344,8 +344,8 @@ Test(small, a_silent_peer_fails_at_the_timeout, .timeout = 60) {
   outcome_t *out = weft_test_shared_alloc(sizeof(*out));
   cr_assert_not_null(out);
   cr_expect_eq(weft_test_fork_ranks(2, silent_body, out, 50), 0);
-  cr_expect_eq(out->res[0], ncclRemoteError, "rank 0 returned %d", out->res[0]);
-  cr_expect(out->ms[0] >= 1900 && out->ms[0] < 8000, "rank 0 failed after %lld ms (WEFT_TIMEOUT=2)",
+  cr_expect_eq(out->res[0], ncclTimeout, "rank 0 returned %d", out->res[0]);
+  cr_expect(out->ms[0] >= 1900 && out->ms[0] < 8000, "rank 0 failed after %lld ms (WEFT_TIMEOUT=2, WEFT_TIMEOUT_FAIL=1)",
             (long long)out->ms[0]);
   weft_test_shared_free(out, sizeof(*out));
 }

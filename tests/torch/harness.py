@@ -5,8 +5,8 @@ spawn(fn, size, tmp, *args, pg_timeout=None) starts `size` processes
 traceback), each of which joins the default "weft" process group through a
 file:// store in `tmp` (with the group timeout `pg_timeout`, a timedelta,
 when given) and calls fn(rank, size, tmp, *args); every rank runs under a
-time limit (WEFT_TIMEOUT bounds weft's own waits), so a hang fails instead
-of stalling make test.
+time limit (WEFT_TIMEOUT with WEFT_TIMEOUT_FAIL=1 bounds weft's own waits),
+so a hang fails instead of stalling make test.
 """
 import os
 import time
@@ -22,6 +22,7 @@ LIMIT_S = 120
 
 def _entry(rank, fn, size, tmp, args, pg_timeout):
     os.environ.setdefault("WEFT_TIMEOUT", "60")
+    os.environ.setdefault("WEFT_TIMEOUT_FAIL", "1")
     os.environ.setdefault("NCCL_SOCKET_IFNAME", "lo")
     extra = {"timeout": pg_timeout} if pg_timeout is not None else {}
     dist.init_process_group("weft", init_method=f"file://{tmp}/store", rank=rank, world_size=size, **extra)

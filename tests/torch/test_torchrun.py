@@ -17,7 +17,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 @pytest.mark.parametrize("nproc", [2, 4])
 def test_torchrun_env_rendezvous(nproc):
-    env = dict(os.environ, NCCL_SOCKET_IFNAME="lo", WEFT_TIMEOUT="60", OMP_NUM_THREADS="1")
+    env = dict(os.environ, NCCL_SOCKET_IFNAME="lo", WEFT_TIMEOUT="60", WEFT_TIMEOUT_FAIL="1", OMP_NUM_THREADS="1")
     out = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}",
                           "--redirects", "1", "--tee", "1", os.path.join(HERE, "torchrun_job.py")], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stdout + out.stderr

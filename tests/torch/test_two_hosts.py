@@ -51,7 +51,7 @@ def test_two_hosts_two_ranks_each():
     why = unavailable()
     if why:
         pytest.skip(why)
-    env = dict(os.environ, PYTHON=sys.executable, JOB=os.path.join(HERE, "two_hosts_job.py"), WEFT_TIMEOUT="60",
+    env = dict(os.environ, PYTHON=sys.executable, JOB=os.path.join(HERE, "two_hosts_job.py"), WEFT_TIMEOUT="60", WEFT_TIMEOUT_FAIL="1",
                OMP_NUM_THREADS="1", NCCL_DEBUG="INFO", NCCL_DEBUG_SUBSYS="NET")
     # timeout(1) sends SIGTERM, on which netns.sh stops the job and removes the namespaces.
     out = subprocess.run(["timeout", "150", NETNS, "-k", "2", "--", "bash", "-c", LAUNCH], env=env,
