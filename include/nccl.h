@@ -4,7 +4,9 @@
  * A program compiled against NVIDIA's nccl.h 2.28.9 runs unchanged on weft's
  * libnccl.so.2, and a program compiled against this file runs on NVIDIA's:
  * every type, enum value, struct layout, initializer, macro and function
- * signature below matches that release. The include guard is the same as
+ * signature below matches that release. Already taken from NCCL 2.30.7,
+ * with 2.30's layouts: the result code ncclTimeout and the parameter API
+ * (ncclParam*). The include guard is the same as
  * NVIDIA's, so whichever header comes first wins and the other is a no-op.
  *
  * CUDA is optional. When <cuda_runtime.h> can be found (and WEFT_NO_CUDA is
@@ -22,6 +24,7 @@
 
 #include <limits.h>
 #include <stddef.h>
+#include <stdint.h>
 
 // ---- CUDA types: the real ones when available, a compatible stand-in else.
 #if !defined(WEFT_NO_CUDA) && defined(__has_include)
@@ -458,6 +461,51 @@ ncclResult_t pncclGroupEnd(void);
 // Close the group without running it; report the predicted cost in simInfo.
 ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t *simInfo);
 ncclResult_t pncclGroupSimulateEnd(ncclSimInfo_t *simInfo);
+
+// ======================================================================
+// Parameters (NCCL 2.30): every knob weft reads (docs/env.md), by its
+// environment name ("NCCL_ALGO", "WEFT_TIMEOUT"). Integer knobs are 64-bit
+// signed (ncclParamGetI64), the others strings; a getter of another type
+// returns ncclInvalidArgument, as does an unknown key. Returned strings and
+// tables belong to the library and stay valid until the same call is made
+// again on the same thread.
+// ======================================================================
+
+typedef struct ncclParamHandle *ncclParamHandle_t;
+
+ncclResult_t ncclParamBind(ncclParamHandle_t *out, const char *key);
+ncclResult_t pncclParamBind(ncclParamHandle_t *out, const char *key);
+ncclResult_t ncclParamGetI8(ncclParamHandle_t h, int8_t *out);
+ncclResult_t pncclParamGetI8(ncclParamHandle_t h, int8_t *out);
+ncclResult_t ncclParamGetI16(ncclParamHandle_t h, int16_t *out);
+ncclResult_t pncclParamGetI16(ncclParamHandle_t h, int16_t *out);
+ncclResult_t ncclParamGetI32(ncclParamHandle_t h, int32_t *out);
+ncclResult_t pncclParamGetI32(ncclParamHandle_t h, int32_t *out);
+ncclResult_t ncclParamGetI64(ncclParamHandle_t h, int64_t *out);
+ncclResult_t pncclParamGetI64(ncclParamHandle_t h, int64_t *out);
+ncclResult_t ncclParamGetU8(ncclParamHandle_t h, uint8_t *out);
+ncclResult_t pncclParamGetU8(ncclParamHandle_t h, uint8_t *out);
+ncclResult_t ncclParamGetU16(ncclParamHandle_t h, uint16_t *out);
+ncclResult_t pncclParamGetU16(ncclParamHandle_t h, uint16_t *out);
+ncclResult_t ncclParamGetU32(ncclParamHandle_t h, uint32_t *out);
+ncclResult_t pncclParamGetU32(ncclParamHandle_t h, uint32_t *out);
+ncclResult_t ncclParamGetU64(ncclParamHandle_t h, uint64_t *out);
+ncclResult_t pncclParamGetU64(ncclParamHandle_t h, uint64_t *out);
+// The value as text (string knobs only; "" when unset).
+ncclResult_t ncclParamGetStr(ncclParamHandle_t h, const char **out);
+ncclResult_t pncclParamGetStr(ncclParamHandle_t h, const char **out);
+// The value's bytes (an integer's 8, a string's with its NUL) into out.
+ncclResult_t ncclParamGet(ncclParamHandle_t h, void *out, int maxLen, int *len);
+ncclResult_t pncclParamGet(ncclParamHandle_t h, void *out, int maxLen, int *len);
+// Any knob's value as text, by key.
+ncclResult_t ncclParamGetParameter(const char *key, const char **value, int *valueLen);
+ncclResult_t pncclParamGetParameter(const char *key, const char **value, int *valueLen);
+// Every key.
+ncclResult_t ncclParamGetAllParameterKeys(const char ***table, int *tableLen);
+ncclResult_t pncclParamGetAllParameterKeys(const char ***table, int *tableLen);
+// Every knob, its type, description, value, where the value came from and its default, on stdout.
+void ncclParamDumpAll(void);
+void pncclParamDumpAll(void);
 
 #ifdef __cplusplus
 }  // extern "C"

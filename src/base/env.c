@@ -40,6 +40,7 @@ typedef struct {
   int read;  // atomic: 1 once ival/sval hold this knob's value
   int64_t ival;
   const char *sval;
+  int from_env;  // the value was taken from the environment (not the default)
 } weft_env_cache_t;
 
 #define WEFT_ENV_INT(name, def, doc) WEFT_ENV_IDX_##name,
@@ -117,6 +118,7 @@ static void load(int idx) {
   char bad[128] = "";
   int64_t ival = 0;
   const char *sval = NULL;
+  int from_env = 0;
 
   pthread_mutex_lock(&lock);
   if (!cache[idx].read) {
@@ -129,8 +131,9 @@ static void load(int idx) {
         ival = k->int_default;
         snprintf(bad, sizeof(bad), "%s", raw);
         report = BAD_INT;
-      } else if (ival != k->int_default) {
-        report = SAY_INT;
+      } else {
+        from_env = 1;
+        if (ival != k->int_default) report = SAY_INT;
       }
     } else if (raw != NULL) {
       size_t n = strlen(raw);
@@ -142,11 +145,13 @@ static void load(int idx) {
         t->next = texts;
         texts = t;
         sval = t->text;
+        from_env = 1;
         if (k->str_default == NULL || strcmp(sval, k->str_default) != 0) report = SAY_STR;
       }
     }
     cache[idx].ival = ival;
     cache[idx].sval = sval;
+    cache[idx].from_env = from_env;
     __atomic_store_n(&cache[idx].read, 1, __ATOMIC_RELEASE);
   }
   pthread_mutex_unlock(&lock);
@@ -185,6 +190,35 @@ static void load(int idx) {
 #include "env_table.h"
 #undef WEFT_ENV_INT
 #undef WEFT_ENV_STR
+
+int weft_env_knob_count(void) { return WEFT_ENV_COUNT; }
+
+int weft_env_knob_find(const char *name) {
+  for (int i = 0; name != NULL && i < WEFT_ENV_COUNT; i++)
+    if (strcmp(knobs[i].name, name) == 0) return i;
+  return -1;
+}
+
+void weft_env_knob_info(int idx, weft_env_knob_info_t *out) {
+  const weft_env_knob_t *k = &knobs[idx];
+  *out = (weft_env_knob_info_t){.name = k->name, .doc = k->doc, .is_int = k->is_int, .int_default = k->int_default,
+                                .str_default = k->str_default, .secret = is_secret(k->name)};
+}
+
+int64_t weft_env_knob_int(int idx) {
+  if (!is_read(idx)) load(idx);
+  return cache[idx].ival;
+}
+
+const char *weft_env_knob_str(int idx) {
+  if (!is_read(idx)) load(idx);
+  return cache[idx].sval;
+}
+
+int weft_env_knob_from_env(int idx) {
+  if (!is_read(idx)) load(idx);
+  return cache[idx].from_env;
+}
 
 void weft_env_reset(void) {
   pthread_mutex_lock(&lock);

@@ -22,6 +22,23 @@
 int weft_env_parse_int(const char *text, int64_t *value);
 
 void weft_env_reset(void);
+
+// The table itself, for the parameter API (param.c): knob `idx` (0 ..
+// weft_env_knob_count()-1) and its value, read and cached as the accessors
+// read it. Secret knobs' values are never handed out.
+typedef struct {
+  const char *name, *doc;
+  int is_int;
+  int64_t int_default;
+  const char *str_default;  // NULL: unset by default
+  int secret;
+} weft_env_knob_info_t;
+int weft_env_knob_count(void);
+int weft_env_knob_find(const char *name);  // -1: weft has no such knob
+void weft_env_knob_info(int idx, weft_env_knob_info_t *out);
+int64_t weft_env_knob_int(int idx);
+const char *weft_env_knob_str(int idx);    // NULL when unset
+int weft_env_knob_from_env(int idx);       // 1: the value came from the environment
 // Write the knob table as markdown (docs/env.md) to stdout.
 void weft_env_print_markdown(void);
 

@@ -13,7 +13,8 @@
 #   - nccl_device.h's host part compiles as C11; with nvcc, device_facts.cu
 #     (struct layouts, entry-point types, the device calls nccl-tests makes)
 #     built against weft's and NVIDIA's nccl_device.h gives identical output;
-#   - check_exports.sh on BUILD_DIR/lib/libnccl.so.2;
+#   - check_exports.sh on BUILD_DIR/lib/libnccl.so.2, against NVIDIA's
+#     header and against weft's own;
 #   - abi_link.c, compiled only against NVIDIA's nccl.h, linked and run on
 #     weft's library (never NVIDIA's, which sits in CUDA's lib64: the binary
 #     carries an RPATH to BUILD_DIR/lib, which outranks LD_LIBRARY_PATH, and
@@ -194,6 +195,8 @@ if [ ! -f "$lib" ]; then
   failed=$((failed + 1))
 else
   check exports "$here/check_exports.sh" "$lib"
+  # weft's own header declares more than 2.28.9's (the 2.30 calls taken so far): all exported too.
+  check exports_weft_header "$here/check_exports.sh" "$lib" "$root/include/nccl.h"
 
   # link_build FLAGS...: build abi_link against the given header only, on weft.
   link_build() {
