@@ -5,8 +5,8 @@
  * libnccl.so.2, and a program compiled against this file runs on NVIDIA's:
  * every type, enum value, struct layout, initializer, macro and function
  * signature below matches that release. Already taken from NCCL 2.30.7,
- * with 2.30's layouts: the result code ncclTimeout and the parameter API
- * (ncclParam*). The include guard is the same as
+ * with 2.30's layouts: the result code ncclTimeout, ncclCommGetUniqueId,
+ * ncclCommGrow and the parameter API (ncclParam*). The include guard is the same as
  * NVIDIA's, so whichever header comes first wins and the other is a no-op.
  *
  * CUDA is optional. When <cuda_runtime.h> can be found (and WEFT_NO_CUDA is
@@ -280,6 +280,18 @@ ncclResult_t ncclCommShrink(ncclComm_t comm, int *excludeRanksList, int excludeR
                             ncclComm_t *newcomm, ncclConfig_t *config, int shrinkFlags);
 ncclResult_t pncclCommShrink(ncclComm_t comm, int *excludeRanksList, int excludeRanksCount,
                              ncclComm_t *newcomm, ncclConfig_t *config, int shrinkFlags);
+
+// (NCCL 2.30) A unique id for growing comm: one existing rank asks, and
+// hands it to the new ranks. No second id while one is unconsumed.
+ncclResult_t ncclCommGetUniqueId(ncclComm_t comm, ncclUniqueId *uniqueId);
+ncclResult_t pncclCommGetUniqueId(ncclComm_t comm, ncclUniqueId *uniqueId);
+// (NCCL 2.30) A communicator of nRanks: comm's ranks (rank -1; only the one
+// that got the id passes it) keep their ranks, new ranks (comm NULL, the id,
+// their rank) join. A NULL config inherits comm's.
+ncclResult_t ncclCommGrow(ncclComm_t comm, int nRanks, const ncclUniqueId *uniqueId, int rank,
+                          ncclComm_t *newcomm, ncclConfig_t *config);
+ncclResult_t pncclCommGrow(ncclComm_t comm, int nRanks, const ncclUniqueId *uniqueId, int rank,
+                           ncclComm_t *newcomm, ncclConfig_t *config);
 
 // Like ncclCommInitRankConfig, but bootstraps from nId ids (the same list, in
 // the same order, on every rank) to spread the start-up load.

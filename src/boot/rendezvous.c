@@ -383,6 +383,10 @@ static ncclResult_t root_start(const weft_id_t *id, weft_sockaddr_t *addr) {
 ncclResult_t weft_rendezvous_create(ncclUniqueId *uid) {
   const char *env = weft_env_NCCL_COMM_ID();
   if (env != NULL) return weft_rendezvous_id_from_addr(env, uid);
+  return weft_rendezvous_create_root(uid);
+}
+
+ncclResult_t weft_rendezvous_create_root(ncclUniqueId *uid) {
   weft_id_t id = {.magic = WEFT_ID_MAGIC};
   if (getrandom(id.secret, sizeof(id.secret), 0) != (ssize_t)sizeof(id.secret)) {
     WARN("getrandom failed: %s", strerror(errno));

@@ -48,8 +48,12 @@ typedef struct {
 ncclResult_t weft_id_decode(const ncclUniqueId *uid, weft_id_t *id);
 void weft_id_encode(const weft_id_t *id, ncclUniqueId *uid);
 
-// New id with a fresh secret and a root listening here (ncclGetUniqueId).
+// New id with a fresh secret and a root listening here (ncclGetUniqueId);
+// with NCCL_COMM_ID set, the id of that address instead.
 ncclResult_t weft_rendezvous_create(ncclUniqueId *uid);
+// Always a fresh secret and a root here, whatever NCCL_COMM_ID says
+// (ncclCommGetUniqueId: that address already served the parent).
+ncclResult_t weft_rendezvous_create_root(ncclUniqueId *uid);
 // Id for "rendezvous at hostport, hosted by rank 0" (NCCL_COMM_ID, launchers).
 ncclResult_t weft_rendezvous_id_from_addr(const char *hostport, ncclUniqueId *id);
 

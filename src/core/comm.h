@@ -68,6 +68,8 @@ struct ncclComm {
   _Atomic int inflight;    // operations launched and not finished (finalize waits on it)
   int finalized;
   uint32_t shrink_count;   // ncclCommShrink calls on this communicator (mixed into the children's id_hash)
+  int grow_id_pending;     // ncclCommGetUniqueId gave grow_id, which no ncclCommGrow has consumed yet
+  ncclUniqueId grow_id;
 
   pthread_t init_thread;   // non-blocking initialisation
   int init_thread_live;
