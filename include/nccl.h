@@ -6,7 +6,8 @@
  * every type, enum value, struct layout, initializer, macro and function
  * signature below matches that release. Already taken from NCCL 2.30.7,
  * with 2.30's layouts: the result code ncclTimeout, ncclCommGetUniqueId,
- * ncclCommGrow and the parameter API (ncclParam*). The include guard is the same as
+ * ncclCommGrow, ncclCommSuspend, ncclCommResume, ncclCommMemStats and the
+ * parameter API (ncclParam*). The include guard is the same as
  * NVIDIA's, so whichever header comes first wins and the other is a no-op.
  *
  * CUDA is optional. When <cuda_runtime.h> can be found (and WEFT_NO_CUDA is
@@ -336,6 +337,25 @@ ncclResult_t pncclCommUserRank(const ncclComm_t comm, int *rank);
 // ======================================================================
 
 // Register / release a buffer for zero-copy transfers.
+// (NCCL 2.30) Suspend a communicator (no calls until ncclCommResume);
+// NCCL_SUSPEND_MEM also releases the memory that can be released.
+#define NCCL_SUSPEND_MEM 0x01
+ncclResult_t ncclCommSuspend(ncclComm_t comm, int flags);
+ncclResult_t pncclCommSuspend(ncclComm_t comm, int flags);
+ncclResult_t ncclCommResume(ncclComm_t comm);
+ncclResult_t pncclCommResume(ncclComm_t comm);
+
+// (NCCL 2.30) What device memory the communicator holds, in bytes (or, for
+// ncclStatGpuMemSuspended, 1 while it is suspended with NCCL_SUSPEND_MEM).
+typedef enum {
+  ncclStatGpuMemSuspend = 0,    // held and releasable by ncclCommSuspend
+  ncclStatGpuMemSuspended = 1,  // 0 active, 1 suspended
+  ncclStatGpuMemPersist = 2,    // held and not releasable
+  ncclStatGpuMemTotal = 3       // all of it
+} ncclCommMemStat_t;
+ncclResult_t ncclCommMemStats(ncclComm_t comm, ncclCommMemStat_t stat, uint64_t *value);
+ncclResult_t pncclCommMemStats(ncclComm_t comm, ncclCommMemStat_t stat, uint64_t *value);
+
 ncclResult_t ncclCommRegister(const ncclComm_t comm, void *buff, size_t size, void **handle);
 ncclResult_t pncclCommRegister(const ncclComm_t comm, void *buff, size_t size, void **handle);
 ncclResult_t ncclCommDeregister(const ncclComm_t comm, void *handle);

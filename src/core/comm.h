@@ -68,6 +68,7 @@ struct ncclComm {
   _Atomic int inflight;    // operations launched and not finished (finalize waits on it)
   int finalized;
   uint32_t shrink_count;   // ncclCommShrink calls on this communicator (mixed into the children's id_hash)
+  _Atomic int suspended;   // ncclCommSuspend: 0, or 1 | the flags (<< 1) until ncclCommResume
   int grow_id_pending;     // ncclCommGetUniqueId gave grow_id, which no ncclCommGrow has consumed yet
   ncclUniqueId grow_id;
 

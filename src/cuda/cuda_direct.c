@@ -46,6 +46,11 @@ static size_t direct_knob(const char *name, int64_t v) {
   return 0;
 }
 
+size_t weft_cuda_direct_device_bytes(const struct ncclComm *comm) {
+  weft_cuda_direct_t *d = comm->cuda_direct;
+  return d != NULL && d->mine != 0 ? direct_layout(d, comm->nranks) : 0;
+}
+
 static void direct_drop(weft_cuda_direct_t *d, const weft_cuda_driver_t *drv, int nranks) {
   if (d == NULL) return;
   if (d->ctx != NULL && drv != NULL && drv->cuCtxPushCurrent(d->ctx) == WEFT_CUDA_SUCCESS) {

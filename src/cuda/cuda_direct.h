@@ -38,6 +38,9 @@ ncclResult_t weft_cuda_direct_queue_p2p(weft_op_t **ops, weft_cuda_chan_t **chan
 // and its peers' scratch) is set past any call, so those streams run on;
 // what the aborted calls leave in their buffers is undefined.
 void weft_cuda_direct_release(struct ncclComm *comm);
+// Device memory the direct path holds for comm (its scratch), 0 without it.
+// Peers map the scratch, so it stays for the communicator's life.
+size_t weft_cuda_direct_device_bytes(const struct ncclComm *comm);
 // Teardown: waits (bounded) until peers stopped reading this rank's scratch,
 // unless it was released.
 void weft_cuda_direct_free(struct ncclComm *comm);
