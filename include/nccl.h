@@ -6,8 +6,10 @@
  * every type, enum value, struct layout, initializer, macro and function
  * signature below matches that release. Already taken from NCCL 2.30.7,
  * with 2.30's layouts: the result code ncclTimeout, ncclCommGetUniqueId,
- * ncclCommGrow, ncclCommSuspend, ncclCommResume, ncclCommMemStats and the
- * parameter API (ncclParam*). The include guard is the same as
+ * ncclCommGrow, ncclCommSuspend, ncclCommResume, ncclCommMemStats, the
+ * one-sided calls (ncclPutSignal, ncclSignal, ncclWaitSignal,
+ * ncclWinGetUserPtr, NCCL_WIN_STRICT_ORDERING) and the parameter API
+ * (ncclParam*). The include guard is the same as
  * NVIDIA's, so whichever header comes first wins and the other is a no-op.
  *
  * CUDA is optional. When <cuda_runtime.h> can be found (and WEFT_NO_CUDA is
@@ -97,6 +99,7 @@ typedef enum {
 // ncclCommWindowRegister flags and the alignment a window's buffer needs.
 #define NCCL_WIN_DEFAULT 0x00
 #define NCCL_WIN_COLL_SYMMETRIC 0x01
+#define NCCL_WIN_STRICT_ORDERING 0x02  // (NCCL 2.30) puts land in order (weft: always)
 #define NCCL_WIN_REQUIRED_ALIGNMENT 4096
 
 // Values of ncclConfig_t.CTAPolicy.
@@ -369,6 +372,9 @@ ncclResult_t pncclCommWindowRegister(ncclComm_t comm, void *buff, size_t size, n
                                      int winFlags);
 ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win);
 ncclResult_t pncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win);
+// (NCCL 2.30) This rank's buffer of the window.
+ncclResult_t ncclWinGetUserPtr(ncclComm_t comm, ncclWindow_t win, void **outUserPtr);
+ncclResult_t pncclWinGetUserPtr(ncclComm_t comm, ncclWindow_t win, void **outUserPtr);
 
 // ======================================================================
 // User reduction operators
@@ -493,6 +499,33 @@ ncclResult_t pncclGroupEnd(void);
 // Close the group without running it; report the predicted cost in simInfo.
 ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t *simInfo);
 ncclResult_t pncclGroupSimulateEnd(ncclSimInfo_t *simInfo);
+
+// ======================================================================
+// One-sided calls (NCCL 2.30). A put writes count elements into peer's part
+// of a window, at peerWinOffset bytes, then raises peer's signal; a wait
+// returns once each descriptor's opCnt signals from its peer have arrived
+// (on top of those earlier waits consumed). ctx, sigIdx and flags are 0.
+// weft: host memory, the ranks of this host, NULL stream (complete on return).
+// ======================================================================
+
+ncclResult_t ncclPutSignal(const void *localbuff, size_t count, ncclDataType_t datatype, int peer,
+                           ncclWindow_t peerWin, size_t peerWinOffset, int sigIdx, int ctx, unsigned int flags,
+                           ncclComm_t comm, cudaStream_t stream);
+ncclResult_t pncclPutSignal(const void *localbuff, size_t count, ncclDataType_t datatype, int peer,
+                            ncclWindow_t peerWin, size_t peerWinOffset, int sigIdx, int ctx, unsigned int flags,
+                            ncclComm_t comm, cudaStream_t stream);
+ncclResult_t ncclSignal(int peer, int sigIdx, int ctx, unsigned int flags, ncclComm_t comm, cudaStream_t stream);
+ncclResult_t pncclSignal(int peer, int sigIdx, int ctx, unsigned int flags, ncclComm_t comm, cudaStream_t stream);
+
+typedef struct {
+  int opCnt;   // signals to wait for
+  int peer;    // from this rank
+  int sigIdx;  // 0
+  int ctx;     // 0
+} ncclWaitSignalDesc_t;
+
+ncclResult_t ncclWaitSignal(int nDesc, ncclWaitSignalDesc_t *signalDescs, ncclComm_t comm, cudaStream_t stream);
+ncclResult_t pncclWaitSignal(int nDesc, ncclWaitSignalDesc_t *signalDescs, ncclComm_t comm, cudaStream_t stream);
 
 // ======================================================================
 // Parameters (NCCL 2.30): every knob weft reads (docs/env.md), by its

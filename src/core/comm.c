@@ -10,6 +10,7 @@
 #include "cuda_stream.h"
 
 #include "hooks.h"
+#include "window.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -195,6 +196,8 @@ void weft_comm_free(struct ncclComm *comm) {
   weft_comm_disconnect(comm);
   free(comm->host_of);
   weft_bootstrap_close(&comm->bs);
+  weft_windows_free(comm);
+  free(comm->signals_taken);
   for (weft_registration_t *r = comm->registrations; r != NULL;) {
     weft_registration_t *next = r->next;
     free(r);

@@ -7,8 +7,8 @@
  * and host memory backed by a memfd (mem_host.c) otherwise;
  * docs/gpu_memory.md says when and how. The table here remembers each
  * block (kind, device, descriptor or VMM handle) for ncclMemFree and for
- * weft_mem_block_find. Registration records a buffer with its communicator;
- * windows (symmetric GPU memory) have no host-memory meaning and are refused.
+ * weft_mem_block_find. Registration records a buffer with its communicator
+ * (windows are window.c's).
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -169,23 +169,4 @@ ncclResult_t pncclCommDeregister(const ncclComm_t comm, void *handle) {
   }
   free(found);
   return ncclSuccess;
-}
-
-NCCL_API(ncclResult_t, ncclCommWindowRegister, ncclComm_t comm, void *buff, size_t size, ncclWindow_t *win,
-         int winFlags);
-ncclResult_t pncclCommWindowRegister(ncclComm_t comm, void *buff, size_t size, ncclWindow_t *win, int winFlags) {
-  (void)buff;
-  (void)win;
-  WEFTCHECK(weft_comm_check(comm, "ncclCommWindowRegister"));
-  WARN("ncclCommWindowRegister(size=%zu, flags=%d): symmetric windows are GPU memory; not supported on host "
-       "memory",
-       size, winFlags);
-  return ncclInvalidUsage;
-}
-
-NCCL_API(ncclResult_t, ncclCommWindowDeregister, ncclComm_t comm, ncclWindow_t win);
-ncclResult_t pncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win) {
-  WEFTCHECK(weft_comm_check(comm, "ncclCommWindowDeregister"));
-  WARN("ncclCommWindowDeregister(win=%p): no window can exist on host memory", (void *)win);
-  return ncclInvalidUsage;
 }

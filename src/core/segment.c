@@ -38,7 +38,7 @@ ncclResult_t weft_segment_open(weft_bootstrap_t *bs, const int *host_of, size_t 
   seg->rank = me;
   seg->nranks = n;
   for (seg->leader = 0; host_of[seg->leader] != host_of[me];) seg->leader++;
-  seg->bytes = WEFT_ALIGN_UP(sizeof(weft_segment_header_t), 4096);
+  seg->bytes = WEFT_ALIGN_UP(sizeof(weft_segment_header_t) + (size_t)bs->nranks * sizeof(uint64_t), 4096);
   seg->hdr = calloc((size_t)n, sizeof(*seg->hdr));
   if (seg->hdr == NULL) { res = ncclSystemError; goto out; }
 

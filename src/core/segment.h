@@ -24,7 +24,7 @@
 #include "nccl.h"
 
 #define WEFT_DESC_RING 256
-#define WEFT_SEGMENT_MAGIC 0x7765667473656732ull  // "weftseg2": the header layout below
+#define WEFT_SEGMENT_MAGIC 0x7765667473656733ull  // "weftseg3": the header layout below, then the signals
 
 // What a rank says about the collective it launched as number `seq`: one
 // cache line each, so a peer reading one call's entry does not take the
@@ -105,6 +105,13 @@ static inline weft_segment_header_t *weft_segment_abort_header(const weft_segmen
 static inline ncclResult_t weft_segment_abort_code(const weft_segment_t *seg) {
   const weft_segment_header_t *h = weft_segment_abort_header(seg);
   return h != NULL ? (ncclResult_t)atomic_load_explicit(&h->abort_code, memory_order_acquire) : ncclSuccess;
+}
+// After the header: the counters of one-sided signals (ncclSignal,
+// ncclPutSignal) this rank received, one per sender, each written only by
+// its sender (release, after the data). NULL for another host's rank.
+static inline _Atomic uint64_t *weft_segment_signal(const weft_segment_t *seg, int rank, int from) {
+  if (seg->hdr == NULL || seg->hdr[rank] == NULL) return NULL;
+  return (_Atomic uint64_t *)((char *)seg->hdr[rank] + sizeof(weft_segment_header_t)) + from;
 }
 // A rank's doorbell: this host's ranks only (NULL for another host's).
 static inline weft_doorbell_t *weft_segment_doorbell(const weft_segment_t *seg, int rank) {
