@@ -17,11 +17,14 @@ $(TP_PLUGIN_EXAMPLES):
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_BASE) -shared -fvisibility=hidden -Iinclude -I$(dir $(firstword $(filter %.h,$^))) -o $@ $(filter %.c,$^)
 
-# The same examples exporting only their v4 symbol, for the v4 loaders' test.
-TP_PLUGIN_V4 := $(BUILD)/tests/plugins/libnccl-tuner-v4only.so $(BUILD)/tests/plugins/libnccl-profiler-v4only.so
+# The same examples exporting only their v4 symbol (and the tuner only its
+# v2 one), for the old versions' loaders' tests.
+TP_PLUGIN_V4 := $(BUILD)/tests/plugins/libnccl-tuner-v4only.so $(BUILD)/tests/plugins/libnccl-profiler-v4only.so \
+                $(BUILD)/tests/plugins/libnccl-tuner-v2only.so
 $(BUILD)/tests/plugins/libnccl-tuner-v4only.so: plugins/tuner/example/tuner_example.c plugins/tuner/tuner_abi.h plugins/plugin_log_abi.h
 $(BUILD)/tests/plugins/libnccl-profiler-v4only.so: plugins/profiler/example/profiler_example.c plugins/profiler/profiler_abi.h plugins/plugin_log_abi.h
+$(BUILD)/tests/plugins/libnccl-tuner-v2only.so: plugins/tuner/example/tuner_example.c plugins/tuner/tuner_abi.h plugins/plugin_log_abi.h
 $(TP_PLUGIN_V4):
 	@mkdir -p $(@D)
-	$(CC) $(CFLAGS_BASE) -DWEFT_EXAMPLE_V4_ONLY -shared -fvisibility=hidden -Iinclude -I$(dir $(firstword $(filter %.h,$^))) \
+	$(CC) $(CFLAGS_BASE) $(if $(findstring v2only,$@),-DWEFT_EXAMPLE_V2_ONLY,-DWEFT_EXAMPLE_V4_ONLY) -shared -fvisibility=hidden -Iinclude -I$(dir $(firstword $(filter %.h,$^))) \
 	  -o $@ $(filter %.c,$^)

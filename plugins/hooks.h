@@ -54,9 +54,9 @@ typedef struct {
 } weft_prof_launch_t;
 
 typedef struct {
-  // Tuner: after weft_tuner_choose, may change *algo.
-  void (*tune)(void *tuner, const weft_tuner_params_t *p, const weft_coll_args_t *args, size_t esize,
-               weft_algo_t *algo);
+  // Tuner: after weft_tuner_choose, may change *algo and (tuner v6's
+  // getChunkSize) lower args->slice.
+  void (*tune)(void *tuner, const weft_tuner_params_t *p, weft_coll_args_t *args, size_t esize, weft_algo_t *algo);
   // Profiler. A group's operations, once launched, in call order: op_start
   // for each (first = 1 for the first; prof is NULL for an operation whose
   // communicator has no profiler), then launch_end.

@@ -1,13 +1,14 @@
 /*
- * tuner_abi.h — NCCL's tuner plugin ABI (versions 4 and 5), declared for
+ * tuner_abi.h — NCCL's tuner plugin ABI (versions 2 to 6), declared for
  * weft and for tuner plugins built against weft.
  *
- * Written from the layout of NCCL's public plugin headers (tuner_v4.h,
- * tuner_v5.h, nccl_tuner.h, nccl_common.h): same field order, types and
+ * Written from the layout of NCCL's public plugin headers (tuner_v2.h ...
+ * tuner_v6.h, nccl_tuner.h, nccl_common.h): same field order, types and
  * index values, so a plugin built for NCCL loads into weft and one built
  * here loads into NCCL. A plugin exports one of the structs below under the
- * name NCCL looks up (ncclTunerPlugin_v5 or ncclTunerPlugin_v4). Needs only
- * nccl.h (for ncclResult_t); plugins include this and link nothing of weft.
+ * name NCCL looks up (ncclTunerPlugin_v6 ... ncclTunerPlugin_v2; the newest
+ * found wins). Needs only nccl.h (for ncclResult_t); plugins include this
+ * and link nothing of weft.
  */
 #ifndef WEFT_TUNER_ABI_H
 #define WEFT_TUNER_ABI_H
@@ -73,6 +74,22 @@ typedef struct {
   ncclResult_t (*finalize)(void *context);
 } ncclTuner_v5_t;
 
+// Version 6 (NCCL 2.30): version 5 and getChunkSize, which may change the
+// bytes a step carries (optional: NULL leaves weft's).
+typedef ncclTunerConstants_v5_t ncclTunerConstants_v6_t;
+typedef ncclNvlDomainInfo_v5_t ncclNvlDomainInfo_v6_t;
+typedef struct {
+  const char *name;
+  ncclResult_t (*init)(void **context, uint64_t commId, size_t nRanks, size_t nNodes, ncclDebugLogger_t logFunction,
+                       ncclNvlDomainInfo_v6_t *nvlDomainInfo, ncclTunerConstants_v6_t *constants);
+  ncclResult_t (*getCollInfo)(void *context, ncclFunc_t collType, size_t nBytes, int numPipeOps,
+                              float **collCostTable, int numAlgo, int numProto, int regBuff, int *nChannels);
+  ncclResult_t (*finalize)(void *context);
+  // In: the chunk size weft computed for the chosen algorithm and protocol; out: the plugin's.
+  ncclResult_t (*getChunkSize)(void *context, ncclFunc_t collType, size_t nBytes, int algo, int proto, int nChannels,
+                               size_t *chunkSize);
+} ncclTuner_v6_t;
+
 // Version 4: the same calls, a shorter init; the last call is destroy.
 typedef struct {
   const char *name;
@@ -82,7 +99,29 @@ typedef struct {
   ncclResult_t (*destroy)(void *context);
 } ncclTuner_v4_t;
 
+// Version 3: version 4's calls, without regBuff.
+typedef struct {
+  const char *name;
+  ncclResult_t (*init)(size_t nRanks, size_t nNodes, ncclDebugLogger_t logFunction, void **context);
+  ncclResult_t (*getCollInfo)(void *context, ncclFunc_t collType, size_t nBytes, int numPipeOps,
+                              float **collCostTable, int numAlgo, int numProto, int *nChannels);
+  ncclResult_t (*destroy)(void *context);
+} ncclTuner_v3_t;
+
+// Version 2: no cost table; the plugin names the algorithm and protocol
+// (NCCL_ALGO_*, NCCL_PROTO_*), or leaves them undefined.
+typedef struct {
+  const char *name;
+  ncclResult_t (*init)(size_t nRanks, size_t nNodes, ncclDebugLogger_t logFunction, void **context);
+  ncclResult_t (*getCollInfo)(void *context, ncclFunc_t collType, size_t nBytes, int collNetSupport,
+                              int nvlsSupport, int numPipeOps, int *algorithm, int *protocol, int *nChannels);
+  ncclResult_t (*destroy)(void *context);
+} ncclTuner_v2_t;
+
+#define NCCL_TUNER_PLUGIN_SYMBOL_V6 "ncclTunerPlugin_v6"
 #define NCCL_TUNER_PLUGIN_SYMBOL_V5 "ncclTunerPlugin_v5"
 #define NCCL_TUNER_PLUGIN_SYMBOL_V4 "ncclTunerPlugin_v4"
+#define NCCL_TUNER_PLUGIN_SYMBOL_V3 "ncclTunerPlugin_v3"
+#define NCCL_TUNER_PLUGIN_SYMBOL_V2 "ncclTunerPlugin_v2"
 
 #endif

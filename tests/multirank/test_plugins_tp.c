@@ -109,7 +109,7 @@ Test(plugins_tuner, csv_forces_algorithm, .init = setup, .fini = teardown, .time
   setenv("NCCL_DEBUG", "INFO", 1);
   setenv("NCCL_DEBUG_SUBSYS", "TUNING", 1);
   cr_assert_eq(weft_test_fork_ranks(3, tuner_body, NULL, 90), 0);
-  cr_expect_eq(log_count("tuner plugin 'weft-example' loaded (ncclTunerPlugin_v5)"), 3);
+  cr_expect_eq(log_count("tuner plugin 'weft-example' loaded (ncclTunerPlugin_v6)"), 3, "the newest version wins");
   cr_expect_eq(log_count("example tuner: 2 overrides"), 3);
   cr_expect_eq(log_count("tuner plugin: AllReduce of 4000 bytes, 3 ranks on 1 hosts: tree"), 3);
   cr_expect_eq(log_count("tuner plugin: AllReduce of 400000 bytes, 3 ranks on 1 hosts: rabenseifner"), 3);
@@ -127,6 +127,48 @@ Test(plugins_tuner, v4_plugin, .init = setup, .fini = teardown, .timeout = 120) 
   cr_assert_eq(weft_test_fork_ranks(2, tuner_body, NULL, 90), 0);
   cr_expect_eq(log_count("loaded (ncclTunerPlugin_v4)"), 2);
   cr_expect_eq(log_count("tuner plugin: AllReduce of 4000 bytes, 2 ranks on 1 hosts: tree"), 2);
+}
+
+// Version 6's getChunkSize: smaller steps, exact results; a larger chunk is
+// clamped to what weft's buffers allow.
+Test(plugins_tuner, v6_chunk_size, .init = setup, .fini = teardown, .timeout = 120) {
+  write_csv("rules.csv", "allreduce,0,65536,tree,simple,-1,-1,-1\n");
+  setenv("NCCL_TUNER_PLUGIN", "example", 1);
+  setenv("WEFT_TUNER_EXAMPLE_CHUNK", "4096", 1);
+  setenv("NCCL_DEBUG", "INFO", 1);
+  setenv("NCCL_DEBUG_SUBSYS", "TUNING", 1);
+  cr_assert_eq(weft_test_fork_ranks(2, tuner_body, NULL, 90), 0);
+  cr_expect_eq(log_count("AllReduce of 400000 bytes: chunk 4096 bytes (asked 4096"), 2);
+  cr_expect_eq(log_count("AllReduce of 4000 bytes: chunk 4096 bytes"), 2, "logged once per rank, not per call");
+  unsetenv("WEFT_TUNER_EXAMPLE_CHUNK");
+}
+
+Test(plugins_tuner, v6_chunk_size_is_clamped, .init = setup, .fini = teardown, .timeout = 120) {
+  write_csv("rules.csv", "# none\n");
+  setenv("NCCL_TUNER_PLUGIN", "example", 1);
+  setenv("WEFT_TUNER_EXAMPLE_CHUNK", "1073741824", 1);
+  setenv("NCCL_DEBUG", "INFO", 1);
+  setenv("NCCL_DEBUG_SUBSYS", "TUNING", 1);
+  cr_assert_eq(weft_test_fork_ranks(2, tuner_body, NULL, 90), 0);
+  cr_expect_eq(log_count("(asked 1073741824, at most"), 6, "two AllReduce sizes and an AllGather on two ranks");
+  cr_expect_eq(log_count("AllReduce of 4000 bytes: chunk 524288 bytes (asked 1073741824, at most 524288)"), 2,
+               "the most is half a connection's buffer (8 of its 16 slots of 64 KiB)");
+  cr_expect_eq(log_count("chunk 1073741824 bytes"), 0);
+  unsetenv("WEFT_TUNER_EXAMPLE_CHUNK");
+}
+
+Test(plugins_tuner, v2_plugin, .init = setup, .fini = teardown, .timeout = 120) {
+  write_csv("rules.csv", "allreduce,0,65536,tree,simple,-1,-1,-1\nallreduce,65537,1000000000,pat,-1,-1,-1,-1\n");
+  char path[PATH_MAX + 64];
+  snprintf(path, sizeof(path), "%s/libnccl-tuner-v2only.so", v4lib);
+  setenv("NCCL_TUNER_PLUGIN", path, 1);
+  setenv("NCCL_DEBUG", "INFO", 1);
+  setenv("NCCL_DEBUG_SUBSYS", "TUNING", 1);
+  cr_assert_eq(weft_test_fork_ranks(2, tuner_body, NULL, 90), 0);
+  cr_expect_eq(log_count("loaded (ncclTunerPlugin_v2)"), 2);
+  cr_expect_eq(log_count("tuner plugin: AllReduce of 4000 bytes, 2 ranks on 1 hosts: tree"), 2);
+  // PAT with Simple is rabenseifner (recursive doubling is PAT with LL).
+  cr_expect_eq(log_count("tuner plugin: AllReduce of 400000 bytes, 2 ranks on 1 hosts: rabenseifner"), 2);
 }
 
 Test(plugins_tuner, rule_for_other_ranks_changes_nothing, .init = setup, .fini = teardown, .timeout = 120) {

@@ -1,6 +1,8 @@
 /*
- * tuner_example.c — an example NCCL tuner plugin (ncclTunerPlugin_v5 and
- * _v4) that forces algorithms from a CSV file of overrides.
+ * tuner_example.c — an example NCCL tuner plugin (ncclTunerPlugin_v6, _v5
+ * and _v4; _v2 alone when built with WEFT_EXAMPLE_V2_ONLY) that forces
+ * algorithms from a CSV file of overrides and, through v6's getChunkSize,
+ * the bytes a step carries (WEFT_TUNER_EXAMPLE_CHUNK, unset: unchanged).
  *
  * The file is named by WEFT_TUNER_EXAMPLE_CSV, else NCCL_TUNER_CONFIG_FILE
  * (the variable NCCL's own example reads); neither set: no overrides. A
@@ -152,18 +154,54 @@ static ncclResult_t get_coll_info(void *context, ncclFunc_t collType, size_t nBy
   return ncclSuccess;
 }
 
+// Version 2: the first matching line names the algorithm and protocol.
+static ncclResult_t get_coll_info_v2(void *context, ncclFunc_t collType, size_t nBytes, int collNetSupport,
+                                     int nvlsSupport, int numPipeOps, int *algorithm, int *protocol, int *nChannels) {
+  (void)collNetSupport, (void)nvlsSupport, (void)numPipeOps;
+  ctx_t *c = context;
+  for (int i = 0; i < c->nrules; i++) {
+    const rule_t *r = &c->rules[i];
+    if (r->func != (int)collType || nBytes < r->min_bytes || nBytes > r->max_bytes) continue;
+    if ((r->nodes >= 0 && (size_t)r->nodes != c->nnodes) || (r->ranks >= 0 && (size_t)r->ranks != c->nranks)) continue;
+    *algorithm = r->algo;
+    *protocol = r->proto >= 0 ? r->proto : NCCL_PROTO_SIMPLE;
+    if (r->channels > 0) *nChannels = r->channels;
+    return ncclSuccess;
+  }
+  return ncclSuccess;
+}
+
+// Version 6: every step carries WEFT_TUNER_EXAMPLE_CHUNK bytes when it is set.
+static ncclResult_t get_chunk_size(void *context, ncclFunc_t collType, size_t nBytes, int algo, int proto,
+                                   int nChannels, size_t *chunkSize) {
+  (void)context, (void)collType, (void)nBytes, (void)algo, (void)proto, (void)nChannels;
+  const char *v = getenv("WEFT_TUNER_EXAMPLE_CHUNK");
+  if (v != NULL && v[0] != '\0') *chunkSize = (size_t)strtoull(v, NULL, 0);
+  return ncclSuccess;
+}
+
 static ncclResult_t finish(void *context) {
   free(context);
   return ncclSuccess;
 }
 
-// WEFT_EXAMPLE_V4_ONLY builds a v4-only variant (weft's tests of its v4 loader).
-#ifndef WEFT_EXAMPLE_V4_ONLY
-__attribute__((visibility("default"))) const ncclTuner_v5_t ncclTunerPlugin_v5 = {
-    .name = "weft-example", .init = init_v5, .getCollInfo = get_coll_info, .finalize = finish};
-#else
-static const ncclTuner_v5_t unused_v5 __attribute__((unused)) = {.init = init_v5};
-#endif
-
+// WEFT_EXAMPLE_V4_ONLY and WEFT_EXAMPLE_V2_ONLY build variants that export
+// one old version alone (weft's tests of its loaders for those versions).
+#if defined(WEFT_EXAMPLE_V2_ONLY)
+__attribute__((visibility("default"))) const ncclTuner_v2_t ncclTunerPlugin_v2 = {
+    .name = "weft-example", .init = init_v4, .getCollInfo = get_coll_info_v2, .destroy = finish};
+static const void *const unused[] __attribute__((unused)) = {init_v5, get_coll_info, get_chunk_size};
+#elif defined(WEFT_EXAMPLE_V4_ONLY)
 __attribute__((visibility("default"))) const ncclTuner_v4_t ncclTunerPlugin_v4 = {
     .name = "weft-example", .init = init_v4, .getCollInfo = get_coll_info, .destroy = finish};
+static const void *const unused[] __attribute__((unused)) = {init_v5, get_coll_info_v2, get_chunk_size};
+#else
+__attribute__((visibility("default"))) const ncclTuner_v6_t ncclTunerPlugin_v6 = {
+    .name = "weft-example", .init = init_v5, .getCollInfo = get_coll_info, .finalize = finish,
+    .getChunkSize = get_chunk_size};
+__attribute__((visibility("default"))) const ncclTuner_v5_t ncclTunerPlugin_v5 = {
+    .name = "weft-example", .init = init_v5, .getCollInfo = get_coll_info, .finalize = finish};
+__attribute__((visibility("default"))) const ncclTuner_v4_t ncclTunerPlugin_v4 = {
+    .name = "weft-example", .init = init_v4, .getCollInfo = get_coll_info, .destroy = finish};
+static const void *const unused[] __attribute__((unused)) = {get_coll_info_v2};
+#endif
