@@ -15,6 +15,8 @@
 #     built against weft's and NVIDIA's nccl_device.h gives identical output;
 #   - check_exports.sh on BUILD_DIR/lib/libnccl.so.2, against NVIDIA's
 #     header and against weft's own;
+#   - with $NCCL_SRC (an NVIDIA/nccl checkout), nvidia_plugins.sh: NVIDIA's
+#     example tuner built unmodified and loaded at v6 into a 2-rank sweep;
 #   - abi_link.c, compiled only against NVIDIA's nccl.h, linked and run on
 #     weft's library (never NVIDIA's, which sits in CUDA's lib64: the binary
 #     carries an RPATH to BUILD_DIR/lib, which outranks LD_LIBRARY_PATH, and
@@ -231,6 +233,12 @@ else
   fi
   if [ -x "$out/abi_link" ]; then
     check abi_link_run link_run
+  fi
+  # NVIDIA's own plugins, unmodified, when their sources are at hand.
+  if [ -n "${NCCL_SRC:-}" ] && [ -f "$NCCL_SRC/plugins/tuner/example/plugin.c" ]; then
+    check nvidia_plugins "$here/nvidia_plugins.sh" "$build"
+  else
+    skip "NVIDIA's plugin sources not found (set NCCL_SRC to an NVIDIA/nccl checkout): their example plugins not loaded"
   fi
 fi
 

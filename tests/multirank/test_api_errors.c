@@ -254,7 +254,10 @@ Test(api_errors, foreign_pointers_and_unsupported_calls, .timeout = 30) {
   WEFT_TEST_EXPECT_RES(ncclRedOpDestroy(op, c), ncclInvalidArgument);  // twice
 
   ncclWindow_t win = NULL;
-  WEFT_TEST_EXPECT_RES(ncclCommWindowRegister(c, a, sizeof(a), &win, NCCL_WIN_DEFAULT), ncclInvalidUsage);
+  // Windows are collective (test_rma.c); refused arguments are refused at once, on one rank alone.
+  WEFT_TEST_EXPECT_RES(ncclCommWindowRegister(c, a, sizeof(a), &win, 0x100), ncclInvalidArgument);
+  WEFT_TEST_EXPECT_RES(ncclCommWindowRegister(c, a, 0, &win, NCCL_WIN_DEFAULT), ncclInvalidArgument);
+  WEFT_TEST_EXPECT_RES(ncclCommWindowDeregister(c, (ncclWindow_t)not_a_stream), ncclInvalidArgument);
   int exclude[1] = {1};
   ncclComm_t shrunk = NULL;
   WEFT_TEST_EXPECT_RES(ncclCommShrink(c, exclude, 1, &shrunk, NULL, NCCL_SHRINK_DEFAULT), ncclSuccess);

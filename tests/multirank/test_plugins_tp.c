@@ -100,15 +100,21 @@ static void write_csv(const char *name, const char *text) {
   setenv("WEFT_TUNER_EXAMPLE_CSV", path, 1);
 }
 
+// nranks forked ranks run tuner_body with `plugin` (a name or a path),
+// logging TUNING at INFO into the scratch folder.
+static void run_tuner(const char *plugin, int nranks) {
+  setenv("NCCL_TUNER_PLUGIN", plugin, 1);
+  setenv("NCCL_DEBUG", "INFO", 1);
+  setenv("NCCL_DEBUG_SUBSYS", "TUNING", 1);
+  cr_assert_eq(weft_test_fork_ranks(nranks, tuner_body, NULL, 90), 0);
+}
+
 Test(plugins_tuner, csv_forces_algorithm, .init = setup, .fini = teardown, .timeout = 120) {
   write_csv("rules.csv",
             "# collective,minBytes,maxBytes,algorithm,protocol,channels,nNodes,nRanks\n"
             "allreduce,0,65536,tree,simple,-1,-1,3\n"
             "allreduce,65537,1000000000,pat,simple,2,-1,-1\n");
-  setenv("NCCL_TUNER_PLUGIN", "example", 1);  // by name: libnccl-tuner-example.so beside libweft
-  setenv("NCCL_DEBUG", "INFO", 1);
-  setenv("NCCL_DEBUG_SUBSYS", "TUNING", 1);
-  cr_assert_eq(weft_test_fork_ranks(3, tuner_body, NULL, 90), 0);
+  run_tuner("example", 3);  // by name: libnccl-tuner-example.so beside libweft
   cr_expect_eq(log_count("tuner plugin 'weft-example' loaded (ncclTunerPlugin_v6)"), 3, "the newest version wins");
   cr_expect_eq(log_count("example tuner: 2 overrides"), 3);
   cr_expect_eq(log_count("tuner plugin: AllReduce of 4000 bytes, 3 ranks on 1 hosts: tree"), 3);
@@ -121,10 +127,7 @@ Test(plugins_tuner, v4_plugin, .init = setup, .fini = teardown, .timeout = 120) 
   write_csv("rules.csv", "allreduce,0,65536,tree,simple,-1,-1,-1\n");
   char path[PATH_MAX + 64];
   snprintf(path, sizeof(path), "%s/libnccl-tuner-v4only.so", v4lib);
-  setenv("NCCL_TUNER_PLUGIN", path, 1);
-  setenv("NCCL_DEBUG", "INFO", 1);
-  setenv("NCCL_DEBUG_SUBSYS", "TUNING", 1);
-  cr_assert_eq(weft_test_fork_ranks(2, tuner_body, NULL, 90), 0);
+  run_tuner(path, 2);
   cr_expect_eq(log_count("loaded (ncclTunerPlugin_v4)"), 2);
   cr_expect_eq(log_count("tuner plugin: AllReduce of 4000 bytes, 2 ranks on 1 hosts: tree"), 2);
 }
@@ -133,11 +136,8 @@ Test(plugins_tuner, v4_plugin, .init = setup, .fini = teardown, .timeout = 120) 
 // clamped to what weft's buffers allow.
 Test(plugins_tuner, v6_chunk_size, .init = setup, .fini = teardown, .timeout = 120) {
   write_csv("rules.csv", "allreduce,0,65536,tree,simple,-1,-1,-1\n");
-  setenv("NCCL_TUNER_PLUGIN", "example", 1);
   setenv("WEFT_TUNER_EXAMPLE_CHUNK", "4096", 1);
-  setenv("NCCL_DEBUG", "INFO", 1);
-  setenv("NCCL_DEBUG_SUBSYS", "TUNING", 1);
-  cr_assert_eq(weft_test_fork_ranks(2, tuner_body, NULL, 90), 0);
+  run_tuner("example", 2);
   cr_expect_eq(log_count("AllReduce of 400000 bytes: chunk 4096 bytes (asked 4096"), 2);
   cr_expect_eq(log_count("AllReduce of 4000 bytes: chunk 4096 bytes"), 2, "logged once per rank, not per call");
   unsetenv("WEFT_TUNER_EXAMPLE_CHUNK");
@@ -145,11 +145,8 @@ Test(plugins_tuner, v6_chunk_size, .init = setup, .fini = teardown, .timeout = 1
 
 Test(plugins_tuner, v6_chunk_size_is_clamped, .init = setup, .fini = teardown, .timeout = 120) {
   write_csv("rules.csv", "# none\n");
-  setenv("NCCL_TUNER_PLUGIN", "example", 1);
   setenv("WEFT_TUNER_EXAMPLE_CHUNK", "1073741824", 1);
-  setenv("NCCL_DEBUG", "INFO", 1);
-  setenv("NCCL_DEBUG_SUBSYS", "TUNING", 1);
-  cr_assert_eq(weft_test_fork_ranks(2, tuner_body, NULL, 90), 0);
+  run_tuner("example", 2);
   cr_expect_eq(log_count("(asked 1073741824, at most"), 6, "two AllReduce sizes and an AllGather on two ranks");
   cr_expect_eq(log_count("AllReduce of 4000 bytes: chunk 524288 bytes (asked 1073741824, at most 524288)"), 2,
                "the most is half a connection's buffer (8 of its 16 slots of 64 KiB)");
@@ -161,10 +158,7 @@ Test(plugins_tuner, v2_plugin, .init = setup, .fini = teardown, .timeout = 120) 
   write_csv("rules.csv", "allreduce,0,65536,tree,simple,-1,-1,-1\nallreduce,65537,1000000000,pat,-1,-1,-1,-1\n");
   char path[PATH_MAX + 64];
   snprintf(path, sizeof(path), "%s/libnccl-tuner-v2only.so", v4lib);
-  setenv("NCCL_TUNER_PLUGIN", path, 1);
-  setenv("NCCL_DEBUG", "INFO", 1);
-  setenv("NCCL_DEBUG_SUBSYS", "TUNING", 1);
-  cr_assert_eq(weft_test_fork_ranks(2, tuner_body, NULL, 90), 0);
+  run_tuner(path, 2);
   cr_expect_eq(log_count("loaded (ncclTunerPlugin_v2)"), 2);
   cr_expect_eq(log_count("tuner plugin: AllReduce of 4000 bytes, 2 ranks on 1 hosts: tree"), 2);
   // PAT with Simple is rabenseifner (recursive doubling is PAT with LL).
@@ -173,10 +167,7 @@ Test(plugins_tuner, v2_plugin, .init = setup, .fini = teardown, .timeout = 120) 
 
 Test(plugins_tuner, rule_for_other_ranks_changes_nothing, .init = setup, .fini = teardown, .timeout = 120) {
   write_csv("rules.csv", "allreduce,0,65536,tree,simple,-1,-1,4\n");  // 4 ranks only
-  setenv("NCCL_TUNER_PLUGIN", "example", 1);
-  setenv("NCCL_DEBUG", "INFO", 1);
-  setenv("NCCL_DEBUG_SUBSYS", "TUNING", 1);
-  cr_assert_eq(weft_test_fork_ranks(3, tuner_body, NULL, 90), 0);
+  run_tuner("example", 3);
   cr_expect_eq(log_count("AllReduce of 4000 bytes, 3 ranks on 1 hosts: unchanged"), 3);
   cr_expect_eq(log_count(": tree"), 0);
 }
@@ -184,11 +175,8 @@ Test(plugins_tuner, rule_for_other_ranks_changes_nothing, .init = setup, .fini =
 Test(plugins_tuner, nccl_algo_narrows_first, .init = setup, .fini = teardown, .timeout = 120) {
   // NCCL_ALGO takes tree away, so the plugin's 0 lands on an entry weft marked -1: weft's choice stands.
   write_csv("rules.csv", "allreduce,0,65536,tree,simple,-1,-1,-1\n");
-  setenv("NCCL_TUNER_PLUGIN", "example", 1);
   setenv("NCCL_ALGO", "ring,recursive,rabenseifner", 1);
-  setenv("NCCL_DEBUG", "INFO", 1);
-  setenv("NCCL_DEBUG_SUBSYS", "TUNING", 1);
-  cr_assert_eq(weft_test_fork_ranks(2, tuner_body, NULL, 90), 0);
+  run_tuner("example", 2);
   cr_expect_eq(log_count("AllReduce of 4000 bytes, 2 ranks on 1 hosts: unchanged (weft's own choice: ring)"), 2);
 }
 
