@@ -173,9 +173,11 @@ static ncclResult_t wait_broken(ncclComm_t comm, int from, int64_t now) {
   return ncclSuccess;
 }
 
-// Waits until counter c reaches want; the clock and WARNs are this wait's.
+// Waits until counter c reaches want. The idle clock (and its WARNs)
+// starts again whenever another signal arrives.
 static ncclResult_t wait_count(ncclComm_t comm, _Atomic uint64_t *c, uint64_t want, int from) {
   int64_t since = 0, timeout_ms = weft_timeout_ms(), warned = 0;
+  uint64_t seen_count = atomic_load_explicit(c, memory_order_acquire);
   weft_doorbell_t *bell = weft_segment_doorbell(comm->seg, comm->rank);
   for (unsigned spins = 0; atomic_load_explicit(c, memory_order_acquire) < want; spins++) {
     if ((spins & 15) != 15) {
@@ -183,7 +185,8 @@ static ncclResult_t wait_count(ncclComm_t comm, _Atomic uint64_t *c, uint64_t wa
       continue;
     }
     int64_t now = weft_now_ns();
-    if (since == 0) since = now;
+    uint64_t count = atomic_load_explicit(c, memory_order_relaxed);
+    if (since == 0 || count != seen_count) since = now, warned = 0, seen_count = count;
     ncclResult_t res = wait_broken(comm, from, now);
     if (res != ncclSuccess) return res;
     if (now - since < comm->spin_ns) {
