@@ -257,6 +257,14 @@ static int preferred(const weft_tuner_params_t *p, const weft_coll_args_t *args,
   return -1;
 }
 
+// The algorithm among `allowed` for the call: priced across hosts, by
+// preference on one; -1 when none can run it.
+static int choose_among(const weft_tuner_params_t *p, const weft_coll_args_t *args, size_t esize, unsigned allowed,
+                        char *why, size_t whylen) {
+  return weft_coll_hosts(args) > 1 ? cheapest_cached(p, args, esize, allowed, why, whylen)
+                                   : preferred(p, args, esize, allowed, why, whylen);
+}
+
 ncclResult_t weft_tuner_choose(const weft_tuner_params_t *p, weft_coll_args_t *args, size_t esize,
                                weft_algo_t *algo) {
   unsigned masks[WEFT_NUM_COLLS];
@@ -266,14 +274,12 @@ ncclResult_t weft_tuner_choose(const weft_tuner_params_t *p, weft_coll_args_t *a
   size_t half = p->nslots / 2 > 0 ? p->nslots / 2 : 1;
   args->slice = slot_elems * half > 0 ? slot_elems * half : 1;
   char why[160] = "";
-  int chosen = weft_coll_hosts(args) > 1 ? cheapest_cached(p, args, esize, allowed, why, sizeof(why))
-                                         : preferred(p, args, esize, allowed, why, sizeof(why));
+  int chosen = choose_among(p, args, esize, allowed, why, sizeof(why));
   unsigned every = (1u << WEFT_NUM_ALGOS) - 1;
   if (chosen < 0 && allowed != every) {  // NCCL_ALGO serves other collectives or other layouts: weft's own choice
     char why_not[160];
     snprintf(why_not, sizeof(why_not), "%s", why);
-    chosen = weft_coll_hosts(args) > 1 ? cheapest_cached(p, args, esize, every, why, sizeof(why))
-                                       : preferred(p, args, esize, every, why, sizeof(why));
+    chosen = choose_among(p, args, esize, every, why, sizeof(why));
     if (chosen >= 0 && first_note(&algo_noted, p->algo_spec, args->coll))
       INFO(WEFT_LOG_ENV | WEFT_LOG_TUNING, "NCCL_ALGO='%s' allows no algorithm that can run %s%s%s%s; using %s",
            p->algo_spec ? p->algo_spec : "", weft_coll_name(args->coll), why_not[0] ? " (" : "", why_not,

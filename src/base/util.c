@@ -8,6 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "debug.h"
 #include "env.h"
 #include "socket.h"
 
@@ -22,6 +23,20 @@ int64_t weft_now_ms(void) { return weft_now_ns() / 1000000; }
 int64_t weft_timeout_ms(void) {
   int64_t s = weft_env_WEFT_TIMEOUT();
   return s <= 0 ? -1 : s * 1000;
+}
+
+int weft_timeout_due(int64_t idle_ns, int64_t warned) {
+  int64_t ms = weft_timeout_ms();
+  return ms > 0 && idle_ns > ms * 1000000 * (warned + 1);
+}
+
+int weft_timeout_warn(const char *reason) {
+  if (weft_env_WEFT_TIMEOUT_FAIL()) {
+    WARN("%s", reason);
+    return 1;
+  }
+  WARN("%s; still waiting (WEFT_TIMEOUT_FAIL=1 fails it)", reason);
+  return 0;
 }
 
 // A futex wake-up costs 30-40 us on a virtual CPU that went idle, more than

@@ -12,6 +12,13 @@ int64_t weft_now_ms(void);   // monotonic
 int64_t weft_now_ns(void);   // monotonic
 // WEFT_TIMEOUT in milliseconds; -1 means "never" (as the socket calls take it).
 int64_t weft_timeout_ms(void);
+// A call idle for idle_ns whose wait has WARNed `warned` times already: is
+// the next WARN due (at each multiple of WEFT_TIMEOUT; never without one)?
+int weft_timeout_due(int64_t idle_ns, int64_t warned);
+// That WARN, naming what waits on what (`reason`). Returns 1 when the call
+// must now fail with ncclTimeout (WEFT_TIMEOUT_FAIL=1); else it says the
+// wait goes on and returns 0.
+int weft_timeout_warn(const char *reason);
 // How long a rank waiting for `sharers` ranks of its host polls before it
 // sleeps: WEFT_SPIN_NS, or with -1 a long poll while they fit on the online
 // CPUs and a short one when they outnumber them (0 sharers: not known).

@@ -124,6 +124,15 @@ ncclResult_t weft_comm_check(ncclComm_t comm, const char *api) {
   return ncclSuccess;
 }
 
+ncclResult_t weft_comm_check_calls(ncclComm_t comm, const char *api) {
+  WEFTCHECK(weft_comm_check(comm, api));
+  if (__builtin_expect(atomic_load_explicit(&comm->suspended, memory_order_relaxed) != 0, 0)) {
+    WARN("%s: communicator %p is suspended (ncclCommSuspend): ncclCommResume it first", api, (void *)comm);
+    return ncclInvalidUsage;
+  }
+  return ncclSuccess;
+}
+
 ncclResult_t weft_comm_check_parent(ncclComm_t comm, const char *api, int allow_failed) {
   WEFTCHECK(check_live(comm, api));
   ncclResult_t res = weft_comm_wait_init(comm);

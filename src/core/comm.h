@@ -102,6 +102,9 @@ ncclResult_t weft_comm_map_hosts(struct ncclComm *comm);
 // Live-communicator registry: public entry points reject pointers that are
 // not live communicators (NULL, destroyed, or garbage) without touching them.
 ncclResult_t weft_comm_check(ncclComm_t comm, const char *api);
+// weft_comm_check for the calls that move data: also refused while the
+// communicator is suspended (ncclCommSuspend).
+ncclResult_t weft_comm_check_calls(ncclComm_t comm, const char *api);
 void weft_registry_add(ncclComm_t comm);
 void weft_registry_remove(ncclComm_t comm);
 int weft_registry_contains(ncclComm_t comm);

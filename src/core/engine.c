@@ -447,12 +447,10 @@ static int report_stuck(weft_op_t *op, int64_t idle_ns) {
            " of %" PRIu64 " bytes moved; waiting on rank(s) %s",
            op->comm->rank, weft_coll_name(op->args.coll), op->seq, op->args.count, weft_dtype_name(op->dtype),
            weft_algo_name(op->algo), (long long)(idle_ns / 1000000000), moved, total, peers);
-  if (!weft_env_WEFT_TIMEOUT_FAIL()) {
-    WARN("%s; still waiting (WEFT_TIMEOUT_FAIL=1 fails it)", reason);
+  if (!weft_timeout_warn(reason)) {
     op->timeouts_warned++;
     return 0;
   }
-  WARN("%s", reason);
   weft_op_fail(op, ncclTimeout, reason);
   op_release(op);
   return 1;
@@ -560,8 +558,10 @@ ncclResult_t weft_engine_run(weft_op_t **ops, int nops, int queued) {
     }
     now = weft_now_ns();
     for (int i = 0; timeout_ms > 0 && i < nops; i++) {
-      int64_t idle = now - ops[i]->last_progress_ns, limit = timeout_ms * 1000000 * (ops[i]->timeouts_warned + 1);
-      if (ops[i]->state == WEFT_OP_PENDING && idle > limit && report_stuck(ops[i], idle)) remaining--;
+      int64_t idle = now - ops[i]->last_progress_ns;
+      if (ops[i]->state == WEFT_OP_PENDING && weft_timeout_due(idle, ops[i]->timeouts_warned) &&
+          report_stuck(ops[i], idle))
+        remaining--;
     }
   }
   ncclResult_t res = ncclSuccess;

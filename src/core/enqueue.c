@@ -131,11 +131,7 @@ static ncclResult_t enqueue_checked(weft_coll_t coll, const void *sendbuff, void
                                     ncclDataType_t dtype, ncclRedOp_t op, int root, ncclComm_t comm,
                                     cudaStream_t stream) {
   const char *api = weft_coll_name(coll);
-  WEFTCHECK(weft_comm_check(comm, api));
-  if (__builtin_expect(atomic_load_explicit(&comm->suspended, memory_order_relaxed) != 0, 0)) {
-    WARN("%s: communicator %p is suspended (ncclCommSuspend): ncclCommResume it first", api, (void *)comm);
-    return ncclInvalidUsage;
-  }
+  WEFTCHECK(weft_comm_check_calls(comm, api));
   weft_debug_set_rank(comm->rank);
   WEFTCHECK(weft_mismatch_settle_due(comm));  // earlier calls' owed checks may find the ranks disagreed
   size_t esize = weft_dtype_size(dtype);

@@ -41,11 +41,7 @@
 // What every one-sided call checks first.
 static ncclResult_t check_call(ncclComm_t comm, const char *api, int ctx, int sig_idx, unsigned flags,
                                cudaStream_t stream) {
-  WEFTCHECK(weft_comm_check(comm, api));
-  if (atomic_load(&comm->suspended) != 0) {
-    WARN("%s: communicator %p is suspended (ncclCommSuspend): ncclCommResume it first", api, (void *)comm);
-    return ncclInvalidUsage;
-  }
+  WEFTCHECK(weft_comm_check_calls(comm, api));
   if (ctx != 0 || sig_idx != 0 || flags != 0) {
     WARN("%s: %s=%d is invalid (must be 0)", api, ctx != 0 ? "ctx" : sig_idx != 0 ? "sigIdx" : "flags",
          ctx != 0 ? ctx : sig_idx != 0 ? sig_idx : (int)flags);
@@ -176,7 +172,7 @@ static ncclResult_t wait_broken(ncclComm_t comm, int from, int64_t now) {
 // Waits until counter c reaches want. The idle clock (and its WARNs)
 // starts again whenever another signal arrives.
 static ncclResult_t wait_count(ncclComm_t comm, _Atomic uint64_t *c, uint64_t want, int from) {
-  int64_t since = 0, timeout_ms = weft_timeout_ms(), warned = 0;
+  int64_t since = 0, warned = 0;
   uint64_t seen_count = atomic_load_explicit(c, memory_order_acquire);
   weft_doorbell_t *bell = weft_segment_doorbell(comm->seg, comm->rank);
   for (unsigned spins = 0; atomic_load_explicit(c, memory_order_acquire) < want; spins++) {
@@ -193,15 +189,13 @@ static ncclResult_t wait_count(ncclComm_t comm, _Atomic uint64_t *c, uint64_t wa
       if ((spins & 127) == 127) sched_yield();
       continue;
     }
-    if (timeout_ms > 0 && now - since > timeout_ms * 1000000 * (warned + 1)) {
-      int fail = weft_env_WEFT_TIMEOUT_FAIL() != 0;
+    if (weft_timeout_due(now - since, warned)) {
       char reason[300];
       snprintf(reason, sizeof(reason),
                "rank %d: ncclWaitSignal made no progress for %lld s (WEFT_TIMEOUT) waiting for signal %" PRIu64
                " from rank %d (%" PRIu64 " arrived)", comm->rank, (long long)((now - since) / 1000000000), want,
                from, atomic_load(c));
-      WARN("%s%s", reason, fail ? "" : "; still waiting (WEFT_TIMEOUT_FAIL=1 fails it)");
-      if (fail) {
+      if (weft_timeout_warn(reason)) {
         weft_comm_set_error(comm, ncclTimeout);
         weft_comm_fail(comm, ncclTimeout, reason);
         return ncclTimeout;

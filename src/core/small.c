@@ -118,7 +118,7 @@ enum { WAIT_FAILED = -1 };
 
 typedef struct {
   weft_op_t *op;
-  int64_t spin_ns, timeout_ms;
+  int64_t spin_ns;
   int published_waiting;
   int64_t timeouts_warned;  // WEFT_TIMEOUT periods of the current wait, each WARNed
 } waiter_t;
@@ -158,20 +158,17 @@ static int check_idle(waiter_t *w, const want_t *x, int64_t now, int64_t since) 
   // A peer that sends us nothing of this call may have called another one.
   if (x->conn != NULL && !x->conn->is_send && weft_mismatch_verify_peer(op, peer) < 0) return WAIT_FAILED;
   // At WEFT_TIMEOUT and each multiple: the engine's WARN; failing only when asked.
-  if (w->timeout_ms > 0 && now - since > w->timeout_ms * 1000000 * (w->timeouts_warned + 1)) {
+  if (weft_timeout_due(now - since, w->timeouts_warned)) {
     snprintf(reason, sizeof(reason),
              "rank %d: %s #%" PRIu64 " (count %zu, %s, algo %s, proto LL) made no progress for %lld s (WEFT_TIMEOUT) "
              "waiting to %s rank %d; waiting on rank(s) %d",
              comm->rank, weft_coll_name(op->args.coll), op->seq, op->args.count, weft_dtype_name(op->dtype),
              weft_algo_name(op->algo), (long long)((now - since) / 1000000000), want_name(x), peer, peer);
-    if (!weft_env_WEFT_TIMEOUT_FAIL()) {
-      WARN("%s; still waiting (WEFT_TIMEOUT_FAIL=1 fails it)", reason);
-      w->timeouts_warned++;
-    } else {
-      WARN("%s", reason);
+    if (weft_timeout_warn(reason)) {
       weft_op_fail(op, ncclTimeout, reason);
       return WAIT_FAILED;
     }
+    w->timeouts_warned++;
   }
   if (!w->published_waiting) {
     weft_engine_publish(op, WEFT_STATUS_WAITING, peer, 0, op->args.count * op->esize, now);
@@ -431,7 +428,7 @@ int weft_small_try(weft_op_t *op, ncclResult_t *res) {
   atomic_fetch_add(&comm->inflight, 1);
   op->counted = 1;  // weft_op_free gives it back
 
-  waiter_t w = {.op = op, .spin_ns = comm->spin_ns, .timeout_ms = weft_timeout_ms()};
+  waiter_t w = {.op = op, .spin_ns = comm->spin_ns};
   if (!weft_op_fail_if_aborted(op)) {  // a failed communicator runs nothing, as in the engine
     switch (op->args.coll) {
       case WEFT_COLL_ALLREDUCE: allreduce_run(&w, bytes); break;

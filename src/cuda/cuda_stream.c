@@ -23,6 +23,7 @@
 
 #include <pthread.h>
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -352,7 +353,7 @@ static size_t op_place(weft_op_t *op, char *base, size_t at) {
 // dedicated block. chan->lock held; it is let go while waiting.
 static ncclResult_t stage_room(weft_cuda_chan_t *c, const weft_cuda_driver_t *d, size_t total, weft_cuda_gate_t *g,
                                char **host) {
-  int64_t start = weft_now_ms(), limit = weft_timeout_ms(), nap = 2000, warned = 0;
+  int64_t start = weft_now_ns(), nap = 2000, warned = 0;
   for (;;) {
     int wait = 0;
     if (c->ring_block != NULL) {
@@ -377,11 +378,12 @@ static ncclResult_t stage_room(weft_cuda_chan_t *c, const weft_cuda_driver_t *d,
       }
       if (!wait) return res;
     }
-    if (limit > 0 && weft_now_ms() - start > limit * (warned + 1)) {  // the stream does not move
-      int fail = weft_env_WEFT_TIMEOUT_FAIL() != 0;
-      WARN("CUDA stream %p: no staging freed for %lld ms: is earlier work on it stuck?%s", (void *)c->stream,
-           (long long)(limit * (warned + 1)), fail ? "" : " Still waiting (WEFT_TIMEOUT_FAIL=1 fails it)");
-      if (fail) return ncclTimeout;
+    int64_t idle = weft_now_ns() - start;
+    if (weft_timeout_due(idle, warned)) {  // the stream does not move
+      char reason[160];
+      snprintf(reason, sizeof(reason), "CUDA stream %p: no staging freed for %lld ms (is earlier work on it stuck?)",
+               (void *)c->stream, (long long)(idle / 1000000));
+      if (weft_timeout_warn(reason)) return ncclTimeout;
       warned++;
     }
     pthread_mutex_unlock(&c->lock);
