@@ -8,6 +8,15 @@ $(NET_EXAMPLE): $(wildcard plugins/net/example/*.c) $(wildcard plugins/net/examp
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_BASE) -fvisibility=hidden -Iinclude -Iplugins/net -shared -o $@ $(filter %.c,$^) -pthread
 
+# The same plugin exporting only ncclNetPlugin_v6 (which also keeps v6's
+# 8-request table) or only _v7, as plugins written for older NCCL do.
+NET_EXAMPLE_OLD := $(BUILD)/tests/plugins/libnccl-net-v6only.so $(BUILD)/tests/plugins/libnccl-net-v7only.so
+$(NET_EXAMPLE_OLD): $(BUILD)/tests/plugins/libnccl-net-v%only.so: $(wildcard plugins/net/example/*.c) \
+                    $(wildcard plugins/net/example/*.h) plugins/net/net_abi.h
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_BASE) -DWEFT_EXAMPLE_NET_ONLY=$* -fvisibility=hidden -Iinclude -Iplugins/net -shared -o $@ \
+	  $(filter %.c,$^) -pthread
+
 # The example tuner and profiler plugins.
 TP_PLUGIN_EXAMPLES := $(BUILD)/lib/libnccl-tuner-example.so $(BUILD)/lib/libnccl-profiler-example.so
 ALL += $(TP_PLUGIN_EXAMPLES)

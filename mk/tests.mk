@@ -13,7 +13,7 @@ TEST_DEPS  += $(UNIT_BINS) $(MULTI_BINS) $(TEST_PROGS) $(DELAY_HUB)
 $(BUILD)/tests/unit/%: tests/unit/%.c $(LIB_OBJS)
 	@mkdir -p $(@D)
 	$(CC) $(LIB_CFLAGS) -o $@ $^ -lcriterion $(LDLIBS)
-$(BUILD)/tests/unit/test_net_plugin $(BUILD)/tests/multirank/test_net_plugin: | $(NET_EXAMPLE)
+$(BUILD)/tests/unit/test_net_plugin $(BUILD)/tests/multirank/test_net_plugin: | $(NET_EXAMPLE) $(NET_EXAMPLE_OLD)
 # The programs' shared helpers (tools/common/) are not part of the library.
 $(BUILD)/tests/unit/test_prog_util: tests/unit/test_prog_util.c $(TOOLS_COMMON)
 	@mkdir -p $(@D)

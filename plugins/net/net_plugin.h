@@ -5,8 +5,8 @@
  *
  * Between them sits weft_plugin_ops_t: one plugin's calls with the
  * differences between ABI versions taken out (argument order, int or
- * size_t sizes, the v11 context, the device-offload and profiler
- * arguments weft never uses). Each version has a small file,
+ * size_t sizes, the v11 and v12 context, the properties' layouts, the
+ * device-offload and profiler arguments weft never uses). Each version has a small file,
  * net_plugin_vN.c, that fills it from that version's exported struct.
  */
 #ifndef WEFT_NET_PLUGIN_H
@@ -17,6 +17,10 @@
 #include "net.h"
 #include "net_abi.h"
 
+// The largest message an ABI with int sizes (v6 to v8) is given, as NCCL
+// gives it: a power of two rather than INT_MAX.
+#define WEFT_NET_PLUGIN_INT_MAX_BYTES ((size_t)1 << 30)
+
 typedef struct {
   char name[64];      // the device's name
   int ptr_support;    // NCCL_PTR_* bits
@@ -26,8 +30,9 @@ typedef struct {
 
 typedef struct {
   const char *name;   // the plugin's name, from its struct
-  int version;        // the ABI version bound (8..11)
-  ncclResult_t (*init)(weft_abi_logger_t log);  // v11: makes the process's one context
+  int version;        // the ABI version bound (6..12)
+  int max_requests;   // plugin requests one communicator may have outstanding
+  ncclResult_t (*init)(weft_abi_logger_t log);  // v11+: makes the process's one context
   ncclResult_t (*devices)(int *ndev);
   ncclResult_t (*get_properties)(int dev, weft_plugin_props_t *props);
   ncclResult_t (*listen)(int dev, void *handle, void **listen_comm);
@@ -47,10 +52,13 @@ typedef struct {
 
 // net_plugin_vN.c: if `dl` exports ncclNetPlugin_vN, fill *ops from it and
 // return 1; else 0.
+int weft_net_plugin_bind_v6(void *dl, weft_plugin_ops_t *ops);
+int weft_net_plugin_bind_v7(void *dl, weft_plugin_ops_t *ops);
 int weft_net_plugin_bind_v8(void *dl, weft_plugin_ops_t *ops);
 int weft_net_plugin_bind_v9(void *dl, weft_plugin_ops_t *ops);
 int weft_net_plugin_bind_v10(void *dl, weft_plugin_ops_t *ops);
 int weft_net_plugin_bind_v11(void *dl, weft_plugin_ops_t *ops);
+int weft_net_plugin_bind_v12(void *dl, weft_plugin_ops_t *ops);
 
 // Fills the version-independent properties (name may be NULL).
 void weft_net_plugin_props(weft_plugin_props_t *out, const char *name, int ptr_support, int speed, size_t max_bytes);
@@ -70,7 +78,7 @@ const weft_net_t *weft_net_plugin_adapt(const weft_plugin_ops_t *ops);
 const weft_net_t *weft_net_plugin(void);
 
 // Load `name` now (NULL: the default libnccl-net.so, quietly), binding the
-// newest version <= max_version (0: 11). For weft_net_plugin and tests; a
+// newest version <= max_version (0: 12). For weft_net_plugin and tests; a
 // process binds one plugin: later calls return the first one bound.
 const weft_net_t *weft_net_plugin_load(const char *name, int max_version);
 

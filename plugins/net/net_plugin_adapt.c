@@ -18,8 +18,8 @@
  *    weft's slot buffers live as long as their connection; when the cache
  *    is full, a registration no posted message uses is replaced;
  *  - limits: at most NCCL_NET_MAX_REQUESTS plugin requests are outstanding
- *    per communicator, and a request the plugin declines (NULL) is posted
- *    again later, in order;
+ *    per communicator (NCCL_NET_MAX_REQUESTS_V6 for a v6 plugin), and a
+ *    request the plugin declines (NULL) is posted again later, in order;
  *  - orderly close: close_send sends a goodbye header after the last
  *    message, so the receiver tells an orderly end from a failure (plugins
  *    have no such notion) and leaves its open receives alone;
@@ -181,7 +181,7 @@ static ncclResult_t post_queued(acomm_t *c) {
     size_t k = c->post % MAX_REQS;
     areq_t *r = &c->reqs[k];
     if (r->posted == 0) {
-      if (c->inflight >= NCCL_NET_MAX_REQUESTS) return ncclSuccess;
+      if (c->inflight >= P->max_requests) return ncclSuccess;
       if (c->is_send) {
         static const uint32_t magic[] = {MSG_MAGIC, HELLO_MAGIC, BYE_MAGIC};
         c->hdrs[k] = (hdr_t){.magic = magic[r->kind], .tag = r->tag, .size = r->size};
@@ -196,7 +196,7 @@ static ncclResult_t post_queued(acomm_t *c) {
       c->inflight++;
     }
     if (r->posted == 1) {
-      if (c->inflight >= NCCL_NET_MAX_REQUESTS) return ncclSuccess;
+      if (c->inflight >= P->max_requests) return ncclSuccess;
       if (r->mr < 0) WEFTCHECK(reg(c, r->data, r->size, &r->mr));
       void *mh = c->mrs[r->mr].mh;
       ncclResult_t res = c->is_send ? P->isend(c->pc, r->data, r->size, 0, mh, &r->preq[1])

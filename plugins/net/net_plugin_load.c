@@ -4,7 +4,7 @@
  * NCCL_NET_PLUGIN names the plugin as NCCL 2.28 reads it (plugin_dl.h:
  * the value as a file or soname, then libnccl-net-<value>.so; unset,
  * libnccl-net.so quietly; "none" loads nothing; a name is also looked for
- * beside libweft). The newest of ncclNetPlugin_v11 ... _v8 found is bound
+ * beside libweft). The newest of ncclNetPlugin_v12 ... _v6 found is bound
  * (WEFT_NET_PLUGIN_VERSION caps it, for tests). Once per process.
  * A plugin that cannot be loaded leaves a WARN; the caller falls back to
  * the built-in socket backend.
@@ -21,8 +21,8 @@
 #include "net_plugin.h"
 #include "plugin_dl.h"
 
-#define MAX_VERSION 11
-#define MIN_VERSION 8
+#define MAX_VERSION 12
+#define MIN_VERSION 6
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static weft_plugin_ops_t ops;
@@ -49,8 +49,11 @@ static const weft_net_t *load(const char *name, int max_version) {
   void *dl = weft_plugin_open("net", name, &named, bound_path, sizeof(bound_path));
   if (dl == NULL) return NULL;
   int top = max_version >= MIN_VERSION && max_version < MAX_VERSION ? max_version : MAX_VERSION;
-  int (*const bind[])(void *, weft_plugin_ops_t *) = {weft_net_plugin_bind_v8, weft_net_plugin_bind_v9,
-                                                      weft_net_plugin_bind_v10, weft_net_plugin_bind_v11};
+  int (*const bind[])(void *, weft_plugin_ops_t *) = {weft_net_plugin_bind_v6,  weft_net_plugin_bind_v7,
+                                                      weft_net_plugin_bind_v8,  weft_net_plugin_bind_v9,
+                                                      weft_net_plugin_bind_v10, weft_net_plugin_bind_v11,
+                                                      weft_net_plugin_bind_v12};
+  _Static_assert(sizeof(bind) / sizeof(bind[0]) == MAX_VERSION - MIN_VERSION + 1, "one binder per version");
   int ok = 0;
   for (int v = top; v >= MIN_VERSION && !ok; v--) ok = bind[v - MIN_VERSION](dl, &ops);
   if (!ok || ops.name == NULL) {

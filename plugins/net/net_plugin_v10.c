@@ -1,5 +1,5 @@
 /*
- * net_plugin_v10.c — binds an NCCL net plugin of ABI version 9
+ * net_plugin_v10.c — binds an NCCL net plugin of ABI version 10
  * (ncclNetPlugin_v10, NCCL 2.26-2.27) to weft_plugin_ops_t.
  *
  * Against v9: init takes a profiler callback (weft passes NULL), connect a
@@ -67,6 +67,7 @@ int weft_net_plugin_bind_v10(void *dl, weft_plugin_ops_t *ops) {
   *ops = (weft_plugin_ops_t){
       .name = p->name,
       .version = 10,
+      .max_requests = NCCL_NET_MAX_REQUESTS,
       .init = v10_init,
       .devices = v10_devices,
       .get_properties = v10_props,

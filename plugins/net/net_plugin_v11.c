@@ -1,6 +1,6 @@
 /*
- * net_plugin_v11.c — binds an NCCL net plugin of ABI version 9
- * (ncclNetPlugin_v11, NCCL 2.28) to weft_plugin_ops_t.
+ * net_plugin_v11.c — binds an NCCL net plugin of ABI version 11
+ * (ncclNetPlugin_v11, NCCL 2.28-2.29) to weft_plugin_ops_t.
  *
  * Against v10: init makes a context (NCCL: one per communicator; weft: one
  * per process, made with communicator id 0 and the default traffic
@@ -72,6 +72,7 @@ int weft_net_plugin_bind_v11(void *dl, weft_plugin_ops_t *ops) {
   *ops = (weft_plugin_ops_t){
       .name = p->name,
       .version = 11,
+      .max_requests = NCCL_NET_MAX_REQUESTS,
       .init = v11_init,
       .devices = v11_devices,
       .get_properties = v11_props,

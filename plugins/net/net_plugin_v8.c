@@ -2,12 +2,11 @@
  * net_plugin_v8.c — binds an NCCL net plugin of ABI version 8
  * (ncclNetPlugin_v8, NCCL 2.20-2.23) to weft_plugin_ops_t.
  *
- * What sets v8 apart: message sizes are int (at most 2^31-1 bytes), the
- * properties struct is the short one, there is no context and no
- * profiler. Device offload is never requested.
+ * What sets v8 apart: message sizes are int (weft, as NCCL, sends at most
+ * 1 GiB in one), the properties struct is the short one, there is no
+ * context and no profiler. Device offload is never requested.
  */
 #include <dlfcn.h>
-#include <limits.h>
 #include <string.h>
 
 #include "checks.h"
@@ -22,7 +21,7 @@ static ncclResult_t v8_props(int dev, weft_plugin_props_t *out) {
   weft_abi_props_v8_t q;
   memset(&q, 0, sizeof(q));
   WEFTCHECK(p->get_properties(dev, &q));
-  weft_net_plugin_props(out, q.name, q.ptr_support, q.speed, INT_MAX);
+  weft_net_plugin_props(out, q.name, q.ptr_support, q.speed, WEFT_NET_PLUGIN_INT_MAX_BYTES);
   return ncclSuccess;
 }
 
@@ -67,6 +66,7 @@ int weft_net_plugin_bind_v8(void *dl, weft_plugin_ops_t *ops) {
   *ops = (weft_plugin_ops_t){
       .name = p->name,
       .version = 8,
+      .max_requests = NCCL_NET_MAX_REQUESTS,
       .init = v8_init,
       .devices = v8_devices,
       .get_properties = v8_props,

@@ -65,6 +65,7 @@ int weft_net_plugin_bind_v9(void *dl, weft_plugin_ops_t *ops) {
   *ops = (weft_plugin_ops_t){
       .name = p->name,
       .version = 9,
+      .max_requests = NCCL_NET_MAX_REQUESTS,
       .init = v9_init,
       .devices = v9_devices,
       .get_properties = v9_props,

@@ -6,8 +6,10 @@
  * crosses the network backend. With NCCL_NET_PLUGIN=example the example
  * plugin (build/lib/libnccl-net-example.so, found beside libweft) carries
  * AllReduce, AllGather, Broadcast and a SendRecv ring at several sizes
- * (one element to several slots), on 2 and 4 ranks, through each ABI
- * version's adapter (WEFT_NET_PLUGIN_VERSION); results are exact. Each
+ * (one element to several slots), on 2 to 4 ranks, through each ABI
+ * version's adapter from 12 down to 6 (WEFT_NET_PLUGIN_VERSION), and as
+ * built to export only v6 or only v7 (a plugin for an older NCCL, named
+ * by its path); results are exact. Each
  * rank logs to its own file (NCCL_DEBUG_FILE), and the test reads there
  * which network every rank used and what it warned. A plugin that is not
  * there, or a library that is not a plugin, warns and falls back to the
@@ -16,6 +18,7 @@
  */
 #include <criterion/criterion.h>
 #include <dirent.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -144,25 +147,44 @@ static void run(int n, const cfg_t *cfg) {
   WEFT_TEST_EXPECT_FORK_OK(n, 1, weft_test_one_id_main, (&(weft_test_one_id_t){rank_body, &copy}), TIMEOUT_S);
 }
 
-// Collectives over the example plugin at ABI `version` (0: newest).
-static void over_plugin(int n, const char *version) {
-  env("example", NULL, "1");
-  setenv("WEFT_NET_PLUGIN_VERSION", version, 1);
+// Collectives over `plugin` (an example build) with the ABI capped at
+// `cap` (0: none); every rank must log that it bound version `want`.
+static void over(int n, const char *plugin, int cap, int want) {
+  env(plugin, NULL, "1");
+  char text[64];
+  snprintf(text, sizeof(text), "%d", cap);
+  setenv("WEFT_NET_PLUGIN_VERSION", text, 1);
   run(n, &(cfg_t){0});
-  char want[64];
-  snprintf(want, sizeof(want), "ABI v%s", strcmp(version, "0") == 0 ? "11" : version);
+  snprintf(text, sizeof(text), "network example, ABI v%d", want);
   cr_expect_eq(logs_with("NET: using network example", 0), n, "not every rank used the plugin");
-  cr_expect_eq(logs_with(want, 0), n, "not every rank bound %s", want);
+  cr_expect_eq(logs_with(text, 0), n, "not every rank logged \"%s\"", text);
   cr_expect_eq(logs_with("NCCL WARN", 1), 0, "a rank warned");
+}
+
+// The example plugin at ABI `version` (0: the newest, 12).
+static void over_plugin(int n, int version) { over(n, "example", version, version != 0 ? version : 12); }
+
+// The example built to export ncclNetPlugin_v<version> alone, by its path.
+static void over_only(int n, int version) {
+  const char *b = getenv("WEFT_BUILD_DIR");
+  char rel[PATH_MAX], path[PATH_MAX];
+  snprintf(rel, sizeof(rel), "%s/tests/plugins/libnccl-net-v%donly.so", b != NULL ? b : "build", version);
+  cr_assert_not_null(realpath(rel, path), "no %s", rel);
+  over(n, path, 0, version);
 }
 
 TestSuite(net_plugin, .timeout = 300);
 
-Test(net_plugin, example_2_ranks) { over_plugin(2, "0"); }
-Test(net_plugin, example_4_ranks) { over_plugin(4, "0"); }
-Test(net_plugin, example_v8_3_ranks) { over_plugin(3, "8"); }
-Test(net_plugin, example_v9_2_ranks) { over_plugin(2, "9"); }
-Test(net_plugin, example_v10_2_ranks) { over_plugin(2, "10"); }
+Test(net_plugin, example_2_ranks) { over_plugin(2, 0); }
+Test(net_plugin, example_4_ranks) { over_plugin(4, 0); }
+Test(net_plugin, example_v6_3_ranks) { over_plugin(3, 6); }
+Test(net_plugin, example_v7_2_ranks) { over_plugin(2, 7); }
+Test(net_plugin, example_v8_3_ranks) { over_plugin(3, 8); }
+Test(net_plugin, example_v9_2_ranks) { over_plugin(2, 9); }
+Test(net_plugin, example_v10_2_ranks) { over_plugin(2, 10); }
+Test(net_plugin, example_v11_2_ranks) { over_plugin(2, 11); }
+Test(net_plugin, v6_only_plugin_3_ranks) { over_only(3, 6); }
+Test(net_plugin, v7_only_plugin_2_ranks) { over_only(2, 7); }
 
 Test(net_plugin, missing_plugin_falls_back) {
   env("doesnotexist", NULL, "1");
@@ -176,7 +198,7 @@ Test(net_plugin, library_without_symbol_falls_back) {
   env("libm.so.6", NULL, "1");
   run(2, &(cfg_t){0});
   cr_expect_eq(logs_with("NET: using network Socket", 0), 2);
-  cr_expect_eq(logs_with("exports none of ncclNetPlugin_v11", 1), 2);
+  cr_expect_eq(logs_with("exports none of ncclNetPlugin_v12", 1), 2);
 }
 
 Test(net_plugin, net_selects_socket_over_plugin) {

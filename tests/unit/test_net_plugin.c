@@ -2,9 +2,12 @@
  * test_net_plugin.c — the NCCL net plugin loader and adapter
  * (plugins/net/) against the example plugin (libnccl-net-example.so).
  *
- * Loading: name, version (newest, or capped), device and properties; a
- * name that is no file, and a library without a plugin symbol, leave a
- * WARN and no plugin. The adapter within one process over loopback: the
+ * Loading: name, version (newest, or capped, from 12 down to 6), device
+ * and properties; plugins exporting only v6 or only v7 (as plugins built
+ * for older NCCL do) bind at that version, and the v6 one, which fails a
+ * ninth outstanding request, carries many messages at once; a name that
+ * is no file, and a library without a plugin symbol, leave a WARN and no
+ * plugin. The adapter within one process over loopback: the
  * hello on connect/accept, messages with their tags and sizes (empty,
  * small, larger than a socket buffer), in order, a message too long for
  * its receive failing the communicator, and the goodbye on close that
@@ -30,6 +33,14 @@ static const char *example_path(void) {
   static char path[512];
   const char *build = getenv("WEFT_BUILD_DIR");
   snprintf(path, sizeof(path), "%s/lib/libnccl-net-example.so", build != NULL ? build : "build");
+  return path;
+}
+
+// The example built to export ncclNetPlugin_v<version> alone (6 or 7).
+static const char *only_path(int version) {
+  static char path[512];
+  const char *build = getenv("WEFT_BUILD_DIR");
+  snprintf(path, sizeof(path), "%s/tests/plugins/libnccl-net-v%donly.so", build != NULL ? build : "build", version);
   return path;
 }
 
@@ -62,7 +73,7 @@ TestSuite(net_plugin, .init = setup, .timeout = 60);
 Test(net_plugin, loads_the_newest_version) {
   const weft_net_t *net = load_example(0);
   cr_expect_str_eq(net->name, "example");
-  cr_expect_eq(weft_net_plugin_version(), 11);
+  cr_expect_eq(weft_net_plugin_version(), 12);
   int ndev = 0;
   cr_expect_eq(net->devices(&ndev), ncclSuccess);
   cr_expect_eq(ndev, 1);
@@ -76,7 +87,7 @@ Test(net_plugin, loads_the_newest_version) {
 }
 
 Test(net_plugin, version_cap_binds_older_abis) {
-  for (int v = 8; v <= 10; v++) {
+  for (int v = 6; v <= 11; v++) {
     cr_expect_eq(weft_net_plugin_version(), 0);  // nothing bound in this process yet
     if (fork() == 0) {  // one plugin per process: each version in a child
       const weft_net_t *net = weft_net_plugin_load(example_path(), v);
@@ -85,6 +96,30 @@ Test(net_plugin, version_cap_binds_older_abis) {
     int status = 0;
     wait(&status);
     cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 0, "binding ncclNetPlugin_v%d failed", v);
+  }
+}
+
+// A cap above what weft knows binds the newest, as no cap does.
+Test(net_plugin, version_cap_above_newest_binds_newest) {
+  cr_assert_not_null(weft_net_plugin_load(example_path(), 13));
+  cr_expect_eq(weft_net_plugin_version(), 12);
+}
+
+// A plugin built for an older NCCL exports that version alone: it binds
+// without a cap, and its properties (each version's own layout) read right.
+Test(net_plugin, old_plugins_bind_at_their_version) {
+  for (int v = 6; v <= 7; v++) {
+    if (fork() == 0) {
+      const weft_net_t *net = weft_net_plugin_load(only_path(v), 0);
+      weft_net_props_t props;
+      int ok = net != NULL && weft_net_plugin_version() == v && net->init() == ncclSuccess &&
+               net->get_properties(0, &props) == ncclSuccess && strcmp(props.name, "lo") == 0 &&
+               props.speed_mbps > 0;
+      _exit(ok ? 0 : 1);
+    }
+    int status = 0;
+    wait(&status);
+    cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 0, "%s did not bind at v%d", only_path(v), v);
   }
 }
 
@@ -100,7 +135,7 @@ Test(net_plugin, missing_file_warns) {
 
 Test(net_plugin, library_without_symbol_warns) {
   cr_expect_null(weft_net_plugin_load("libm.so.6", 0));
-  cr_expect(strstr(weft_debug_last_error(), "exports none of ncclNetPlugin_v11") != NULL, "WARN was: %s",
+  cr_expect(strstr(weft_debug_last_error(), "exports none of ncclNetPlugin_v12") != NULL, "WARN was: %s",
             weft_debug_last_error());
 }
 
@@ -209,6 +244,45 @@ Test(net_plugin, registrations_are_replaced_when_the_cache_is_full) {
   }
   cr_expect_eq(net->close_send(s), ncclSuccess);
   cr_expect_eq(net->close_recv(r), ncclSuccess);
+}
+
+// A v6 plugin need accept only 8 outstanding requests per communicator,
+// and the v6-only example fails a ninth: 20 messages posted at once on
+// each side arrive, in order and whole, only if the adapter holds the
+// rest back until earlier ones complete.
+Test(net_plugin, v6_plugin_gets_at_most_8_requests) {
+  const weft_net_t *net = weft_net_plugin_load(only_path(6), 0);
+  cr_assert_not_null(net, "could not load %s: %s", only_path(6), weft_debug_last_error());
+  cr_assert_eq(weft_net_plugin_version(), 6);
+  cr_assert_eq(net->init(), ncclSuccess);
+  void *s, *r;
+  pair(net, &s, &r);
+  enum { N = 20, CAP = 1 << 16 };
+  char *out = malloc(CAP), *in = calloc(N, CAP);
+  for (size_t i = 0; i < CAP; i++) out[i] = (char)(i * 5 + 1);
+  void *rreq[N], *sreq[N];
+  for (int i = 0; i < N; i++) cr_assert_eq(net->irecv(r, in + (size_t)i * CAP, CAP, &rreq[i]), ncclSuccess);
+  for (int i = 0; i < N; i++)
+    cr_assert_eq(net->isend(s, out, (size_t)(i + 1) * 3000, (uint32_t)i, &sreq[i]), ncclSuccess);
+  for (int i = 0; i < N; i++) {  // both sides tested: a send held back is posted when the sender is progressed
+    size_t size = 0;
+    uint32_t tag = 0;
+    int rdone = 0, sdone = 0;
+    double end = now_ms() + LIMIT_MS;
+    while (!(rdone && sdone) && now_ms() < end) {
+      if (!rdone) cr_assert_eq(net->test(rreq[i], &rdone, &size, &tag), ncclSuccess, "receive %d", i);
+      if (!sdone) cr_assert_eq(net->test(sreq[i], &sdone, NULL, NULL), ncclSuccess, "send %d", i);
+      if (!(rdone && sdone)) nap();
+    }
+    cr_assert(rdone && sdone, "message %d not through within %d ms", i, LIMIT_MS);
+    cr_expect_eq(size, (size_t)(i + 1) * 3000);
+    cr_expect_eq(tag, (uint32_t)i);
+    cr_expect(memcmp(in + (size_t)i * CAP, out, size) == 0, "message %d differs", i);
+  }
+  cr_expect_eq(net->close_send(s), ncclSuccess);
+  cr_expect_eq(net->close_recv(r), ncclSuccess);
+  free(in);
+  free(out);
 }
 
 // A plugin whose init fails (here: no interface matches) says so.

@@ -6,10 +6,13 @@
  * One device: the first IPv4 interface NCCL_SOCKET_IFNAME allows (a prefix
  * list; default: the first one up that is not loopback, else loopback). A
  * communicator is one non-blocking TCP socket. A message is an 8-byte
- * length and the payload. Requests (at most NCCL_NET_MAX_REQUESTS per
- * communicator, else isend/irecv answer NULL: "not now") complete in the
- * order posted; test() moves as many bytes as the kernel takes. connect
- * keeps its progress in the handle, as the ABI allows: nothing blocks.
+ * length and the payload. Requests complete in the order posted; a
+ * communicator holds at most NCCL_NET_MAX_REQUESTS of them, and isend/irecv
+ * answer NULL ("not now") when it is full. Built to export v6 alone, it
+ * holds v6's 8 and fails a ninth, as NCCL's own sockets do, so that a
+ * loader ignoring v6's limit is caught. test() moves as many bytes as the
+ * kernel takes. connect keeps its progress in the handle, as the ABI
+ * allows: nothing blocks.
  * Registration only records the region, and isend/irecv check the buffer
  * lies inside the region they are given — which is what catches a caller
  * that forgets to register.
@@ -30,7 +33,13 @@
 #include "example_net.h"
 
 #define HANDLE_MAGIC 0x65786e65u
+#if defined(WEFT_EXAMPLE_NET_ONLY) && WEFT_EXAMPLE_NET_ONLY == 6
+#define MAX_REQS NCCL_NET_MAX_REQUESTS_V6
+#define FULL_IS_AN_ERROR 1  // so a loader that posts more than v6 allows is caught
+#else
 #define MAX_REQS NCCL_NET_MAX_REQUESTS
+#define FULL_IS_AN_ERROR 0
+#endif
 
 weft_abi_logger_t ex_log;
 static char dev_name[IF_NAMESIZE + 1];
@@ -232,7 +241,11 @@ static int inside(const mr_t *m, const char *data, size_t size) {
 static ncclResult_t post(ex_comm_t *c, char *data, size_t size, void **request) {
   *request = NULL;
   if (c->failed) return ncclRemoteError;
-  if (c->tail - c->head >= MAX_REQS) return ncclSuccess;  // full: "not now"
+  if (c->tail - c->head >= MAX_REQS) {
+    if (!FULL_IS_AN_ERROR) return ncclSuccess;  // full: "not now"
+    EX_LOG(2, "NET/" EX_NAME ": more than %d requests outstanding on one communicator", MAX_REQS);
+    return ncclInternalError;
+  }
   req_t *r = &c->reqs[c->tail % MAX_REQS];
   *r = (req_t){.comm = c, .used = 1, .data = data, .size = size, .len = size};
   c->tail++;

@@ -1,7 +1,7 @@
 /*
  * example_net.h — the example net plugin's calls, independent of the ABI
  * version (example_net.c implements them over TCP; example_abi.c exports
- * them as ncclNetPlugin_v8 ... _v11).
+ * them as ncclNetPlugin_v6 ... _v12).
  */
 #ifndef EXAMPLE_NET_H
 #define EXAMPLE_NET_H
