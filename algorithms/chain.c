@@ -4,9 +4,9 @@
  * Broadcast flows root -> root+1 -> ... -> root-1; each rank keeps a copy and
  * forwards it. Reduce flows root+1 -> ... -> root; each rank adds its operand
  * and forwards the partial sum, and the root completes it. "+1" is the next
- * rank in the ring order of ring.c — the host order (layout.h), which is rank
- * order on one host — so a chain over several hosts keeps each host's ranks
- * together. A chain has no
+ * rank in the ring order of ring.c (layout.h: each host's ranks side by
+ * side, in the communicator's order from the topology) — so a chain over
+ * several hosts keeps each host's ranks together. A chain has no
  * cycle, so it cannot deadlock whatever the connection capacity; it is still
  * cut into slice-sized steps so a piece can move on before the next arrives,
  * and so every schedule obeys the same bound on a step's size.

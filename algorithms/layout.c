@@ -5,7 +5,9 @@
  * gives each host's first position, a second pass places the ranks in rank
  * order within their host. When the hosts are already contiguous in rank
  * order (the usual launch: consecutive ranks per host), positions equal
- * ranks and only the host starts are kept.
+ * ranks and only the host starts are kept. A call that brings the
+ * communicator's own order (args.order, args.pos) uses it as it is; only the
+ * host starts are counted, when asked for.
  */
 #include "layout.h"
 
@@ -23,7 +25,11 @@ static int contiguous(const int *host_of, int n) {
 ncclResult_t weft_layout_init(weft_layout_t *l, const weft_coll_args_t *a, int need_hosts) {
   int n = a->nranks, m = weft_coll_hosts(a);
   *l = (weft_layout_t){.nranks = n, .nhosts = m};
-  if (m == 1) return ncclSuccess;  // one host: rank order, nothing to allocate
+  if (a->order != NULL) {  // the communicator's order: each host's ranks already side by side
+    l->order = a->order;
+    l->pos = a->pos;
+  }
+  if (m == 1) return ncclSuccess;  // one host: nothing to allocate
   l->host_of = a->host_of;
   for (int r = 0; r < n; r++) {
     if (a->host_of[r] < 0 || a->host_of[r] >= m) {
@@ -31,7 +37,7 @@ ncclResult_t weft_layout_init(weft_layout_t *l, const weft_coll_args_t *a, int n
       return ncclInvalidArgument;
     }
   }
-  int in_order = contiguous(a->host_of, n);
+  int in_order = a->order != NULL || contiguous(a->host_of, n);
   if (in_order && !need_hosts) return ncclSuccess;
   size_t ints = (size_t)m + 1 + (in_order ? 0 : 2 * (size_t)n);
   l->mem = calloc(ints, sizeof(int));
@@ -49,12 +55,13 @@ ncclResult_t weft_layout_init(weft_layout_t *l, const weft_coll_args_t *a, int n
     l->start[h + 1] += l->start[h];
   }
   if (in_order) return ncclSuccess;
-  l->order = l->mem + m + 1;
-  l->pos = l->order + n;
+  int *order = l->mem + m + 1, *pos = order + n;
   // Fill each host's positions in rank order; pos[] doubles as the cursor.
-  for (int h = 0; h < m; h++) l->pos[h] = l->start[h];
-  for (int r = 0; r < n; r++) l->order[l->pos[a->host_of[r]]++] = r;
-  for (int p = 0; p < n; p++) l->pos[l->order[p]] = p;
+  for (int h = 0; h < m; h++) pos[h] = l->start[h];
+  for (int r = 0; r < n; r++) order[pos[a->host_of[r]]++] = r;
+  for (int p = 0; p < n; p++) pos[order[p]] = p;
+  l->order = order;
+  l->pos = pos;
   if (!need_hosts) l->start = NULL;
   return ncclSuccess;
 }
@@ -62,7 +69,8 @@ ncclResult_t weft_layout_init(weft_layout_t *l, const weft_coll_args_t *a, int n
 void weft_layout_free(weft_layout_t *l) {
   if (l == NULL) return;
   free(l->mem);
-  l->mem = l->order = l->pos = l->start = NULL;
+  l->mem = l->start = NULL;
+  l->order = l->pos = NULL;
 }
 
 int weft_layout_even(const weft_coll_args_t *a, int *per_host) {

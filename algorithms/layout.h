@@ -8,7 +8,10 @@
  * The host order sorts ranks by (host, rank). When host_of is NULL, spans a
  * single host, or already lists hosts contiguously, the host order is rank
  * order and nothing is allocated, so single-host schedules cost what they
- * did before. Private to algorithms/.
+ * did before. A call may bring its own order instead (weft_coll_args_t's
+ * order and pos: the ring the communicator chose from the machine's
+ * topology, each host's ranks still side by side); it is used as given,
+ * without a copy. Private to algorithms/.
  */
 #ifndef WEFT_LAYOUT_H
 #define WEFT_LAYOUT_H
@@ -18,8 +21,8 @@
 typedef struct {
   int nranks, nhosts;
   const int *host_of;  // NULL: one host
-  int *order;          // [nranks] rank at each host-order position; NULL: rank order
-  int *pos;            // [nranks] host-order position of each rank; NULL: rank order
+  const int *order;    // [nranks] rank at each host-order position; NULL: rank order
+  const int *pos;      // [nranks] host-order position of each rank; NULL: rank order
   int *start;          // [nhosts + 1] first position of each host; NULL: one host
   int *mem;            // the one allocation behind order, pos and start
 } weft_layout_t;

@@ -4,10 +4,11 @@
  * also sends it on, RECV_REDUCE_COPY_SEND, so the result is not read back).
  *
  * Data travels from each member to the next in ring order and arrives from
- * the previous one. The ring order is the host order (layout.h): ranks
- * sorted by (host, rank), so a ring over several hosts enters and leaves
- * each host once per direction; with one host, or hosts already contiguous,
- * it is rank order. The buffer is cut into n chunks; in a ReduceScatter pass
+ * the previous one. The ring order is the layout's (layout.h): each host's
+ * ranks side by side, so a ring over several hosts enters and leaves each
+ * host once per direction, and within a host the communicator's order from
+ * the topology (src/core/comm_order.c), which is rank order where the
+ * machine gives no reason to change it. The buffer is cut into n chunks; in a ReduceScatter pass
  * the partial result of member j's chunk starts at member j+1, gathers one
  * operand per hop and completes at member j after n-1 hops; in an AllGather
  * pass member j's chunk starts there and is copied onward until member j-1

@@ -141,6 +141,9 @@ typedef struct {
   size_t slice;         // most elements one step may carry (>= 1)
   const int *host_of;   // [nranks] host index of each rank (0 .. nhosts-1), or NULL: one host
   int nhosts;           // hosts spanned by the communicator (1 when host_of is NULL)
+  const int *order;     // [nranks] the communicator's ring order: the rank at each position, each host's
+  const int *pos;       // ranks side by side, hosts in increasing order; pos[] is its inverse. Both
+                        // NULL: host order (layout.h). Set from the topology at init (comm_order.c).
 } weft_coll_args_t;
 
 // Element counts of the user's buffers for a collective on this rank
@@ -204,6 +207,10 @@ ncclResult_t weft_direct_build(const weft_coll_args_t *a, weft_schedule_t *s);
 ncclResult_t weft_oneshot_build(const weft_coll_args_t *a, weft_schedule_t *s);
 ncclResult_t weft_read_build(const weft_coll_args_t *a, weft_schedule_t *s);
 ncclResult_t weft_tree_build(const weft_coll_args_t *a, weft_schedule_t *s);
+// This rank's links in the two trees weft_tree_build runs: up[t] its parent
+// in tree t (-1 at the root), down[t] its children (-1 where none). For the
+// communicator's "Trees" log line.
+ncclResult_t weft_tree_links(const weft_coll_args_t *a, int up[2], int down[2][2]);
 ncclResult_t weft_recursive_build(const weft_coll_args_t *a, weft_schedule_t *s);
 ncclResult_t weft_rabenseifner_build(const weft_coll_args_t *a, weft_schedule_t *s);
 ncclResult_t weft_hier_build(const weft_coll_args_t *a, weft_schedule_t *s);

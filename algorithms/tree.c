@@ -245,7 +245,10 @@ static int deepest(const nodes_t *g, const btree_t T[2]) {
   return most;
 }
 
-static ncclResult_t tree_build(const weft_coll_args_t *a, const weft_layout_t *lay, weft_schedule_t *s) {
+// This rank's place in both trees, the broadcast's lag, and whether each
+// tree gets a lane of its own.
+static ncclResult_t tree_shape(const weft_coll_args_t *a, const weft_layout_t *lay, tnode_t x[2], uint64_t *lag,
+                               int *two_lanes) {
   nodes_t g = {.lay = lay, .per_rank = lay->nhosts == 1, .m = lay->nhosts == 1 ? a->nranks : lay->nhosts};
   int m = g.m, single_rank_nodes = 1;
   for (int v = 0; v < m && single_rank_nodes; v++) single_rank_nodes = node_size(&g, v) == 1;
@@ -264,20 +267,47 @@ static ncclResult_t tree_build(const weft_coll_args_t *a, const weft_layout_t *l
   if (!disjoint) second_tree(&T[1], m, 1, 0, used);
   int v = g.per_rank ? weft_layout_pos(lay, a->rank) : weft_layout_host(lay, a->rank);
   int i = g.per_rank ? 0 : weft_layout_local(lay, a->rank), k = node_size(&g, v);
-  tnode_t x[2] = {rank_node(&g, &T[0], 0, v, i), rank_node(&g, &T[1], 1, v, k - 1 - i)};
+  x[0] = rank_node(&g, &T[0], 0, v, i);
+  x[1] = rank_node(&g, &T[1], 1, v, k - 1 - i);
   // A piece needs about two hops per level to go up and come back down.
-  uint64_t lag = 2 * (uint64_t)deepest(&g, T) + 1;
+  *lag = 2 * (uint64_t)deepest(&g, T) + 1;
+  *two_lanes = disjoint && single_rank_nodes;
   free(mem);
+  return ncclSuccess;
+}
+
+static ncclResult_t tree_build(const weft_coll_args_t *a, const weft_layout_t *lay, weft_schedule_t *s) {
+  tnode_t x[2];
+  uint64_t lag;
+  int two_lanes;
+  WEFTCHECK(tree_shape(a, lay, x, &lag, &two_lanes));
   // The halves meet at the 16-element multiple nearest the middle, as ring
   // chunks are 16-element multiples; a count under 16 goes to the first tree alone.
   uint64_t split = (a->count / 2 + 8) / 16 * 16;
   if (split == 0) split = a->count;
   half_t half[2] = {{0, split}, {split, a->count}};
-  if (disjoint && single_rank_nodes) {
+  if (two_lanes) {
     WEFTCHECK(tree_lane(s, x, half, a->slice, lag, 1u));
     return tree_lane(s, x, half, a->slice, lag, 2u);
   }
   return tree_lane(s, x, half, a->slice, lag, 3u);
+}
+
+ncclResult_t weft_tree_links(const weft_coll_args_t *a, int up[2], int down[2][2]) {
+  for (int t = 0; t < 2; t++) up[t] = down[t][0] = down[t][1] = -1;
+  if (a->nranks == 1) return ncclSuccess;
+  weft_layout_t lay;
+  tnode_t x[2];
+  uint64_t lag;
+  int two_lanes;
+  ncclResult_t res = weft_layout_init(&lay, a, 1);
+  if (res == ncclSuccess) res = tree_shape(a, &lay, x, &lag, &two_lanes);
+  weft_layout_free(&lay);
+  for (int t = 0; t < 2 && res == ncclSuccess; t++) {
+    up[t] = x[t].parent;
+    for (int c = 0; c < x[t].nchild; c++) down[t][c] = x[t].child[c];
+  }
+  return res;
 }
 
 ncclResult_t weft_tree_build(const weft_coll_args_t *a, weft_schedule_t *s) {

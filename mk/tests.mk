@@ -24,7 +24,8 @@ $(BUILD)/tests/multirank/%: tests/multirank/%.c tests/multirank/harness.h $(LIB_
 	@mkdir -p $(@D)
 	$(CC) $(PROG_CFLAGS) -Itests/multirank -o $@ $< -L$(BUILD)/lib -lweft -Wl,-rpath,$(abspath $(BUILD)/lib) -lcriterion $(LDLIBS)
 $(BUILD)/tests/multirank/test_plugins_tp: $(TP_PLUGIN_EXAMPLES) $(TP_PLUGIN_V4)
-$(BUILD)/tests/multirank/test_cuda_mem $(BUILD)/tests/multirank/test_cuda_stream: tests/multirank/cuda_driver.h
+$(BUILD)/tests/multirank/test_cuda_mem $(BUILD)/tests/multirank/test_cuda_stream \
+  $(BUILD)/tests/multirank/test_topo_order: tests/multirank/cuda_driver.h
 
 $(BUILD)/tests/progs/%: tests/multirank/progs/%.c $(LIB_WEFT)
 	@mkdir -p $(@D)
@@ -44,7 +45,7 @@ $(FAKE_CUDA): $(wildcard tests/fakes/cuda/*.c) tests/fakes/cuda/fake.h | $(DEPS_
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_BASE) -fvisibility=hidden -shared -o $@ $(filter %.c,$^) -pthread
 $(BUILD)/tests/unit/test_cuda_rt $(BUILD)/tests/unit/test_cuda_vmm $(BUILD)/tests/unit/test_fake_cuda \
-  $(BUILD)/tests/multirank/test_cuda_mem: | $(FAKE_CUDA)
+  $(BUILD)/tests/multirank/test_cuda_mem $(BUILD)/tests/multirank/test_topo_order: | $(FAKE_CUDA)
 # The direct path's tests load a stand-in libweft-cuda.so (tests/fakes/cuda_kernels/) that runs weft's
 # host reductions as host functions on the stand-in driver's streams.
 FAKE_KERNELS := $(BUILD)/tests/lib/libweft-fake-cuda-kernels.so

@@ -97,7 +97,8 @@ static void dump(weft_coll_t coll, weft_algo_t algo, int n, int root, size_t cou
   char src[64], dst[64];
   printf("(a peer's region reads PEER:buf[off..+count])\n");
   for (int r = 0; r < n; r++) {
-    weft_coll_args_t a = {coll, n, r, root, count, slice, host_of, host_of ? nhosts : 1};
+    weft_coll_args_t a = {.coll = coll, .nranks = n, .rank = r, .root = root, .count = count, .slice = slice,
+                          .host_of = host_of, .nhosts = host_of ? nhosts : 1};
     weft_schedule_t s = {0};
     if (weft_schedule_build(&a, algo, &s) != ncclSuccess) {
       printf("rank %d: build failed\n", r);
@@ -216,7 +217,8 @@ int main(int argc, char **argv) {
           size_t un = (size_t)n, counts[] = {0, 1, un - 1, un + 1, 3 * un + 5, 1000};
           size_t slices[] = {1, 7, 64};
           long long roots[] = {0, n - 1, n / 2};
-          weft_coll_args_t probe = {(weft_coll_t)c, n, 0, 0, 1, 1, nhosts ? host_of : NULL, nhosts ? nhosts : 1};
+          weft_coll_args_t probe = {.coll = (weft_coll_t)c, .nranks = n, .count = 1, .slice = 1,
+                                    .host_of = nhosts ? host_of : NULL, .nhosts = nhosts ? nhosts : 1};
           if (!weft_algo_fits((weft_algo_t)al, &probe, NULL, 0)) continue;
           for (int ci = 0; ci < 6; ci++)
             for (int si = 0; si < 3; si++)

@@ -17,6 +17,7 @@
 #define WEFT_TOPO_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 typedef enum {
@@ -182,11 +183,33 @@ typedef struct {
 // one per core). Returns 0 or -1 (ENOMEM).
 int weft_topo_search(const weft_topo_t *topo, int nranks, weft_topo_plan_t *plan);
 void weft_topo_plan_free(weft_topo_plan_t *plan);
+// The best ring over n members sitting at graph nodes nodes[] (repeats
+// allowed: members on one node are side by side): order[k] is the index of
+// the member at position k, *bw the ring's bottleneck. 0 or -1 (ENOMEM).
+int weft_topo_ring_search(const weft_topo_t *topo, const int *nodes, int n, int *order, double *bw);
+// The tie-breaker of the search for nodes visited in order (closed ring):
+// the sum over hops of class x 64 + links; lower is better.
+int weft_topo_order_cost(const weft_topo_t *topo, const int *nodes, int n);
 // Bottleneck of members visited in order (closed ring or open chain), links
 // shared by several hops divided among them.
 double weft_topo_order_bw(const weft_topo_t *topo, const int *order, int n, int closed);
 // Cores of a CPU node, from its affinity mask; returns the count (<= max).
 int weft_topo_cpu_cores(const weft_topo_t *topo, int cpu, int *cores, int max);
+
+// --- the ranks of one host (topo_order.c) ---------------------------------------
+// Where a rank sits in the graph: the GPU with PCI bus id gpu_busid (NULL or
+// "": none), else the CPU node that holds every one of the rank's allowed
+// CPUs (cpus[ncpus], OS numbers), else -1 (unbound across NUMA nodes, or not
+// in the graph).
+int weft_topo_place(const weft_topo_t *topo, const char *gpu_busid, const int *cpus, int ncpus);
+// The ring over the n ranks of one host, rank i sitting at place[i]:
+// order[k] is the index of the rank at position k. It starts at the rank
+// nearest a NIC (the chain NCCL's trees take inside a node). Rank order
+// when some place is unknown (-1), when all ranks sit at one place, or
+// when rank order is as good a ring as the best found (no reshuffle without
+// a gain). *bw (may be NULL): the ring's bottleneck in GB/s. Returns 1 when
+// order differs from rank order, 0 when it is rank order, -1 on ENOMEM.
+int weft_topo_rank_order(const weft_topo_t *topo, const int *place, int n, int *order, double *bw);
 
 // --- placement (topo_bind_plan.c, topo_bind.c) ---------------------------------
 typedef struct {
@@ -225,6 +248,11 @@ void weft_topo_cpulist(const int *cpus, int n, char *buf, size_t len);
 // This process's topology: NCCL_TOPO_FILE, an hwloc XML file or detection,
 // made once per process and kept. NULL with err when it cannot be had.
 const weft_topo_t *weft_topo_system(char *err, size_t errlen);
+// The topology a communicator orders its ranks by, or NULL when there is
+// nothing to order by (one NUMA node, no GPU in use, no topology file: no
+// detection, no cost) or it cannot be had (INFO). *sig is a hash of the
+// graph (0 with NULL), so the ranks of a host can check they see one machine.
+const weft_topo_t *weft_topo_for_ranks(int uses_gpu, uint32_t *sig);
 // Called once per communicator after the ranks of each host are known:
 // WEFT_BIND=1 binds this process (not when ranks_here, the communicator's
 // ranks in this process, is above 1: ranks that are threads share one

@@ -9,12 +9,14 @@
 #include "env.h"
 #include "topo.h"
 
+#include <dirent.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static weft_topo_t *cached;
+static weft_topo_t *cached;  // lives until the process ends: communicators keep pointers into it
 static int bound; // this process was bound already (by an earlier communicator)
 
 __attribute__((destructor)) static void cached_free(void) {
@@ -40,6 +42,40 @@ const weft_topo_t *weft_topo_system(char *err, size_t errlen) {
            cached->ibv_status[0] ? "; " : "", cached->ibv_status);
   }
   const weft_topo_t *t = cached;
+  pthread_mutex_unlock(&lock);
+  return t;
+}
+
+// NUMA nodes this machine has (sysfs), 1 when it cannot say.
+static int numa_nodes(void) {
+  DIR *d = opendir("/sys/devices/system/node");
+  int n = 0;
+  for (struct dirent *e; d != NULL && (e = readdir(d)) != NULL;)
+    n += strncmp(e->d_name, "node", 4) == 0 && e->d_name[4] >= '0' && e->d_name[4] <= '9';
+  if (d != NULL) closedir(d);
+  return n > 0 ? n : 1;
+}
+
+const weft_topo_t *weft_topo_for_ranks(int uses_gpu, uint32_t *sig) {
+  static uint32_t cached_sig;
+  *sig = 0;
+  int asked = weft_env_NCCL_TOPO_FILE() != NULL || weft_env_WEFT_HWLOC_XML() != NULL || getenv("HWLOC_XMLFILE");
+  if (!asked && !uses_gpu && numa_nodes() <= 1) return NULL;  // every rank sits alike: nothing to order by
+  char err[512] = "";
+  const weft_topo_t *t = weft_topo_system(err, sizeof(err));
+  if (t == NULL) {
+    INFO(WEFT_LOG_GRAPH, "no topology to order the ranks by (%s): host order", err);
+    return NULL;
+  }
+  pthread_mutex_lock(&lock);
+  if (cached_sig == 0) {
+    char *text = weft_topo_signature(t);
+    uint32_t h = 2166136261u;
+    for (const char *p = text; p != NULL && *p; p++) h = (h ^ (uint8_t)*p) * 16777619u;
+    cached_sig = h ? h : 1;
+    free(text);
+  }
+  *sig = cached_sig;
   pthread_mutex_unlock(&lock);
   return t;
 }

@@ -90,6 +90,14 @@ static void print_members(const weft_topo_t *t, const weft_topo_ring_t *r, FILE 
   }
 }
 
+// The rank that drives GPU node g: its position among the GPUs in bus id order.
+static int gpu_rank(const weft_topo_t *t, int g) {
+  int r = 0;
+  for (int i = 0; i < t->nnodes; i++)
+    r += t->nodes[i].kind == WEFT_TOPO_GPU && strcmp(t->nodes[i].busid, t->nodes[g].busid) < 0;
+  return r;
+}
+
 void weft_topo_print_plan(const weft_topo_t *t, const weft_topo_plan_t *plan, FILE *out) {
   int ngpus = weft_topo_count(t, WEFT_TOPO_GPU);
   if (ngpus > 0) {
@@ -113,6 +121,14 @@ void weft_topo_print_plan(const weft_topo_t *t, const weft_topo_plan_t *plan, FI
     fprintf(out, "no GPUs: %d ranks, one per core in core order\n", plan->nranks);
   fprintf(out, "ring (%s): ", plan->ring.is_ranks ? "ranks" : "GPUs");
   print_members(t, &plan->ring, out);
+  if (!plan->ring.is_ranks) {  // as a communicator logs it: rank r on the r-th GPU by bus id
+    fprintf(out, "\n  as ranks (rank r on the r-th GPU by bus id): Channel 00/01 :");
+    int start = 0;  // from rank 0, as NCCL prints it
+    for (int i = 0; i < plan->ring.n; i++)
+      if (gpu_rank(t, plan->ring.members[i]) == 0) start = i;
+    for (int i = 0; i < plan->ring.n; i++)
+      fprintf(out, " %d", gpu_rank(t, plan->ring.members[(start + i) % plan->ring.n]));
+  }
   fprintf(out, "\n  bottleneck %.1f GB/s per direction\n", plan->ring.bottleneck);
   fprintf(out, "tree (chain from the member nearest a NIC): ");
   print_members(t, &plan->tree, out);

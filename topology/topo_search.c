@@ -188,8 +188,19 @@ static void heuristic(ring_ctx_t *c, int *order) {
   }
 }
 
-// Best ring over members (graph nodes, repeats allowed); order gets indices.
-static int ring_search(const weft_topo_t *t, const int *nodes, int n, int *order, double *bw) {
+int weft_topo_order_cost(const weft_topo_t *t, const int *nodes, int n) {
+  int cost = 0;
+  for (int k = 0; k < n && n > 1; k++) {
+    int a = nodes[k], b = nodes[(k + 1) % n];
+    weft_topo_path_t p;
+    if (a == b) continue;  // two ranks on one node: cost 0, as ctx_init has it
+    if (weft_topo_path(t, a, b, &p) != 0) return 1 << 30;
+    cost += (int)p.cls * 64 + p.nhops;
+  }
+  return cost;
+}
+
+int weft_topo_ring_search(const weft_topo_t *t, const int *nodes, int n, int *order, double *bw) {
   ring_ctx_t c;
   if (ctx_init(&c, t, nodes, n)) {
     ctx_free(&c);
@@ -303,17 +314,18 @@ int weft_topo_search(const weft_topo_t *t, int nranks, weft_topo_plan_t *plan) {
     if (!nodes) return -1;
     for (int i = 0; i < t->nnodes; i++)
       if (t->nodes[i].kind == WEFT_TOPO_GPU) nodes[n++] = i;
+    for (int i = 1; i < n; i++)  // rank r drives the r-th GPU by bus id, as CUDA numbers them
+      for (int j = i; j > 0 && strcmp(t->nodes[nodes[j - 1]].busid, t->nodes[nodes[j]].busid) > 0; j--) {
+        int x = nodes[j];
+        nodes[j] = nodes[j - 1];
+        nodes[j - 1] = x;
+      }
   }
   order = malloc(sizeof(int) * (size_t)(n > 0 ? n : 1));
   if (!order || ring_alloc(&plan->ring, n, 0) || ring_alloc(&plan->tree, n, 1)) goto fail;
-  double bw = WEFT_TOPO_LOC_BW;
-  if (cpu_only) { // stable sort of ranks by CPU node
-    int k = 0;
-    for (int i = 0; i < t->nnodes; i++)
-      for (int r = 0; r < n; r++)
-        if (nodes[r] == i) order[k++] = r;
-  } else if (ring_search(t, nodes, n, order, &bw))
-    goto fail;
+  // The order a communicator would take with one rank per GPU (rank r on
+  // the r-th GPU) or per core: the code path init runs (topo_order.c).
+  if (weft_topo_rank_order(t, nodes, n, order, NULL) < 0) goto fail;
   int *ring_nodes = malloc(sizeof(int) * (size_t)(n > 0 ? n : 1));
   if (!ring_nodes) goto fail;
   for (int i = 0; i < n; i++) {

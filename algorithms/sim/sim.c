@@ -71,7 +71,7 @@ static ncclResult_t build_rank(sim_t *m, int r) {
   const weft_sim_config_t *c = m->cfg;
   weft_sim_build_fn build = c->build ? c->build : default_build;
   srank_t *R = &m->rk[r];
-  weft_coll_args_t a = {c->coll, m->n, r, c->root, c->count, c->slice, c->host_of, c->host_of ? c->nhosts : 1};
+  weft_coll_args_t a = weft_sim_args(c, r);
   ncclResult_t res;
   if (!is_p2p(c->coll)) {
     res = build(&a, c->algo, &R->s, c->build_ctx);
@@ -423,6 +423,29 @@ static int verify(sim_t *m) {
 
 /* ---- entry points ---- */
 
+// A given ring order must be a permutation, pos its inverse, and each host's
+// ranks side by side with the hosts in increasing order (layout.h).
+static int check_order(sim_t *m, const weft_sim_config_t *c) {
+  int n = c->nranks;
+  if (c->pos == NULL) {
+    weft_sim_fail(m, "a ring order without its inverse (pos)");
+    return -1;
+  }
+  for (int p = 0; p < n; p++) {
+    int r = c->order[p];
+    if (r < 0 || r >= n || c->pos[r] != p) {
+      weft_sim_fail(m, "ring order: position %d holds rank %d, whose pos is not %d", p, r, p);
+      return -1;
+    }
+    int h = c->host_of ? c->host_of[r] : 0, hp = p && c->host_of ? c->host_of[c->order[p - 1]] : 0;
+    if (p && h != hp && h != hp + 1) {
+      weft_sim_fail(m, "ring order: position %d (rank %d, host %d) follows host %d", p, r, h, hp);
+      return -1;
+    }
+  }
+  return 0;
+}
+
 static int check_config(sim_t *m) {
   const weft_sim_config_t *c = m->cfg;
   if ((unsigned)c->coll >= WEFT_NUM_COLLS || (unsigned)c->algo >= WEFT_NUM_ALGOS) {
@@ -461,7 +484,8 @@ static int check_config(sim_t *m) {
         return -1;
       }
   }
-  weft_coll_args_t a = {c->coll, c->nranks, 0, c->root, c->count, c->slice, c->host_of, c->host_of ? c->nhosts : 1};
+  if (c->order && check_order(m, c)) return -1;
+  weft_coll_args_t a = weft_sim_args(c, 0);
   char why[160];
   if (!weft_algo_fits(c->algo, &a, why, sizeof(why))) {
     weft_sim_fail(m, "%s", why);
@@ -478,6 +502,7 @@ static uint64_t derive_seed(const weft_sim_config_t *c) {
   for (size_t i = 0; i < sizeof(parts) / sizeof(parts[0]); i++)
     h = (h ^ parts[i]) * 0x100000001b3ull;
   for (int r = 0; c->host_of && r < c->nranks; r++) h = (h ^ (uint64_t)c->host_of[r]) * 0x100000001b3ull;
+  for (int p = 0; c->order && p < c->nranks; p++) h = (h ^ (uint64_t)c->order[p]) * 0x100000001b3ull;
   return h;
 }
 

@@ -59,6 +59,9 @@ typedef struct {
   void *build_ctx;
   const int *host_of;       // [nranks] host of each rank (0 .. nhosts-1, numbered by first rank), or
   int nhosts;               // NULL: one host. Passed to the builders in weft_coll_args_t.
+  const int *order;         // [nranks] a ring order as a communicator chooses it from the topology
+  const int *pos;           // (each host's ranks side by side, hosts in increasing order) and its
+                            // inverse, or both NULL: host order. Passed to the builders.
 } weft_sim_config_t;
 
 // Simulate one configuration. Returns ncclSuccess, ncclInvalidArgument for a

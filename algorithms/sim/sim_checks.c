@@ -22,7 +22,7 @@
 int weft_sim_layout_rank(sim_t *m, int r) {
   const weft_sim_config_t *c = m->cfg;
   srank_t *R = &m->rk[r];
-  weft_coll_args_t a = {c->coll, m->n, r, c->root, c->count, c->slice, c->host_of, c->host_of ? c->nhosts : 1};
+  weft_coll_args_t a = weft_sim_args(c, r);
   size_t se, re;
   if (is_p2p(c->coll)) {
     se = re = c->count;

@@ -73,6 +73,13 @@ extern const char *const weft_sim_buf_names[3];
 
 static inline int is_p2p(weft_coll_t c) { return c == WEFT_COLL_SEND || c == WEFT_COLL_RECV; }
 
+// The builders' view of rank r's call in configuration c.
+static inline weft_coll_args_t weft_sim_args(const weft_sim_config_t *c, int r) {
+  return (weft_coll_args_t){.coll = c->coll, .nranks = c->nranks, .rank = r, .root = c->root, .count = c->count,
+                            .slice = c->slice, .host_of = c->host_of, .nhosts = c->host_of ? c->nhosts : 1,
+                            .order = c->order, .pos = c->order ? c->pos : NULL};
+}
+
 // What each step kind does: pops its input FIFO, pushes its output FIFO,
 // reads a local operand, writes a local destination, reduces, reads a
 // peer's buffer (never blocks), moves a token instead of data (count 1),

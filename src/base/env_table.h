@@ -42,6 +42,7 @@ WEFT_ENV_INT(WEFT_READ_MIN_BYTES, -1, "Calls of at least this many bytes per ran
 WEFT_ENV_STR(NCCL_TOPO_FILE, NULL, "NCCL topology XML describing this host; used instead of detection (docs/topology.md).")
 WEFT_ENV_STR(NCCL_TOPO_DUMP_FILE, NULL, "Write the host's topology, as detected or loaded, to this file in NCCL's XML format.")
 WEFT_ENV_STR(WEFT_HWLOC_XML, NULL, "hwloc XML file to detect the topology from instead of this machine (hwloc's own HWLOC_XMLFILE works too).")
+WEFT_ENV_INT(NCCL_IGNORE_CPU_AFFINITY, 0, "1: place a rank's threads on its GPU's NUMA node even outside the CPUs the process was bound to (by default within them).")
 WEFT_ENV_INT(WEFT_BIND, 0, "1: at communicator init, bind each rank's process to the cores nearest its GPU (or NIC), memory to that NUMA node; on hosts without GPUs, spread the ranks of the host over NUMA nodes and cores (docs/topology.md).")
 WEFT_ENV_INT(NCCL_IB_DISABLE, 0, "1: never use the ibverbs network backend (untested on hardware; docs/ib.md).")
 WEFT_ENV_STR(NCCL_IB_HCA, NULL, "RDMA devices the ibverbs backend may use: comma list of name[:port], prefix match; a leading ^ excludes, = matches whole names ('^=mlx5_1', 'mlx5_0:1,mlx5_2').")

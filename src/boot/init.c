@@ -60,7 +60,8 @@ static ncclResult_t comm_init(struct ncclComm *comm, const weft_id_t *ids, int n
   WEFTCHECKGOTO(weft_bootstrap_connect(&comm->bs, comm->rank, comm->nranks, ids[0].secret, table, &listen_fd), res,
                 out);
   WEFTCHECKGOTO(weft_comm_map_hosts(comm), res, out);
-  WEFTCHECKGOTO(topo_at_init(comm), res, out);
+  WEFTCHECKGOTO(topo_at_init(comm), res, out);  // WEFT_BIND first: the ring follows where ranks are bound
+  WEFTCHECKGOTO(weft_comm_order_ranks(comm), res, out);
   WEFTCHECKGOTO(weft_comm_connect(comm), res, out);
   WEFTCHECKGOTO(weft_cuda_direct_init(comm), res, out);
   comm->id_hash = weft_hash_bytes(ids[0].secret, sizeof(ids[0].secret));
@@ -68,6 +69,7 @@ static ncclResult_t comm_init(struct ncclComm *comm, const weft_id_t *ids, int n
   INFO(WEFT_LOG_INIT, "comm %p rank %d nranks %d pid %d - Init COMPLETE", (void *)comm, comm->rank, comm->nranks,
        (int)getpid());
 out:
+  weft_comm_restore_affinity(comm);
   weft_socket_close(&listen_fd);
   free(table);
   return res;

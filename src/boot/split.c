@@ -51,14 +51,17 @@ ncclResult_t weft_comm_create_child(const struct ncclComm *parent, const struct 
   pthread_mutex_init(&child->lock, NULL);
   WEFTCHECKGOTO(weft_bootstrap_connect(&child->bs, rank, nranks, parent->bs.secret, members, listen_fd), res, fail);
   WEFTCHECKGOTO(weft_comm_map_hosts(child), res, fail);
+  WEFTCHECKGOTO(weft_comm_order_ranks(child), res, fail);
   WEFTCHECKGOTO(weft_comm_connect(child), res, fail);
   WEFTCHECKGOTO(weft_cuda_direct_init(child), res, fail);
+  weft_comm_restore_affinity(child);
   child->id_hash = id_hash;
   weft_comm_plugins_init(child);
   weft_registry_add(child);
   *out = child;
   return ncclSuccess;
 fail:
+  weft_comm_restore_affinity(child);
   weft_socket_close(listen_fd);
   weft_comm_free(child);
   return res;

@@ -204,6 +204,8 @@ void weft_comm_free(struct ncclComm *comm) {
   comm->tuner = comm->prof = NULL;
   weft_comm_disconnect(comm);
   free(comm->host_of);
+  free(comm->order);  // pos shares its allocation
+  free(comm->init_affinity);
   weft_bootstrap_close(&comm->bs);
   weft_windows_free(comm);
   free(comm->signals_taken);

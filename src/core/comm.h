@@ -54,6 +54,11 @@ struct ncclComm {
   void *tp_state[WEFT_MAX_TRANSPORTS];  // each registered transport's set-up state
   int *host_of;            // [nranks]: host index of each rank (hosts numbered by their first rank)
   int nhosts;
+  int *order, *pos;        // [nranks] each: the ring order chosen from the topology (the rank at each
+                           // position; each host's ranks side by side) and its inverse, or NULL: host
+                           // order (comm_order.c). Handed to the schedules in weft_coll_args_t.
+  void *init_affinity;      // the initialising thread's own CPU set (cpu_set_t) while init runs it near
+                           // the GPU, or NULL (comm_order.c)
   int local_rank, local_size;  // this rank among the ranks of its host
   int64_t spin_ns;         // how long a waiting call polls before it sleeps (weft_spin_ns of local_size)
   int64_t spin_ns_queued;  // the same for calls a stream's worker runs: the thread that queued them
@@ -98,6 +103,17 @@ static inline weft_conn_t *weft_comm_conn(struct ncclComm *c, int cls, int is_se
 
 // Fill host_of, nhosts, local_rank and local_size from the bootstrap's peer table.
 ncclResult_t weft_comm_map_hosts(struct ncclComm *comm);
+
+// The ring order from the machine's topology (comm_order.c): the ranks of
+// each host exchange where they sit (GPU, or the NUMA node they are bound
+// to), each host orders its ranks by the topology's ring search, and every
+// rank learns every host's order. Also places this rank's threads near its
+// GPU (NCCL_IGNORE_CPU_AFFINITY). Collective over the bootstrap; logs the
+// ring and trees as NCCL does. Host order (order NULL) where the machine
+// gives nothing to go on.
+ncclResult_t weft_comm_order_ranks(struct ncclComm *comm);
+// The end of init, success or not: the initialising thread's own affinity back.
+void weft_comm_restore_affinity(struct ncclComm *comm);
 
 // Live-communicator registry: public entry points reject pointers that are
 // not live communicators (NULL, destroyed, or garbage) without touching them.

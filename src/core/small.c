@@ -60,6 +60,11 @@ static void use(plan_t *pl, struct ncclComm *comm, int is_send, int peer) {
   pl->conn[pl->n++] = weft_comm_conn(comm, WEFT_CLASS_COLL, is_send, peer);
 }
 
+// The ring's order on one host: rank order, or the communicator's order
+// from the topology (weft_coll_args_t.order).
+static inline int ring_rank(const weft_coll_args_t *a, int p) { return a->order ? a->order[p] : p; }
+static inline int ring_pos(const weft_coll_args_t *a, int r) { return a->pos ? a->pos[r] : r; }
+
 // Can the call take this path, and which connections would it use?
 // (Their tickets are checked under the lock, by claim.)
 static int eligible(const weft_op_t *op, size_t bytes, plan_t *pl) {
@@ -80,8 +85,9 @@ static int eligible(const weft_op_t *op, size_t bytes, plan_t *pl) {
     if (pl->pos < n - 1) use(pl, comm, 1, pl->next);
   } else if ((op->args.coll == WEFT_COLL_ALLGATHER || op->args.coll == WEFT_COLL_REDUCESCATTER) &&
              op->algo == WEFT_ALGO_RING && comm->nhosts == 1) {
-    // One host: the ring runs in rank order (algorithms/layout.h).
-    pl->prev = (me + n - 1) % n, pl->next = (me + 1) % n, pl->pos = me;
+    // One host: the ring runs in the communicator's order (algorithms/layout.h).
+    int p = ring_pos(&op->args, me);
+    pl->prev = ring_rank(&op->args, (p + n - 1) % n), pl->next = ring_rank(&op->args, (p + 1) % n), pl->pos = p;
     use(pl, comm, 1, pl->next), use(pl, comm, 0, pl->prev);
   } else if (op->args.coll == WEFT_COLL_ALLTOALL && op->algo == WEFT_ALGO_DIRECT) {
     for (int p = 0; p < n; p++)
@@ -320,15 +326,15 @@ static void broadcast_run(waiter_t *w, const plan_t *pl, size_t bytes) {
   if (verify_sent_to(w, pl)) op->state = WEFT_OP_DONE;
 }
 
-// The ring AllGather (algorithms/ring.c) in rank order: this rank's block
+// The ring AllGather (algorithms/ring.c) in ring order: this rank's block
 // into its place, then to the next rank; each block that arrives from the
-// previous rank (blocks me-1, me-2, ...) lands in place and, but for the
-// last, goes on to the next.
+// previous rank (those of the ranks at positions me-1, me-2, ...) lands in
+// place and, but for the last, goes on to the next.
 static void allgather_run(waiter_t *w, const plan_t *pl, size_t bytes) {
   weft_op_t *op = w->op;
   struct ncclComm *comm = op->comm;
-  int n = comm->nranks, me = comm->rank;
-  char *own = op->recvbuff + (size_t)me * bytes;
+  int n = comm->nranks, me = pl->pos;
+  char *own = op->recvbuff + (size_t)comm->rank * bytes;
   if (own != op->sendbuff) memmove(own, op->sendbuff, bytes);
   weft_conn_t *sc = weft_comm_conn(comm, WEFT_CLASS_COLL, 1, pl->next);
   weft_conn_t *rc = weft_comm_conn(comm, WEFT_CLASS_COLL, 0, pl->prev);
@@ -344,31 +350,33 @@ static void allgather_run(waiter_t *w, const plan_t *pl, size_t bytes) {
       memcpy(out, in, bytes);
       sc->tp->send_post(sc, bytes, op->tag);
     }
-    memcpy(op->recvbuff + (size_t)((me - k + n) % n) * bytes, in, bytes);
+    memcpy(op->recvbuff + (size_t)ring_rank(&op->args, (me - k + n) % n) * bytes, in, bytes);
     rc->tp->recv_release(rc);
   }
   if (verify_sent_to(w, pl)) op->state = WEFT_OP_DONE;
 }
 
-// The ring ReduceScatter (algorithms/ring.c) in rank order, one round:
-// block me-1's prescaled input to the next rank; each partial that arrives
-// from the previous rank (blocks me-2, me-3, ...) gets this rank's input
-// added and goes on; the last one, block me's, lands in the output.
+// The ring ReduceScatter (algorithms/ring.c) in ring order, one round:
+// the block of the rank at position me-1, prescaled, to the next rank; each
+// partial that arrives from the previous rank (the blocks of positions me-2,
+// me-3, ...) gets this rank's input added and goes on; the last one, this
+// rank's own block, lands in the output.
 static void reducescatter_run(waiter_t *w, const plan_t *pl, size_t bytes) {
   weft_op_t *op = w->op;
   int n = op->comm->nranks, me = pl->pos;
+  const weft_coll_args_t *a = &op->args;
   size_t count = op->args.count;
   weft_conn_t *sc = weft_comm_conn(op->comm, WEFT_CLASS_COLL, 1, pl->next);
   weft_conn_t *rc = weft_comm_conn(op->comm, WEFT_CLASS_COLL, 0, pl->prev);
   const char *input = op->sendbuff;
   char *out = send_slot(w, sc);
   if (out == NULL) return;
-  put_input(op, out, input + (size_t)((me + n - 1) % n) * bytes, count, bytes);
+  put_input(op, out, input + (size_t)ring_rank(a, (me + n - 1) % n) * bytes, count, bytes);
   sc->tp->send_post(sc, bytes, op->tag);
   for (int k = 1; k < n; k++) {
     const char *in = recv_slot(w, rc, bytes);
     if (in == NULL) return;
-    const char *mine = input + (size_t)((me - 1 - k + 2 * n) % n) * bytes;
+    const char *mine = input + (size_t)ring_rank(a, (me - 1 - k + 2 * n) % n) * bytes;
     if (k < n - 1) {
       if ((out = send_slot(w, sc)) == NULL) return;
       weft_reduce(&op->redop, out, in, mine, count, 0);

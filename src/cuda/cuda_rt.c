@@ -85,6 +85,7 @@ static const sym_t syms[] = {
     SYM(cuCtxEnablePeerAccess, "cuCtxEnablePeerAccess", 1),
     SYM(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", 1),
     SYM(cuCtxSetCurrent, "cuCtxSetCurrent", 1),
+    SYM(cuDeviceGetPCIBusId, "cuDeviceGetPCIBusId", 1),
 };
 #undef SYM
 
@@ -199,6 +200,11 @@ int weft_cuda_use_device(int dev) {
   weft_CUcontext ctx = NULL;
   weft_CUresult r = drv.cuDevicePrimaryCtxRetain(&ctx, (weft_CUdevice)dev);
   return r != WEFT_CUDA_SUCCESS ? r : drv.cuCtxSetCurrent(ctx);
+}
+
+int weft_cuda_device_busid(int dev, char *buf, int len) {
+  if (dev < 0 || weft_cuda_load() != WEFT_CUDA_PRESENT || drv.cuDeviceGetPCIBusId == NULL) return -1;
+  return drv.cuDeviceGetPCIBusId(buf, len, (weft_CUdevice)dev) == WEFT_CUDA_SUCCESS ? 0 : -1;
 }
 
 int weft_cuda_current_device(void) {

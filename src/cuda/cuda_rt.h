@@ -163,6 +163,7 @@ typedef struct {
   // Optional: ncclCommInitAll makes each device's primary context current.
   weft_CUresult (*cuDevicePrimaryCtxRetain)(weft_CUcontext *ctx, weft_CUdevice dev);
   weft_CUresult (*cuCtxSetCurrent)(weft_CUcontext ctx);
+  weft_CUresult (*cuDeviceGetPCIBusId)(char *bus_id, int len, weft_CUdevice dev);  // optional
 } weft_cuda_driver_t;
 
 // The groups of optional calls above, each present only if all its members are.
@@ -186,6 +187,9 @@ const weft_cuda_driver_t *weft_cuda_driver(void);
 int weft_cuda_device_count(void);
 // The device of the calling thread's current context, or -1 (no CUDA, no context).
 int weft_cuda_current_device(void);
+// The PCI bus id ("0000:1b:00.0") of device dev into buf; 0, or -1 when the
+// driver cannot say.
+int weft_cuda_device_busid(int dev, char *buf, int len);
 // Makes dev's primary context current in the calling thread, as
 // cudaSetDevice does (the context is retained for the life of the
 // process); 0 on success, else a CUDA error code (-1: no driver or calls).

@@ -17,8 +17,8 @@
 #include "sim.h"
 
 static weft_coll_args_t args(int n, int rank, size_t count, size_t slice, const int *host_of, int nhosts) {
-  weft_coll_args_t a = {WEFT_COLL_ALLREDUCE, n, rank, 0, count, slice, nhosts ? host_of : NULL,
-                        nhosts ? nhosts : 1};
+  weft_coll_args_t a = {.coll = WEFT_COLL_ALLREDUCE, .nranks = n, .rank = rank, .count = count, .slice = slice,
+                        .host_of = nhosts ? host_of : NULL, .nhosts = nhosts ? nhosts : 1};
   return a;
 }
 
@@ -78,6 +78,74 @@ Test(algos_sim, host_ordered_rings_and_chains, .timeout = 120) {
         }
       }
     }
+}
+
+// A ring order a communicator chose from its topology (each host's ranks
+// side by side, shuffled within the host): every schedule that follows the
+// layout must still be exact, on every host layout.
+static int shuffled_order(int n, const int *host_of, int nhosts, unsigned *seed, int *order, int *pos) {
+  int k = 0;
+  for (int h = 0; h < (nhosts ? nhosts : 1); h++) {
+    int first = k;
+    for (int r = 0; r < n; r++)
+      if (!nhosts || host_of[r] == h) order[k++] = r;
+    for (int i = k - 1; i > first; i--) {  // Fisher-Yates within the host
+      *seed = *seed * 1103515245u + 12345u;
+      int j = first + (int)((*seed >> 16) % (unsigned)(i - first + 1)), x = order[i];
+      order[i] = order[j], order[j] = x;
+    }
+  }
+  for (int p = 0; p < n; p++) pos[order[p]] = p;
+  for (int p = 0; p < n; p++)
+    if (order[p] != p) return 1;
+  return 0;
+}
+
+Test(algos_sim, topology_ordered_schedules, .timeout = 240) {
+  static const weft_algo_t algos[] = {WEFT_ALGO_RING, WEFT_ALGO_CHAIN, WEFT_ALGO_TREE, WEFT_ALGO_RECURSIVE,
+                                      WEFT_ALGO_RABENSEIFNER, WEFT_ALGO_HIER};
+  char err[2048];
+  int host_of[WEFT_SIM_MAX_RANKS], order[WEFT_SIM_MAX_RANKS], pos[WEFT_SIM_MAX_RANKS], runs = 0, shuffled = 0;
+  unsigned seed = 12345;
+  for (int n = 2; n <= 12; n++)
+    for (int li = 0; li < weft_sim_nlayouts; li++) {
+      int nhosts = weft_sim_layout_fill(&weft_sim_layouts[li], n, host_of);
+      shuffled += shuffled_order(n, host_of, nhosts, &seed, order, pos);
+      for (size_t ai = 0; ai < sizeof(algos) / sizeof(algos[0]); ai++)
+        for (int coll = 0; coll < WEFT_NUM_COLLS; coll++) {
+          if (!weft_algo_supports(algos[ai], (weft_coll_t)coll)) continue;
+          weft_sim_config_t c = {.coll = (weft_coll_t)coll, .algo = algos[ai], .nranks = n, .root = n - 1,
+                                 .count = 2 * (size_t)n + 3, .slice = 4,
+                                 .capacity = weft_schedule_min_capacity(algos[ai], 4), .random_runs = 1,
+                                 .host_of = nhosts ? host_of : NULL, .nhosts = nhosts, .order = order, .pos = pos};
+          weft_coll_args_t probe = args(n, 0, 1, 1, host_of, nhosts);
+          if (!weft_algo_fits(algos[ai], &probe, NULL, 0)) continue;
+          for (int ip = 0; ip < 2; ip++) {
+            c.in_place = ip;
+            cr_assert_eq(weft_sim_run(&c, err, sizeof(err)), ncclSuccess, "%s", err);
+            runs++;
+          }
+        }
+    }
+  cr_assert_geq(shuffled, 50, "only %d orders differed from rank order", shuffled);
+  cr_assert_geq(runs, 500, "only %d configurations ran", runs);
+}
+
+// An order that is not a permutation, or splits a host, is refused.
+Test(algos_sim, rejects_bad_orders, .timeout = 10) {
+  int host_of[4] = {0, 0, 1, 1}, order[4] = {0, 2, 1, 3}, pos[4] = {0, 2, 1, 3};
+  char err[2048];
+  weft_sim_config_t c = {.coll = WEFT_COLL_ALLREDUCE, .algo = WEFT_ALGO_RING, .nranks = 4, .count = 9, .slice = 4,
+                         .capacity = 8, .random_runs = 1, .host_of = host_of, .nhosts = 2, .order = order,
+                         .pos = pos};
+  cr_assert_eq(weft_sim_run(&c, err, sizeof(err)), ncclInvalidArgument);
+  cr_assert(strstr(err, "follows host"), "%s", err);
+  int dup[4] = {0, 0, 2, 3};
+  c.order = dup;
+  cr_assert_eq(weft_sim_run(&c, err, sizeof(err)), ncclInvalidArgument);
+  int good[4] = {1, 0, 3, 2}, good_pos[4] = {1, 0, 3, 2};
+  c.order = good, c.pos = good_pos;
+  cr_assert_eq(weft_sim_run(&c, err, sizeof(err)), ncclSuccess, "%s", err);
 }
 
 // One slice of room suffices for the tree and the recursive schedules;
@@ -314,5 +382,29 @@ Test(algos_shape, ring_crosses_each_host_once, .timeout = 10) {
         weft_schedule_free(&s);
       }
       cr_assert_eq(crossings, h, "n=%d on %d hosts: the ring crosses hosts %d times", n, h, crossings);
+    }
+}
+
+// Rings and chains follow the order the communicator brings (its topology's
+// ring), not rank order: each rank sends only to the rank after it there.
+Test(algos_shape, ring_and_chain_follow_the_given_order, .timeout = 10) {
+  int host_of[8] = {0, 0, 0, 0, 1, 1, 1, 1}, order[8] = {0, 2, 1, 3, 6, 4, 7, 5}, pos[8];
+  for (int p = 0; p < 8; p++) pos[order[p]] = p;
+  for (int hosts = 1; hosts <= 2; hosts++)
+    for (int r = 0; r < 8; r++) {
+      weft_coll_args_t a = args(8, r, 64 * 8, 1024, host_of, hosts == 2 ? 2 : 0);
+      a.order = order, a.pos = pos;
+      int next = order[(pos[r] + 1) % 8];
+      weft_schedule_t s = build(a, WEFT_ALGO_RING);
+      for (uint32_t i = 0; i < s.nsteps; i++)
+        if (s.steps[i].send_peer >= 0) cr_assert_eq(s.steps[i].send_peer, next, "rank %d sends to its successor", r);
+      weft_schedule_free(&s);
+      a.coll = WEFT_COLL_BROADCAST;
+      a.root = order[0];
+      s = build(a, WEFT_ALGO_CHAIN);
+      for (uint32_t i = 0; i < s.nsteps; i++)
+        if (s.steps[i].send_peer >= 0) cr_assert_eq(s.steps[i].send_peer, next, "chain: rank %d", r);
+      cr_assert(pos[r] < 7 || s.nsteps == 0 || s.steps[0].send_peer < 0, "the chain ends at position 7");
+      weft_schedule_free(&s);
     }
 }

@@ -120,11 +120,29 @@ EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev) {
   return CUDA_SUCCESS;
 }
 
+// Device dev's PCI bus: 0x10 + dev, or the dev-th entry of FAKE_CUDA_BUSIDS
+// ("0000:1b:00.0,0000:43:00.0,..."), so that tests can seat the fake devices
+// on the GPUs of a topology file.
+static void fk_busid(CUdevice dev, char *out, size_t len) {
+  snprintf(out, len, "0000:%02x:00.0", 0x10 + dev);
+  const char *list = getenv("FAKE_CUDA_BUSIDS");
+  for (int i = 0; list != NULL && *list != '\0'; i++) {
+    const char *end = strchr(list, ',');
+    size_t n = end ? (size_t)(end - list) : strlen(list);
+    if (i == dev && n > 0 && n < len) {
+      memcpy(out, list, n);
+      out[n] = '\0';
+      return;
+    }
+    list = end ? end + 1 : list + n;
+  }
+}
+
 EXPORT CUresult cuDeviceGetPCIBusId(char *bus_id, int len, CUdevice dev) {
   FK_API();
   if (bus_id == NULL || len <= 0) return CUDA_ERROR_INVALID_VALUE;
   if (!dev_ok(dev)) return CUDA_ERROR_INVALID_DEVICE;
-  snprintf(bus_id, (size_t)len, "0000:%02x:00.0", 0x10 + dev);
+  fk_busid(dev, bus_id, (size_t)len);
   return CUDA_SUCCESS;
 }
 
@@ -147,7 +165,12 @@ static int attribute_value(int attr, CUdevice dev) {
     case 16: return 132;                 // MULTIPROCESSOR_COUNT
     case 19: return 1;                   // CAN_MAP_HOST_MEMORY
     case 31: return 1;                   // CONCURRENT_KERNELS
-    case 33: return 0x10 + dev;          // PCI_BUS_ID (cuDeviceGetPCIBusId agrees)
+    case 33: {                           // PCI_BUS_ID (cuDeviceGetPCIBusId agrees)
+      char id[32];
+      unsigned domain = 0, bus = 0;
+      fk_busid(dev, id, sizeof(id));
+      return sscanf(id, "%x:%x", &domain, &bus) == 2 ? (int)bus : 0x10 + dev;
+    }
     case 38: return 50 << 20;            // L2_CACHE_SIZE
     case 39: return 2048;                // MAX_THREADS_PER_MULTIPROCESSOR
     case 40: return 2;                   // ASYNC_ENGINE_COUNT

@@ -42,7 +42,8 @@
  * Error codes for edge cases were compared with an H200's driver (CUDA 13).
  *
  * Environment: FAKE_CUDA_DEVICES (default 2, at most 8; 0: cuInit fails with
- * CUDA_ERROR_NO_DEVICE), FAKE_CUDA_ARENA_MB (device memory per device,
+ * CUDA_ERROR_NO_DEVICE), FAKE_CUDA_BUSIDS (the devices' PCI bus ids, comma-separated;
+ * default 0000:1x:00.0 with x the ordinal), FAKE_CUDA_ARENA_MB (device memory per device,
  * default 256), FAKE_CUDA_FAIL=<function> (that function returns
  * CUDA_ERROR_OUT_OF_MEMORY every time), FAKE_CUDA_STRICT_CONTEXT.
  */
