@@ -21,19 +21,28 @@ $(NET_EXAMPLE_OLD): $(BUILD)/tests/plugins/libnccl-net-v%only.so: $(wildcard plu
 TP_PLUGIN_EXAMPLES := $(BUILD)/lib/libnccl-tuner-example.so $(BUILD)/lib/libnccl-profiler-example.so
 ALL += $(TP_PLUGIN_EXAMPLES)
 $(BUILD)/lib/libnccl-tuner-example.so: plugins/tuner/example/tuner_example.c plugins/tuner/tuner_abi.h plugins/plugin_log_abi.h
-$(BUILD)/lib/libnccl-profiler-example.so: plugins/profiler/example/profiler_example.c plugins/profiler/profiler_abi.h plugins/plugin_log_abi.h
+PROFILER_EXAMPLE_SRCS := plugins/profiler/example/profiler_example.c plugins/profiler/example/profiler_example_old.c \
+                         plugins/profiler/profiler_abi.h plugins/profiler/profiler_abi_v1_v3.h \
+                         plugins/profiler/example/profiler_example.h plugins/plugin_log_abi.h
+$(BUILD)/lib/libnccl-profiler-example.so: $(PROFILER_EXAMPLE_SRCS)
 $(TP_PLUGIN_EXAMPLES):
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_BASE) -shared -fvisibility=hidden -Iinclude -I$(dir $(firstword $(filter %.h,$^))) -o $@ $(filter %.c,$^)
 
 # The same examples exporting only their v4 symbol (and the tuner only its
 # v2 one), for the old versions' loaders' tests.
-TP_PLUGIN_V4 := $(BUILD)/tests/plugins/libnccl-tuner-v4only.so $(BUILD)/tests/plugins/libnccl-profiler-v4only.so \
-                $(BUILD)/tests/plugins/libnccl-tuner-v2only.so
+TP_PLUGIN_V4 := $(BUILD)/tests/plugins/libnccl-tuner-v4only.so $(BUILD)/tests/plugins/libnccl-tuner-v2only.so
 $(BUILD)/tests/plugins/libnccl-tuner-v4only.so: plugins/tuner/example/tuner_example.c plugins/tuner/tuner_abi.h plugins/plugin_log_abi.h
-$(BUILD)/tests/plugins/libnccl-profiler-v4only.so: plugins/profiler/example/profiler_example.c plugins/profiler/profiler_abi.h plugins/plugin_log_abi.h
 $(BUILD)/tests/plugins/libnccl-tuner-v2only.so: plugins/tuner/example/tuner_example.c plugins/tuner/tuner_abi.h plugins/plugin_log_abi.h
 $(TP_PLUGIN_V4):
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_BASE) $(if $(findstring v2only,$@),-DWEFT_EXAMPLE_V2_ONLY,-DWEFT_EXAMPLE_V4_ONLY) -shared -fvisibility=hidden -Iinclude -I$(dir $(firstword $(filter %.h,$^))) \
+	  -o $@ $(filter %.c,$^)
+
+# The example profiler exporting only its ncclProfiler_vN, N = 1 ... 5 (its
+# full build's newest is v6), for each version's loader's tests.
+PROFILER_PLUGIN_OLD := $(foreach v,1 2 3 4 5,$(BUILD)/tests/plugins/libnccl-profiler-v$(v)only.so)
+$(PROFILER_PLUGIN_OLD): $(BUILD)/tests/plugins/libnccl-profiler-v%only.so: $(PROFILER_EXAMPLE_SRCS)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_BASE) -DWEFT_EXAMPLE_ONLY_V=$* -shared -fvisibility=hidden -Iinclude -Iplugins/profiler \
 	  -o $@ $(filter %.c,$^)

@@ -23,7 +23,7 @@ $(BUILD)/tests/unit/test_prog_util: tests/unit/test_prog_util.c $(TOOLS_COMMON)
 $(BUILD)/tests/multirank/%: tests/multirank/%.c tests/multirank/harness.h $(LIB_WEFT)
 	@mkdir -p $(@D)
 	$(CC) $(PROG_CFLAGS) -Itests/multirank -o $@ $< -L$(BUILD)/lib -lweft -Wl,-rpath,$(abspath $(BUILD)/lib) -lcriterion $(LDLIBS)
-$(BUILD)/tests/multirank/test_plugins_tp: $(TP_PLUGIN_EXAMPLES) $(TP_PLUGIN_V4)
+$(BUILD)/tests/multirank/test_plugins_tp: $(TP_PLUGIN_EXAMPLES) $(TP_PLUGIN_V4) $(PROFILER_PLUGIN_OLD)
 $(BUILD)/tests/multirank/test_cuda_mem $(BUILD)/tests/multirank/test_cuda_stream \
   $(BUILD)/tests/multirank/test_topo_order: tests/multirank/cuda_driver.h
 

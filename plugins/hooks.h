@@ -26,11 +26,12 @@ typedef struct {
   const int *host_of;   // [nranks]: host index of each rank
 } weft_plugin_comm_t;
 
-// The profiler's events of one operation: kept in the operation by the core,
-// written by the profiler only.
+// The profiler's events of one operation: kept in the operation by the
+// core, written by the profiler only (api_event: by the core, from api_start).
 typedef struct {
   int on;                         // events are open for it: op_stop must close them
   uint32_t nlanes;
+  void *api_event;                // its call's CollApi / P2pApi event, or NULL (its parent from version 5 on)
   void *event;                    // its Coll or P2p event
   struct weft_prof_group *group;  // the launch's Group event
   void **lanes;                   // ProxyOp/ProxyStep events: [2 * nlanes] (lane's op, its open step), or NULL
@@ -48,6 +49,8 @@ typedef struct {
   size_t count;
   int root;                       // collectives: the root; point-to-point: the peer
   ncclDataType_t dtype;
+  size_t esize;                   // bytes per element
+  int redop;                      // the call's ncclRedOp_t; 0 without a reduction
   size_t chunk_bytes;             // bytes per step
   const weft_schedule_t *sched;
   int done;                       // nothing to move: it finished at launch
@@ -67,11 +70,16 @@ typedef struct {
   void (*step)(void *prof, weft_prof_op_t *po, uint32_t lane, uint32_t cursor, int done);
   // The operation finished, failed or is dropped; called only while po->on.
   void (*op_stop)(void *prof, weft_prof_op_t *po);
-  // v5 API events around a collective / send / receive call; returns the
-  // event to hand to api_stop, or NULL.
+  // Around each collective / send / receive call (group_depth: the
+  // caller's ncclGroupStart depth): the API events of version 5 on.
+  // api_start returns the call's event, or NULL; api_stop follows every
+  // api_start, with its answer.
   void *(*api_start)(void *prof, int rank, weft_coll_t coll, size_t count, ncclDataType_t dtype, int root,
-                     void *stream);
-  void (*api_stop)(void *prof, void *event);
+                     void *stream, int group_depth);
+  void (*api_stop)(void *event);
+  // The outermost ncclGroupEnd (or ncclGroupSimulateEnd) begins (launched
+  // = 0) and is over (launched = 1).
+  void (*group_end)(int launched);
 } weft_plugin_hooks_t;
 
 extern weft_plugin_hooks_t weft_plugin_hooks;

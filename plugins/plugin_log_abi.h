@@ -1,7 +1,9 @@
 /*
  * plugin_log_abi.h — what NCCL's tuner and profiler plugin ABIs share: its
  * log levels, subsystem bits and logger type (nccl_common.h), and its
- * numbering of collective kinds. Declared here once, from the layout of
+ * numbering of collective kinds, algorithms and protocols (the tuner's
+ * table axes; a v1 profiler descriptor's func, algo and proto). Declared
+ * here once, from the layout of
  * NCCL's public headers; tuner_abi.h and profiler_abi.h include it, so an
  * example plugin needs only its own folder and this one.
  */
@@ -50,7 +52,28 @@ typedef enum {
   ncclFuncAllReduce = 4,
   ncclFuncSendRecv = 5,
   ncclFuncSend = 6,
-  ncclFuncRecv = 7
+  ncclFuncRecv = 7,
+  ncclFuncAlltoAll = 8,  // NCCL 2.28 on
+  ncclFuncScatter = 9,
+  ncclFuncGather = 10
 } ncclFunc_t;
+
+// Algorithms and protocols as NCCL numbers them (the tuner's cost table is
+// float[NCCL_NUM_ALGORITHMS][NCCL_NUM_PROTOCOLS]).
+#define NCCL_ALGO_UNDEF -1
+#define NCCL_ALGO_TREE 0
+#define NCCL_ALGO_RING 1
+#define NCCL_ALGO_COLLNET_DIRECT 2
+#define NCCL_ALGO_COLLNET_CHAIN 3
+#define NCCL_ALGO_NVLS 4
+#define NCCL_ALGO_NVLS_TREE 5
+#define NCCL_ALGO_PAT 6
+#define NCCL_NUM_ALGORITHMS 7
+
+#define NCCL_PROTO_UNDEF -1
+#define NCCL_PROTO_LL 0
+#define NCCL_PROTO_LL128 1
+#define NCCL_PROTO_SIMPLE 2
+#define NCCL_NUM_PROTOCOLS 3
 
 #endif  // WEFT_PLUGIN_LOG_ABI_H

@@ -20,23 +20,9 @@
 
 #include "../plugin_log_abi.h"
 
-// The cost table's axes: collCostTable is float[NCCL_NUM_ALGORITHMS][NCCL_NUM_PROTOCOLS]
-// handed over as float** (cast it back to float (*)[NCCL_NUM_PROTOCOLS]).
-#define NCCL_ALGO_UNDEF -1
-#define NCCL_ALGO_TREE 0
-#define NCCL_ALGO_RING 1
-#define NCCL_ALGO_COLLNET_DIRECT 2
-#define NCCL_ALGO_COLLNET_CHAIN 3
-#define NCCL_ALGO_NVLS 4
-#define NCCL_ALGO_NVLS_TREE 5
-#define NCCL_ALGO_PAT 6
-#define NCCL_NUM_ALGORITHMS 7
-
-#define NCCL_PROTO_UNDEF -1
-#define NCCL_PROTO_LL 0
-#define NCCL_PROTO_LL128 1
-#define NCCL_PROTO_SIMPLE 2
-#define NCCL_NUM_PROTOCOLS 3
+// The cost table's axes (NCCL_ALGO_*, NCCL_PROTO_*: plugin_log_abi.h):
+// collCostTable is float[NCCL_NUM_ALGORITHMS][NCCL_NUM_PROTOCOLS] handed
+// over as float** (cast it back to float (*)[NCCL_NUM_PROTOCOLS]).
 
 // An entry the caller cannot run: leave it alone.
 #define NCCL_ALGO_PROTO_IGNORE -1.0

@@ -129,7 +129,7 @@ static int is_rooted(weft_coll_t c) {
 
 static ncclResult_t enqueue_checked(weft_coll_t coll, const void *sendbuff, void *recvbuff, size_t count,
                                     ncclDataType_t dtype, ncclRedOp_t op, int root, ncclComm_t comm,
-                                    cudaStream_t stream) {
+                                    cudaStream_t stream, void *api_event) {
   const char *api = weft_coll_name(coll);
   WEFTCHECK(weft_comm_check_calls(comm, api));
   weft_debug_set_rank(comm->rank);
@@ -154,6 +154,7 @@ static ncclResult_t enqueue_checked(weft_coll_t coll, const void *sendbuff, void
   weft_op_t *o = &local;
   ncclResult_t res = ncclSuccess;
   o->comm = comm;
+  o->prof.api_event = api_event;  // the profiler's parent for the operation's own event
   o->dtype = dtype;
   o->esize = esize;
   o->user_op = (int)op;
@@ -239,13 +240,15 @@ fail:
 
 ncclResult_t weft_enqueue(weft_coll_t coll, const void *sendbuff, void *recvbuff, size_t count,
                           ncclDataType_t dtype, ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) {
-  // The profiler's API event: comm is not validated yet, so only a live one is asked.
+  // The profiler's API events: comm is not validated yet, so only a live one is asked.
   void *api_event = NULL;
-  if (__builtin_expect(weft_plugin_hooks.api_start != NULL, 0) && weft_registry_contains(comm) && comm->prof != NULL)
-    api_event = weft_plugin_hooks.api_start(comm->prof, comm->rank, coll, count, dtype, root, (void *)stream);
-  ncclResult_t res = enqueue_checked(coll, sendbuff, recvbuff, count, dtype, op, root, comm, stream);
-  if (__builtin_expect(api_event != NULL, 0) && weft_registry_contains(comm) && comm->prof != NULL)
-    weft_plugin_hooks.api_stop(comm->prof, api_event);
+  int profiled = __builtin_expect(weft_plugin_hooks.api_start != NULL, 0) && weft_registry_contains(comm) &&
+                 comm->prof != NULL;
+  if (profiled)
+    api_event = weft_plugin_hooks.api_start(comm->prof, comm->rank, coll, count, dtype, root, (void *)stream,
+                                            weft_group_depth());
+  ncclResult_t res = enqueue_checked(coll, sendbuff, recvbuff, count, dtype, op, root, comm, stream, api_event);
+  if (profiled) weft_plugin_hooks.api_stop(api_event);
   if (res != ncclSuccess) weft_group_note_error(res);  // a bad call inside a group fails the whole group
   return res;
 }

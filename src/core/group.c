@@ -169,6 +169,7 @@ static void profile_launch(weft_op_t *op, int first) {
   weft_prof_launch_t l = {.rank = op->comm->rank, .is_p2p = op->cls == WEFT_CLASS_P2P, .coll = op->args.coll,
                           .algo = op->algo, .seq = op->seq, .sendbuff = op->sendbuff, .recvbuff = op->recvbuff,
                           .count = op->args.count, .root = op->args.root, .dtype = op->dtype,
+                          .esize = op->esize, .redop = op->user_op,
                           .chunk_bytes = op->args.slice * op->esize, .sched = &op->sched,
                           .done = op->state != WEFT_OP_PENDING};
   weft_plugin_hooks.op_start(op->comm->prof, &op->prof, &l, first);
@@ -264,17 +265,22 @@ static ncclResult_t group_leave(const char *api, int *outermost) {
   return ncclSuccess;
 }
 
+// The profiler's GroupApi event ends with the outermost group (hooks.h).
+static void profile_group_end(int launched) {
+  if (__builtin_expect(weft_plugin_hooks.group_end != NULL, 0)) weft_plugin_hooks.group_end(launched);
+}
+
 NCCL_API(ncclResult_t, ncclGroupEnd, void);
 ncclResult_t pncclGroupEnd(void) {
   int outermost;
   WEFTCHECK(group_leave("ncclGroupEnd", &outermost));
   if (!outermost) return ncclSuccess;
-  if (group_error != ncclSuccess) {
-    ncclResult_t res = group_error;
-    queue_clear();
-    return res;
-  }
-  return group_launch();
+  profile_group_end(0);
+  ncclResult_t res = group_error;
+  if (res != ncclSuccess) queue_clear();
+  else res = group_launch();
+  profile_group_end(1);
+  return res;
 }
 
 // What one operation would take, priced by the cost model the tuner uses
@@ -298,10 +304,12 @@ ncclResult_t pncclGroupSimulateEnd(ncclSimInfo_t *simInfo) {
   int outermost;
   WEFTCHECK(group_leave("ncclGroupSimulateEnd", &outermost));
   if (!outermost) return ncclSuccess;
+  profile_group_end(0);
   double total = 0;
   for (int i = 0; i < queue_len; i++) total += estimate_seconds(queue_items()[i].op);
   ncclResult_t res = group_error;
   queue_clear();  // simulated, not run
+  profile_group_end(1);
   if (simInfo != NULL) simInfo->estimatedTime = (float)total;
   return res;
 }

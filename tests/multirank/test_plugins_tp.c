@@ -9,7 +9,10 @@
  * whose init fails, is reported with a WARN and the built-in tuner serves;
  * "none" loads nothing. Profiler: the Chrome trace each rank writes parses
  * as JSON and holds one Coll event per collective and one P2p event per
- * send or receive, with their names, also for calls on a weft stream.
+ * send or receive, whose fields match the calls, also for calls on a weft
+ * stream; at every ABI version (the example exports v6 ... v1; a build of
+ * it exporting one older version each), with that version's events and
+ * fields, and the log naming the version loaded.
  * Logs go to files (NCCL_DEBUG_FILE) in a scratch folder the test removes.
  */
 #include <criterion/criterion.h>
@@ -240,45 +243,93 @@ static int profiler_body(int rank, int nranks, ncclUniqueId id, void *arg) {
   return weft_test_failures();
 }
 
-// Runs a checker over every trace file; returns its last line of output.
-static void check_traces(int nranks, char *out, size_t len) {
-  char cmd[1536];
-  snprintf(cmd, sizeof(cmd),
-           "python3 - %s <<'EOF'\n"
-           "import glob, json, sys\n"
-           "files = sorted(glob.glob(sys.argv[1] + '/trace-*.json'))\n"
-           "res = [len(files)]\n"
-           "for f in files:\n"
-           "    ev = json.load(open(f))['traceEvents']\n"
-           "    x = [e for e in ev if e.get('ph') == 'X']\n"
-           "    n = lambda c, name=None: sum(1 for e in x if e['cat'] == c and (name is None or e['name'] == name))\n"
-           "    ok = all(e['dur'] >= 0 and 'ts' in e for e in x)\n"
-           "    algo = all(e['args'].get('algo') and e['args'].get('datatype', '').startswith('nccl')"
-           " for e in x if e['cat'] == 'Coll')\n"
-           "    res += [n('Coll', 'AllReduce'), n('Coll', 'Broadcast'), n('P2p', 'Send'), n('P2p', 'Recv'),"
-           " n('Group'), n('CollApi'), int(ok and algo)]\n"
-           "print(' '.join(map(str, res)))\n"
-           "EOF\n",
-           dir);
+// The checker of the example's trace files (argv: folder, ranks, ABI
+// version, "body" for profiler_body's calls or "counts" for counts only).
+// Prints the number of files, then per file (by rank) "abi:AllReduce,
+// Broadcast,Send,Recv,Group,GroupApi,CollApi,P2pApi:ok" or the checks
+// that failed instead of "ok": fields against the calls made, parents,
+// each version's own fields (commHash, trafficBytes, op, ...).
+static const char trace_checker[] =
+    "import glob, json, sys\n"
+    "d, n, v, body = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == 'body'\n"
+    "files, out, hashes = glob.glob(d + '/trace-*.json'), [], set()\n"
+    "for f in files:\n"
+    "    ev = json.load(open(f))['traceEvents']\n"
+    "    meta = [e for e in ev if e.get('ph') == 'M']\n"
+    "    x = [e for e in ev if e.get('ph') == 'X']\n"
+    "    rank, abi = meta[0]['pid'], meta[0]['args'].get('abi')\n"
+    "    of = lambda c, name=None: [e for e in x if e['cat'] == c and (name is None or e['name'] == name)]\n"
+    "    a = lambda e: e['args']\n"
+    "    ar, bc, se, rc = of('Coll', 'AllReduce'), of('Coll', 'Broadcast'), of('P2p', 'Send'), of('P2p', 'Recv')\n"
+    "    ga, ca, pa = of('GroupApi'), of('CollApi'), of('P2pApi')\n"
+    "    bad = []\n"
+    "    if abi != v: bad.append('abi')\n"
+    "    if any(e['dur'] < 0 or e['pid'] != rank for e in x): bad.append('times')\n"
+    "    if any(not a(e)['parent'] for e in ar + bc + se + rc): bad.append('parent')\n"
+    "    if any(a(e)['algo'] in ('', '?', 'unknown') or a(e)['proto'] in ('', '?', 'unknown') for e in ar + bc):\n"
+    "        bad.append('algo')\n"
+    "    if v >= 5 and any(not a(e)['parent'] for e in ca + pa): bad.append('api-parent')\n"
+    "    if v >= 5 and any(not (a(e)['startApiOver'] and a(e)['endApiBegun']) for e in ga): bad.append('api-states')\n"
+    "    if body:\n"
+    "        if sorted(a(e)['count'] for e in ar) != [100 + 1000 * i for i in range(5)]: bad.append('ar-count')\n"
+    "        if any(a(e)['datatype'] != 'ncclInt32' or a(e)['root'] != 0 for e in ar): bad.append('ar-type')\n"
+    "        if any((a(e)['count'], a(e)['datatype'], a(e)['root']) != (64, 'ncclFloat64', 1) for e in bc):\n"
+    "            bad.append('bcast')\n"
+    "        if any((a(e)['count'], a(e)['datatype']) != (16, 'ncclFloat32') for e in se + rc): bad.append('p2p')\n"
+    "        if any(a(e)['peer'] != (rank + 1) % n for e in se) or \\\n"
+    "                any(a(e)['peer'] != (rank + n - 1) % n for e in rc):\n"
+    "            bad.append('peer')\n"
+    "        if v >= 5 and sorted(a(e)['groupDepth'] for e in ga) != [1] * 7 + [2]: bad.append('depth')\n"
+    "        if v >= 5 and sorted((e['name'], a(e)['count']) for e in ca) != sorted([('AllReduce', 100 + 1000 * i)\n"
+    "                for i in range(5)] + [('Broadcast', 64)] * 2): bad.append('coll-api')\n"
+    "    if v <= 3:\n"
+    "        h = {a(e).get('commHash') for e in ar + bc + se + rc}\n"
+    "        hashes |= h\n"
+    "        if len(h) != 1 or None in h or '0' * 16 in h: bad.append('commHash')\n"
+    "    if v <= 2 and (any(a(e).get('trafficBytes') != a(e)['count'] * 4 * 2 for e in ar) or\n"
+    "                   any(a(e).get('trafficBytes') != a(e)['count'] * 8 for e in bc)): bad.append('traffic')\n"
+    "    v1 = lambda e: (a(e).get('op'), a(e).get('isCollnet'), a(e).get('isNvls'), a(e)['proto'])\n"
+    "    if v == 1 and any(v1(e) != (0, 0, 0, 'SIMPLE') for e in ar): bad.append('v1')\n"
+    "    counts = [len(ar), len(bc), len(se), len(rc), len(of('Group')), len(ga), len(ca), len(pa)]\n"
+    "    out.append((rank, '%s:%s:%s' % (abi, ','.join(map(str, counts)), '+'.join(bad) or 'ok')))\n"
+    "tail = ['hashes-differ'] if len(hashes) > 1 else []\n"
+    "print(' '.join([str(len(files))] + [t for r, t in sorted(out)] + tail))\n";
+
+// Runs trace_checker over the scratch folder; returns its line of output.
+static void check_traces(int nranks, int version, const char *mode, char *out, size_t len) {
+  char script[128];
+  snprintf(script, sizeof(script), "%s/check.py", dir);
+  FILE *f = fopen(script, "w");
+  cr_assert_not_null(f);
+  fputs(trace_checker, f);
+  fclose(f);
+  char cmd[512];
+  snprintf(cmd, sizeof(cmd), "python3 %s %s %d %d %s", script, dir, nranks, version, mode);
   FILE *p = popen(cmd, "r");
   cr_assert_not_null(p);
   out[0] = '\0';
-  char line[512];
+  char line[1024];
   while (fgets(line, sizeof(line), p) != NULL) snprintf(out, len, "%s", line);
   pclose(p);
-  (void)nranks;
 }
 
-static void expect_traces(int nranks, int api_events) {
-  char got[512], want[512] = "";
-  check_traces(nranks, got, sizeof(got));
-  // Per rank: 5 AllReduce, 2 Broadcast, 1 Send, 1 Recv; groups: one per collective + the p2p group.
+// profiler_body's events at `version`, per rank: 5 AllReduce, 2 Broadcast,
+// 1 Send, 1 Recv; a Group per collective and one for the p2p group; from
+// version 5 on as many GroupApi events, a CollApi per collective and a
+// P2pApi per send and receive. And the log names the version loaded.
+static void expect_traces(int nranks, int version) {
+  char got[1024], want[1024] = "";
+  check_traces(nranks, version, "body", got, sizeof(got));
+  int api = version >= 5, groups = PROF_ALLREDUCE + PROF_BCAST + 1;
   size_t at = (size_t)snprintf(want, sizeof(want), "%d", nranks);
   for (int r = 0; r < nranks; r++)
-    at += (size_t)snprintf(want + at, sizeof(want) - at, " %d %d 1 1 %d %d 1", PROF_ALLREDUCE, PROF_BCAST,
-                           PROF_ALLREDUCE + PROF_BCAST + 1, api_events ? PROF_ALLREDUCE + PROF_BCAST : 0);
+    at += (size_t)snprintf(want + at, sizeof(want) - at, " %d:%d,%d,1,1,%d,%d,%d,%d:ok", version, PROF_ALLREDUCE,
+                           PROF_BCAST, groups, api ? groups : 0, api ? PROF_ALLREDUCE + PROF_BCAST : 0, api ? 2 : 0);
   snprintf(want + at, sizeof(want) - at, "\n");
   cr_expect_str_eq(got, want);
+  char loaded[64];
+  snprintf(loaded, sizeof(loaded), "loaded (ncclProfiler_v%d)", version);
+  cr_expect_eq(log_count(loaded), nranks, "the log names v%d on every rank", version);
 }
 
 static void profiler_env(void) {
@@ -286,29 +337,60 @@ static void profiler_env(void) {
   snprintf(path, sizeof(path), "%s/libnccl-profiler-example.so", lib);
   setenv("NCCL_PROFILER_PLUGIN", path, 1);
   setenv("WEFT_PROFILER_EXAMPLE_DIR", dir, 1);
-  setenv("NCCL_DEBUG", "WARN", 1);
+  setenv("NCCL_DEBUG", "INFO", 1);
+  setenv("NCCL_DEBUG_SUBSYS", "INIT", 1);
+}
+
+// The example built to export only ncclProfiler_v<version>.
+static void profiler_env_only(int version) {
+  profiler_env();
+  char path[PATH_MAX + 64];
+  snprintf(path, sizeof(path), "%s/libnccl-profiler-v%donly.so", v4lib, version);
+  setenv("NCCL_PROFILER_PLUGIN", path, 1);
 }
 
 Test(plugins_profiler, chrome_trace_per_rank, .init = setup, .fini = teardown, .timeout = 120) {
-  profiler_env();
+  profiler_env();  // the full example: v6 is its newest
   cr_assert_eq(weft_test_fork_ranks(3, profiler_body, NULL, 90), 0);
-  expect_traces(3, 1);
+  expect_traces(3, 6);
   cr_expect_eq(log_count("WARN"), 0);
 }
 
 Test(plugins_profiler, calls_on_a_stream, .init = setup, .fini = teardown, .timeout = 120) {
   profiler_env();
   cr_assert_eq(weft_test_fork_ranks(2, profiler_body, (void *)1, 90), 0);
-  expect_traces(2, 1);
+  expect_traces(2, 6);
+}
+
+// Each older version alone: its own descriptor layout, its events only.
+Test(plugins_profiler, v5_plugin, .init = setup, .fini = teardown, .timeout = 120) {
+  profiler_env_only(5);
+  cr_assert_eq(weft_test_fork_ranks(2, profiler_body, NULL, 90), 0);
+  expect_traces(2, 5);
 }
 
 Test(plugins_profiler, v4_plugin, .init = setup, .fini = teardown, .timeout = 120) {
-  profiler_env();
-  char path[PATH_MAX + 64];
-  snprintf(path, sizeof(path), "%s/libnccl-profiler-v4only.so", v4lib);
-  setenv("NCCL_PROFILER_PLUGIN", path, 1);
+  profiler_env_only(4);
   cr_assert_eq(weft_test_fork_ranks(2, profiler_body, NULL, 90), 0);
-  expect_traces(2, 0);  // v4 has no API events
+  expect_traces(2, 4);  // no API events before v5
+}
+
+Test(plugins_profiler, v3_plugin, .init = setup, .fini = teardown, .timeout = 120) {
+  profiler_env_only(3);
+  cr_assert_eq(weft_test_fork_ranks(2, profiler_body, NULL, 90), 0);
+  expect_traces(2, 3);  // the communicator's hash in each Coll / P2p descriptor
+}
+
+Test(plugins_profiler, v2_plugin, .init = setup, .fini = teardown, .timeout = 120) {
+  profiler_env_only(2);
+  cr_assert_eq(weft_test_fork_ranks(2, profiler_body, NULL, 90), 0);
+  expect_traces(2, 2);  // and trafficBytes
+}
+
+Test(plugins_profiler, v1_plugin, .init = setup, .fini = teardown, .timeout = 120) {
+  profiler_env_only(1);
+  cr_assert_eq(weft_test_fork_ranks(2, profiler_body, NULL, 90), 0);
+  expect_traces(2, 1);  // numbers for the call, type, reduction, algorithm and protocol
 }
 
 Test(plugins_profiler, failed_init_falls_back, .init = setup, .fini = teardown, .timeout = 120) {
@@ -344,20 +426,25 @@ Test(plugins_profiler, one_thread_many_comms, .init = setup, .fini = teardown, .
     for (int r = 0; r < N; r++) cr_expect_eq(buf[r][8], (float)(3 + 3 * 1), "rank %d: %g", r, buf[r][8]);
   }
   for (int r = 0; r < N; r++) cr_expect_eq(ncclCommDestroy(comms[r]), ncclSuccess);
-  char got[512], want[512];
-  check_traces(N, got, sizeof(got));
+  char got[1024], want[1024];
+  check_traces(N, 6, "counts", got, sizeof(got));
+  // One GroupApi event per group, on the communicator of its first call (rank 0).
   size_t at = (size_t)snprintf(want, sizeof(want), "%d", N);
-  for (int r = 0; r < N; r++) at += (size_t)snprintf(want + at, sizeof(want) - at, " %d 0 0 0 %d %d 1", ITERS, ITERS, ITERS);
+  for (int r = 0; r < N; r++)
+    at += (size_t)snprintf(want + at, sizeof(want) - at, " 6:%d,0,0,0,%d,%d,%d,0:ok", ITERS, ITERS, r == 0 ? ITERS : 0,
+                           ITERS);
   snprintf(want + at, sizeof(want) - at, "\n");
   cr_expect_str_eq(got, want);
 }
 
 // ProxyOp (one per lane of each operation) and ProxyStep (one per step)
-// events when the plugin asks for them: per file, the steps recorded match
-// the steps the ProxyOp events announce, and every operation has a ProxyOp.
+// events when the plugin asks for them alone: per file, the steps recorded
+// match the steps the ProxyOp events announce, every operation has a
+// ProxyOp, and the operations' own events come too, as their parents (9
+// Coll / P2p per rank), as in NCCL.
 Test(plugins_profiler, proxy_steps, .init = setup, .fini = teardown, .timeout = 120) {
   profiler_env();
-  setenv("NCCL_PROFILE_EVENT_MASK", "0x61f", 1);
+  setenv("NCCL_PROFILE_EVENT_MASK", "0x18", 1);
   cr_assert_eq(weft_test_fork_ranks(2, profiler_body, NULL, 90), 0);
   char cmd[1024];
   snprintf(cmd, sizeof(cmd),
@@ -369,7 +456,8 @@ Test(plugins_profiler, proxy_steps, .init = setup, .fini = teardown, .timeout = 
            "    ops = [e for e in x if e['cat'] == 'ProxyOp']\n"
            "    steps = sum(1 for e in x if e['cat'] == 'ProxyStep')\n"
            "    calls = sum(1 for e in x if e['cat'] in ('Coll', 'P2p'))\n"
-           "    out.append(int(steps > 0 and steps == sum(e['args']['nSteps'] for e in ops) and len(ops) >= calls))\n"
+           "    out.append(int(steps > 0 and steps == sum(e['args']['nSteps'] for e in ops) and len(ops) >= calls\n"
+           "                   and calls == 9))\n"
            "print(' '.join(map(str, out)))\n"
            "EOF\n",
            dir);
