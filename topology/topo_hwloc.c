@@ -234,7 +234,7 @@ static int add_nvlinks(ctx_t *c) {
       if ((cls[i] >> 16) != 0x03) continue; // NVLinks are listed at their GPUs
       int count = (int)((mbps + weft_topo_nvlink_raw_mbps(sm) / 2) / weft_topo_nvlink_raw_mbps(sm));
       const char *target = weft_topo_attr_get(&c->t->nodes[node[j]].attrs, "busid");
-      if (target && weft_topo_add_nvlink(c->t, node[i], target, count > 0 ? count : 1, cls[j])) rc = -1;
+      if (target && weft_topo_add_nvlink(c->t, node[i], target, count > 0 ? count : 1, cls[j], 0)) rc = -1;
     }
   free(node);
   free(cls);
