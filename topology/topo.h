@@ -80,10 +80,11 @@ typedef struct {
 } weft_topo_link_t;
 
 typedef struct {
-  int from;               // node index
+  int from;               // node index: a GPU, or an NVSwitch (its switch-to-switch links)
   char target[32];        // busid named by <nvlink target=...>
   int count;
   int tclass;             // class of the target, -1 unknown
+  int mbps;               // MB/s per link per direction the description gives, 0: none
 } weft_topo_nvlink_t;
 
 typedef struct {
@@ -113,7 +114,8 @@ typedef struct {
   weft_topo_hop_t hops[WEFT_TOPO_MAX_HOPS];
   int nodes[WEFT_TOPO_MAX_HOPS + 1];
   weft_path_class_t cls;
-  double bw;      // bottleneck GB/s (NVSwitch fabrics: summed over switches)
+  double bw;      // bottleneck GB/s (GPU to GPU over NVLink: the most the
+                  // NVLinks and NVSwitches between them carry at once)
   double lat_us;  // sum over hops
 } weft_topo_path_t;
 
@@ -123,7 +125,10 @@ void weft_topo_free(weft_topo_t *topo);
 // Adds a node under parent (-1: top level); returns its index, -1 on ENOMEM.
 int weft_topo_add_node(weft_topo_t *topo, weft_topo_kind_t kind, int parent);
 int weft_topo_add_link(weft_topo_t *topo, int a, int b, weft_link_kind_t kind, double bw, int count);
-int weft_topo_add_nvlink(weft_topo_t *topo, int from, const char *target, int count, int tclass);
+// An NVLink as described: count links from node `from` to the device at bus
+// id target (of class tclass, -1 unknown), each of mbps MB/s per direction
+// (0: the GPU generation's figure). Resolved by weft_topo_finalize.
+int weft_topo_add_nvlink(weft_topo_t *topo, int from, const char *target, int count, int tclass, int mbps);
 int weft_topo_attr_set(weft_topo_attrs_t *attrs, const char *key, const char *value);
 int weft_topo_attr_setf(weft_topo_attrs_t *attrs, const char *key, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -140,6 +145,11 @@ const char *weft_link_kind_name(weft_link_kind_t kind);
 const char *weft_path_class_name(weft_path_class_t cls);
 // Fills defaults, computes bandwidths, joins CPUs, resolves NVLinks. 0 or -1.
 int weft_topo_finalize(weft_topo_t *topo, char *err, size_t errlen);
+// Part of finalisation (topo_nvswitch.c): NVSwitch groups that share no GPU
+// and that the description does not join (no switch-to-switch NVLink at
+// all) are joined as one fabric, as NCCL treats every NVSwitch as one.
+// Returns the number of links added, -1 on ENOMEM.
+int weft_topo_join_nvswitch_groups(weft_topo_t *topo);
 // A sorted, order-independent description of nodes and links (for tests
 // and round trips). Caller frees.
 char *weft_topo_signature(const weft_topo_t *topo);
@@ -148,6 +158,9 @@ char *weft_topo_signature(const weft_topo_t *topo);
 double weft_topo_pci_bw(const char *link_speed, int link_width);
 double weft_topo_nvlink_bw(int sm);
 int weft_topo_nvlink_raw_mbps(int sm);
+// GB/s of one NVLink: the generation's figure, or the description's MB/s
+// per link where that says more (hwloc gives signalling rates).
+double weft_topo_nvlink_link_bw(int sm, int mbps);
 double weft_topo_cpu_bw(const weft_topo_attrs_t *cpu);
 int weft_topo_gpu_sm_from_device(int device_id);
 int weft_topo_default_net_mbps(const char *nic_link_speed);

@@ -47,6 +47,11 @@ int weft_topo_nvlink_raw_mbps(int sm) {
   return 20000;
 }
 
+double weft_topo_nvlink_link_bw(int sm, int mbps) {
+  double conv = weft_topo_nvlink_bw(sm);
+  return mbps / 1000.0 > conv ? mbps / 1000.0 : conv;
+}
+
 // Inter-socket link by CPU family.
 double weft_topo_cpu_bw(const weft_topo_attrs_t *cpu) {
   const char *arch = weft_topo_attr_get(cpu, "arch");

@@ -8,7 +8,11 @@
  * documented defaults (written back, so a dump says what was assumed), tree
  * edges become PCI or network links, every pair of CPUs is joined by an
  * inter-socket link, and NVLinks are resolved (a target that is not in the
- * tree and has the NVSwitch class becomes an NVSwitch node).
+ * tree and has the NVSwitch class becomes an NVSwitch node). An NVLink is
+ * worth the GPU generation's figure, or the MB/s per link the description
+ * gives where that is more; links between NVSwitches (from hwloc's
+ * NVLinkBandwidth, or <nvswitchlink>) join switches. Groups of NVSwitches
+ * the description leaves apart are then joined (topo_nvswitch.c).
  */
 #include "topo.h"
 
@@ -95,7 +99,8 @@ static int resolve_nvlinks(weft_topo_t *t, char *err, size_t errlen) {
   for (int i = 0; i < t->nnvlinks; i++) {
     weft_topo_nvlink_t *nv = &t->nvlinks[i];
     weft_topo_node_t *from = &t->nodes[nv->from];
-    if (from->kind != WEFT_TOPO_GPU || nv->count <= 0) continue;
+    int switch_link = from->kind == WEFT_TOPO_NVS; // NVSwitch to NVSwitch
+    if ((from->kind != WEFT_TOPO_GPU && !switch_link) || nv->count <= 0) continue;
     int to = weft_topo_find_busid(t, nv->target);
     if (to == nv->from) continue; // virtual machines list a GPU's links to itself
     if (to < 0) {
@@ -106,13 +111,14 @@ static int resolve_nvlinks(weft_topo_t *t, char *err, size_t errlen) {
       snprintf(t->nodes[to].busid, sizeof(t->nodes[to].busid), "%s", nv->target);
       if (weft_topo_attr_set(&t->nodes[to].attrs, "busid", nv->target)) goto nomem;
     }
+    if (switch_link && t->nodes[to].kind != WEFT_TOPO_NVS) continue; // switches join switches only
     // An NVLink to a non-NVIDIA bridge (POWER's NPU) is an NVLink to that CPU.
     if (t->nodes[to].kind == WEFT_TOPO_PCI) to = t->nodes[to].cpu;
     if (to < 0) continue;
-    double bw = nv->count * weft_topo_nvlink_bw(from->sm);
+    double bw = nv->count * weft_topo_nvlink_link_bw(from->sm, nv->mbps);
     int l = find_link(t, nv->from, to, WEFT_LINK_NVL);
     if (l >= 0) {
-      if (t->links[l].count < nv->count) {
+      if (t->links[l].count < nv->count || (t->links[l].count == nv->count && t->links[l].bw < bw)) {
         t->links[l].count = nv->count;
         t->links[l].bw = bw;
       }
@@ -222,7 +228,7 @@ int weft_topo_finalize(weft_topo_t *t, char *err, size_t errlen) {
     }
   if (tree_links(t) || cpu_links(t)) goto nomem;
   if (resolve_nvlinks(t, err, errlen)) return -1;
-  if (build_adjacency(t)) goto nomem;
+  if (weft_topo_join_nvswitch_groups(t) < 0 || build_adjacency(t)) goto nomem;
   t->finalized = 1;
   return 0;
 nomem:

@@ -71,13 +71,14 @@ int weft_topo_add_link(weft_topo_t *topo, int a, int b, weft_link_kind_t kind, d
   return topo->nlinks++;
 }
 
-int weft_topo_add_nvlink(weft_topo_t *topo, int from, const char *target, int count, int tclass) {
+int weft_topo_add_nvlink(weft_topo_t *topo, int from, const char *target, int count, int tclass, int mbps) {
   if (grow((void **)&topo->nvlinks, &topo->nvlinks_cap, topo->nnvlinks + 1, sizeof(weft_topo_nvlink_t))) return -1;
   weft_topo_nvlink_t *l = &topo->nvlinks[topo->nnvlinks++];
   l->from = from;
   weft_topo_busid_norm(target, l->target, sizeof(l->target));
   l->count = count;
   l->tclass = tclass;
+  l->mbps = mbps > 0 ? mbps : 0;
   return 0;
 }
 

@@ -5,18 +5,19 @@
  * One CPU node per NUMA node (numaid, affinity in NCCL's mask format, the
  * package's vendor, family and model). Of the PCI tree only what leads to a
  * GPU (class 0x03 from NVIDIA), a NIC (class 0x02, or a device with a network
- * or RDMA interface) or an NVSwitch is kept; host bridges become the CPU
+ * or RDMA interface) or an NVSwitch (class 0x0680 from NVIDIA, or what hwloc
+ * marks as one: subtype NVSwitch) is kept; host bridges become the CPU
  * itself, as in NCCL. Link speeds come from sysfs on this machine and from
  * hwloc's GB/s figure (turned back into rate and width) in files. NVLinks
- * come from hwloc's NVLinkBandwidth distances: MB/s over the per-link rate
- * of the GPU's generation gives the link count; an NVLink to a CPU package
- * goes to a bridge standing for the CPU's NVLink port. On this machine NVML
- * and libibverbs then complete NVLinks and RDMA ports (topo_probe.h).
+ * come from hwloc's distance matrices (topo_hwloc_dist.c). On this machine
+ * NVML and libibverbs then complete NVLinks and RDMA ports (topo_probe.h).
  *
  * The result carries the same attributes a NCCL XML file would, so the rest
  * (defaults, bandwidths, dump) is shared with topo_xml_load.c.
  */
+#include "debug.h"
 #include "topo.h"
+#include "topo_hwloc.h"
 #include "topo_hwloc_compat.h"
 #include "topo_probe.h"
 #include "topo_sysfs.h"
@@ -28,12 +29,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-typedef struct {
-  weft_topo_t *t;
-  hwloc_topology_t h;
-  int live; // this machine: sysfs may be read
-} ctx_t;
 
 static void mask_string(hwloc_const_bitmap_t set, char *buf, size_t len) {
   int last = hwloc_bitmap_last(set);
@@ -48,7 +43,7 @@ static void mask_string(hwloc_const_bitmap_t set, char *buf, size_t len) {
   }
 }
 
-static int add_cpu(ctx_t *c, hwloc_obj_t numa) {
+static int add_cpu(weft_hwloc_ctx_t *c, hwloc_obj_t numa) {
   int n = weft_topo_add_node(c->t, WEFT_TOPO_CPU, -1);
   if (n < 0) return -1;
   weft_topo_attrs_t *a = &c->t->nodes[n].attrs;
@@ -75,7 +70,7 @@ static int add_cpu(ctx_t *c, hwloc_obj_t numa) {
   return 0;
 }
 
-static int cpu_of(ctx_t *c, hwloc_obj_t obj) {
+int weft_hwloc_cpu_of(weft_hwloc_ctx_t *c, hwloc_obj_t obj) {
   hwloc_obj_t anc = hwloc_get_non_io_ancestor_obj(c->h, obj);
   int numa = anc && anc->nodeset ? hwloc_bitmap_first(anc->nodeset) : -1;
   int first = -1;
@@ -104,7 +99,7 @@ static void link_from_gbps(float gbps, weft_topo_attrs_t *a) {
     }
 }
 
-static int pci_attrs(ctx_t *c, const struct hwloc_pcidev_attr_s *p, weft_topo_attrs_t *a) {
+static int pci_attrs(weft_hwloc_ctx_t *c, const struct hwloc_pcidev_attr_s *p, weft_topo_attrs_t *a) {
   char busid[32];
   snprintf(busid, sizeof(busid), "%04x:%02x:%02x.%x", p->domain, p->bus, p->dev, p->func);
   if (weft_topo_attr_set(a, "busid", busid) || weft_topo_attr_setf(a, "class", "0x%06x", (unsigned)p->class_id << 8) ||
@@ -122,19 +117,19 @@ static int pci_attrs(ctx_t *c, const struct hwloc_pcidev_attr_s *p, weft_topo_at
   return 0;
 }
 
-static int node_of(hwloc_obj_t obj) { return obj->userdata ? (int)(intptr_t)obj->userdata - 1 : -1; }
+int weft_hwloc_node_of(hwloc_obj_t obj) { return obj->userdata ? (int)(intptr_t)obj->userdata - 1 : -1; }
 
 // The graph node for a PCI bridge or device, creating its ancestors first.
-static int ensure(ctx_t *c, hwloc_obj_t obj) {
-  if (node_of(obj) >= 0) return node_of(obj);
+static int ensure(weft_hwloc_ctx_t *c, hwloc_obj_t obj) {
+  if (weft_hwloc_node_of(obj) >= 0) return weft_hwloc_node_of(obj);
   hwloc_obj_t up = obj->parent;
   int parent;
   if (up && up->type == HWLOC_OBJ_BRIDGE && up->attr->bridge.upstream_type == HWLOC_OBJ_BRIDGE_PCI)
     parent = ensure(c, up);
   else if (up && (up->type == HWLOC_OBJ_BRIDGE || up->type == HWLOC_OBJ_PCI_DEVICE))
-    parent = up->type == HWLOC_OBJ_PCI_DEVICE ? ensure(c, up) : cpu_of(c, obj); // host bridge: the CPU
+    parent = up->type == HWLOC_OBJ_PCI_DEVICE ? ensure(c, up) : weft_hwloc_cpu_of(c, obj); // host bridge: the CPU
   else
-    parent = cpu_of(c, obj);
+    parent = weft_hwloc_cpu_of(c, obj);
   if (parent < 0) return -1;
   int n = weft_topo_add_node(c->t, WEFT_TOPO_PCI, parent);
   if (n < 0) return -1;
@@ -145,7 +140,7 @@ static int ensure(ctx_t *c, hwloc_obj_t obj) {
   return n;
 }
 
-static int add_port(ctx_t *c, int nic, const char *name, int rdma) {
+static int add_port(weft_hwloc_ctx_t *c, int nic, const char *name, int rdma) {
   int p = weft_topo_add_node(c->t, WEFT_TOPO_NET, nic);
   if (p < 0) return -1;
   weft_topo_attrs_t *a = &c->t->nodes[p].attrs;
@@ -160,7 +155,7 @@ static int add_port(ctx_t *c, int nic, const char *name, int rdma) {
   return 0;
 }
 
-static int add_devices(ctx_t *c) {
+static int add_devices(weft_hwloc_ctx_t *c) {
   for (hwloc_obj_t obj = NULL; (obj = hwloc_get_next_pcidev(c->h, obj));) {
     const struct hwloc_pcidev_attr_s *p = &obj->attr->pcidev;
     int has_rdma = 0, has_net = 0;
@@ -171,10 +166,19 @@ static int add_devices(ctx_t *c) {
     }
     int gpu = (p->class_id >> 8) == 0x03 && p->vendor_id == 0x10de;
     int nic = (p->class_id >> 8) == 0x02 || has_rdma || has_net;
-    int nvs = p->class_id == 0x0680 && p->vendor_id == 0x10de;
+    // hwloc marks the NVSwitches its NVML backend met as NVLink peers, also
+    // one whose PCI configuration read back empty (class and vendor 0).
+    int marked = obj->subtype && strcmp(obj->subtype, "NVSwitch") == 0;
+    int nvs = !gpu && !nic && ((p->class_id == 0x0680 && p->vendor_id == 0x10de) || marked);
     if (!gpu && !nic && !nvs) continue;
     int n = ensure(c, obj);
     if (n < 0) return -1;
+    if (nvs && (p->class_id != 0x0680 || p->vendor_id != 0x10de)) {
+      weft_topo_attrs_t *a = &c->t->nodes[n].attrs;
+      INFO(WEFT_LOG_GRAPH, "%s: %s is an NVSwitch to hwloc but reads class 0x%04x vendor 0x%04x: kept as an NVSwitch",
+           c->t->source, weft_topo_attr_get(a, "busid"), p->class_id, p->vendor_id);
+      if (weft_topo_attr_set(a, "class", "0x068000") || weft_topo_attr_set(a, "vendor", "0x10de")) return -1;
+    }
     if (!nic) continue;
     c->t->nodes[n].kind = WEFT_TOPO_NIC;
     c->t->nodes[n].on_pci = 1;
@@ -189,59 +193,6 @@ static int add_devices(ctx_t *c) {
   return 0;
 }
 
-// The graph node an NVLinkBandwidth object stands for: a GPU, or a CPU's port.
-static int nvlink_end(ctx_t *c, hwloc_obj_t o, int *tclass) {
-  if (o->type == HWLOC_OBJ_OS_DEVICE) o = o->parent;
-  if (o && o->type == HWLOC_OBJ_PCI_DEVICE) {
-    *tclass = (int)o->attr->pcidev.class_id << 8;
-    return node_of(o);
-  }
-  if (!o || o->type == HWLOC_OBJ_PCI_DEVICE || o->type == HWLOC_OBJ_BRIDGE) return -1;
-  int cpu = cpu_of(c, o);
-  if (cpu < 0) return -1;
-  for (int i = 0; i < c->t->nnodes; i++) // already made?
-    if (c->t->nodes[i].parent == cpu && c->t->nodes[i].kind == WEFT_TOPO_PCI &&
-        weft_topo_attr_get(&c->t->nodes[i].attrs, "nvlink_port")) {
-      *tclass = 0x068000;
-      return i;
-    }
-  int n = weft_topo_add_node(c->t, WEFT_TOPO_PCI, cpu);
-  if (n < 0) return -1;
-  weft_topo_attrs_t *a = &c->t->nodes[n].attrs;
-  if (weft_topo_attr_setf(a, "busid", "fffe:%02x:00.0", cpu & 0xff) || weft_topo_attr_set(a, "class", "0x068000") ||
-      weft_topo_attr_set(a, "vendor", "0x1014") || weft_topo_attr_set(a, "nvlink_port", "1"))
-    return -1;
-  *tclass = 0x068000;
-  return n;
-}
-
-static int add_nvlinks(ctx_t *c) {
-  unsigned nr = 1;
-  struct hwloc_distances_s *d = NULL;
-  if (hwloc_distances_get_by_name(c->h, "NVLinkBandwidth", &nr, &d, 0) < 0 || nr == 0) return 0;
-  int rc = 0;
-  unsigned n = d->nbobjs;
-  int *node = calloc(n, sizeof(int)), *cls = calloc(n, sizeof(int));
-  if (!node || !cls) rc = -1;
-  for (unsigned i = 0; i < n && !rc; i++) node[i] = nvlink_end(c, d->objs[i], &cls[i]);
-  for (unsigned i = 0; i < n && !rc; i++)
-    for (unsigned j = 0; j < n && !rc; j++) {
-      uint64_t mbps = d->values[i * n + j];
-      if (i == j || !mbps || node[i] < 0 || node[j] < 0) continue;
-      weft_topo_node_t *from = &c->t->nodes[node[i]];
-      const char *dev = weft_topo_attr_get(&from->attrs, "device");
-      int sm = weft_topo_gpu_sm_from_device(dev ? (int)strtol(dev, NULL, 0) : 0);
-      if ((cls[i] >> 16) != 0x03) continue; // NVLinks are listed at their GPUs
-      int count = (int)((mbps + weft_topo_nvlink_raw_mbps(sm) / 2) / weft_topo_nvlink_raw_mbps(sm));
-      const char *target = weft_topo_attr_get(&c->t->nodes[node[j]].attrs, "busid");
-      if (target && weft_topo_add_nvlink(c->t, node[i], target, count > 0 ? count : 1, cls[j])) rc = -1;
-    }
-  free(node);
-  free(cls);
-  hwloc_distances_release(c->h, d);
-  return rc;
-}
-
 weft_topo_t *weft_topo_load_hwloc(const char *xml_path, char *err, size_t errlen) {
   if (!xml_path) xml_path = getenv("HWLOC_XMLFILE");
   if (xml_path && access(xml_path, R_OK) != 0) {
@@ -250,7 +201,7 @@ weft_topo_t *weft_topo_load_hwloc(const char *xml_path, char *err, size_t errlen
   }
   char source[300];
   snprintf(source, sizeof(source), xml_path ? "hwloc XML %s" : "hwloc (this machine)", xml_path);
-  ctx_t c = {weft_topo_new(source), NULL, xml_path == NULL};
+  weft_hwloc_ctx_t c = {weft_topo_new(source), NULL, xml_path == NULL};
   if (!c.t || hwloc_topology_init(&c.h) < 0) {
     snprintf(err, errlen, "out of memory");
     weft_topo_free(c.t);
@@ -282,7 +233,7 @@ weft_topo_t *weft_topo_load_hwloc(const char *xml_path, char *err, size_t errlen
   int nnuma = hwloc_get_nbobjs_by_type(c.h, HWLOC_OBJ_NUMANODE);
   for (int i = 0; i < nnuma; i++)
     if (add_cpu(&c, hwloc_get_obj_by_type(c.h, HWLOC_OBJ_NUMANODE, (unsigned)i))) goto nomem;
-  if (add_devices(&c) || add_nvlinks(&c)) goto nomem;
+  if (add_devices(&c) || weft_hwloc_add_distances(&c)) goto nomem;
   if (c.live && (weft_topo_nvml_probe(c.t, c.t->nvml_status, sizeof(c.t->nvml_status)) ||
                  weft_topo_ibv_probe(c.t, c.t->ibv_status, sizeof(c.t->ibv_status)) ||
                  weft_sysfs_add_virtual_nics(c.t)))

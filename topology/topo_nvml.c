@@ -111,7 +111,7 @@ static int probe_gpu(weft_topo_t *t, const weft_nvml_ops_t *ops, int g, unsigned
   if (n == 0) return 0;
   drop_nvlinks_from(t, g);
   for (int k = 0; k < n; k++)
-    if (weft_topo_add_nvlink(t, g, target[k], count[k], tclass[k])) return -1;
+    if (weft_topo_add_nvlink(t, g, target[k], count[k], tclass[k], 0)) return -1;
   int links = 0;
   for (int k = 0; k < n; k++) links += count[k];
   return links;

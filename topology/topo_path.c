@@ -10,9 +10,13 @@
  * switches PXB, NVLink through a GPU NVB. GPUs and NVSwitches forward NVLink
  * traffic only, a NIC only to its ports, a port nothing.
  *
- * GPUs that meet through NVSwitches use all switches at once (traffic is
- * spread over every link), so such a path's bandwidth is the sum over the
- * switches they share.
+ * GPUs that meet over NVLink use every NVLink route between them at once
+ * (traffic is spread over all links and switches), so such a path's
+ * bandwidth is the most those routes carry together: the maximum flow from
+ * one GPU to the other over NVLinks whose inner nodes are NVSwitches. Two
+ * GPUs on the same switches get the sum over the switches they share (each
+ * switch min(link in, link out)); on switches joined to other switches the
+ * switch-to-switch links count too.
  */
 #include "topo.h"
 
@@ -63,24 +67,55 @@ static weft_path_class_t hop_class(const weft_topo_t *t, int u, int from, int in
   return c;
 }
 
-// Bandwidth between GPUs a and b summed over the NVSwitches both reach.
-static double nvs_fabric_bw(const weft_topo_t *t, int a, int b) {
-  double sum = 0;
-  const weft_topo_node_t *A = &t->nodes[a];
-  for (int i = 0; i < A->nadj; i++) {
-    const weft_topo_link_t *la = &t->links[A->adj[i]];
-    int s = la->a == a ? la->b : la->a;
-    if (la->kind != WEFT_LINK_NVL || t->nodes[s].kind != WEFT_TOPO_NVS) continue;
-    const weft_topo_node_t *S = &t->nodes[s];
-    for (int j = 0; j < S->nadj; j++) {
-      const weft_topo_link_t *lb = &t->links[S->adj[j]];
-      if (lb->kind == WEFT_LINK_NVL && (lb->a == b || lb->b == b)) {
-        sum += la->bw < lb->bw ? la->bw : lb->bw;
-        break;
+// GB/s GPU a can send GPU b over NVLink at once: the maximum flow over NVL
+// links (each carries its bw in each direction) through NVSwitches only
+// (augmenting paths found breadth first). -1 on ENOMEM.
+static double nvl_fabric_bw(const weft_topo_t *t, int a, int b) {
+  double *flow = calloc((size_t)t->nlinks + 1, sizeof(double)); // along link.a -> link.b
+  int *via = malloc(sizeof(int) * (size_t)(t->nnodes + 1));    // link that reached a node
+  int *queue = malloc(sizeof(int) * (size_t)(t->nnodes + 1));
+  double total = -1;
+  if (!flow || !via || !queue) goto out;
+  for (total = 0;;) {
+    for (int i = 0; i < t->nnodes; i++) via[i] = -2;
+    via[a] = -1;
+    int head = 0, tail = 0;
+    queue[tail++] = a;
+    while (head < tail && via[b] == -2) {
+      int u = queue[head++];
+      if (u != a && t->nodes[u].kind != WEFT_TOPO_NVS) continue; // only switches pass traffic on
+      for (int i = 0; i < t->nodes[u].nadj; i++) {
+        int l = t->nodes[u].adj[i];
+        const weft_topo_link_t *k = &t->links[l];
+        int v = k->a == u ? k->b : k->a;
+        double room = k->bw - (k->a == u ? flow[l] : -flow[l]);
+        if (k->kind != WEFT_LINK_NVL || via[v] != -2 || room <= 1e-9) continue;
+        via[v] = l;
+        queue[tail++] = v;
       }
     }
+    if (via[b] == -2) break;
+    double push = 0;
+    for (int v = b; v != a;) { // the narrowest room along the way
+      const weft_topo_link_t *k = &t->links[via[v]];
+      int u = k->a == v ? k->b : k->a;
+      double room = k->bw - (k->a == u ? flow[via[v]] : -flow[via[v]]);
+      if (v == b || room < push) push = room;
+      v = u;
+    }
+    for (int v = b; v != a;) {
+      const weft_topo_link_t *k = &t->links[via[v]];
+      int u = k->a == v ? k->b : k->a;
+      flow[via[v]] += k->a == u ? push : -push;
+      v = u;
+    }
+    total += push;
   }
-  return sum;
+out:
+  free(flow);
+  free(via);
+  free(queue);
+  return total;
 }
 
 int weft_topo_path(const weft_topo_t *t, int from, int to, weft_topo_path_t *path) {
@@ -131,10 +166,12 @@ int weft_topo_path(const weft_topo_t *t, int from, int to, weft_topo_path_t *pat
       path->lat_us += t->links[l].lat_us;
       v = u;
     }
-    if (n == 2 && t->nodes[path->nodes[1]].kind == WEFT_TOPO_NVS && t->nodes[from].kind == WEFT_TOPO_GPU &&
-        t->nodes[to].kind == WEFT_TOPO_GPU) {
-      path->bw = nvs_fabric_bw(t, from, to);
-      path->hops[0].cap = path->hops[1].cap = path->bw;
+    if (path->cls == WEFT_PATH_NVL && t->nodes[from].kind == WEFT_TOPO_GPU && t->nodes[to].kind == WEFT_TOPO_GPU) {
+      double fabric = nvl_fabric_bw(t, from, to);
+      if (fabric > path->bw) { // this route is one of several used at once
+        path->bw = fabric;
+        for (int h = 0; h < n; h++) path->hops[h].cap = fabric;
+      }
     }
   }
   free(lab);

@@ -20,6 +20,18 @@ static const weft_topo_link_t *uplink(const weft_topo_t *t, int i) {
   return NULL;
 }
 
+// NVLinks, listed at their GPU (links between NVSwitches at the first switch).
+static void print_nvlinks(const weft_topo_t *t, int i, int depth, FILE *out) {
+  char label[64];
+  const weft_topo_node_t *n = &t->nodes[i];
+  for (int k = 0; k < n->nadj; k++) {
+    const weft_topo_link_t *l = &t->links[n->adj[k]];
+    if (l->kind != WEFT_LINK_NVL || l->a != i) continue;
+    fprintf(out, "%*s  nvlink -> %s %s x%d  [NVL %.1f GB/s]\n", depth * 2, "", weft_topo_kind_name(t->nodes[l->b].kind),
+            weft_topo_label(t, l->b, label, sizeof(label)), l->count, l->bw);
+  }
+}
+
 static void print_node(const weft_topo_t *t, int i, int depth, FILE *out) {
   const weft_topo_node_t *n = &t->nodes[i];
   char label[64], desc[160] = "";
@@ -49,12 +61,7 @@ static void print_node(const weft_topo_t *t, int i, int depth, FILE *out) {
   const weft_topo_link_t *up = n->parent >= 0 ? uplink(t, i) : NULL;
   if (up) fprintf(out, "  [%s %.1f GB/s]", weft_link_kind_name(up->kind), up->bw);
   fputc('\n', out);
-  for (int k = 0; k < n->nadj; k++) { // NVLinks, listed at their GPU
-    const weft_topo_link_t *l = &t->links[n->adj[k]];
-    if (l->kind != WEFT_LINK_NVL || l->a != i) continue;
-    fprintf(out, "%*s  nvlink -> %s %s x%d  [NVL %.1f GB/s]\n", depth * 2, "", weft_topo_kind_name(t->nodes[l->b].kind),
-            weft_topo_label(t, l->b, label, sizeof(label)), l->count, l->bw);
-  }
+  print_nvlinks(t, i, depth, out);
   for (int c = i + 1; c < t->nnodes; c++)
     if (t->nodes[c].parent == i) print_node(t, c, depth + 1, out);
 }
@@ -71,6 +78,7 @@ void weft_topo_print_tree(const weft_topo_t *t, FILE *out) {
     if (t->nodes[i].kind == WEFT_TOPO_NVS && !t->nodes[i].on_pci) {
       char label[64];
       fprintf(out, "NVS %s  (not a PCI device)\n", weft_topo_label(t, i, label, sizeof(label)));
+      print_nvlinks(t, i, 0, out);
     }
   for (int l = 0; l < t->nlinks; l++)
     if (t->links[l].kind == WEFT_LINK_SYS) {

@@ -3,9 +3,13 @@
  * (NCCL_TOPO_DUMP_FILE, weft-topo --xml).
  *
  * The tree is written back with every attribute it was loaded with plus the
- * defaults finalisation filled in, and each GPU's NVLinks as described, so
- * loading the dump gives the same graph. NVSwitches that are not PCI devices
- * appear only as NVLink targets, as in NCCL's own dumps.
+ * defaults finalisation filled in, and each GPU's NVLinks as described (bw=
+ * where the description gave MB/s per link), so loading the dump gives the
+ * same graph. NVSwitches that are not PCI devices appear only as NVLink
+ * targets, as in NCCL's own dumps; links between NVSwitches are written as
+ * <nvswitchlink> under the switch's <pci> (NCCL skips the element). Links
+ * finalisation made itself (NVSwitch groups joined) are not written: loading
+ * makes them again.
  */
 #include "topo.h"
 
@@ -20,11 +24,12 @@ static xmlNode *element(xmlNode *parent, const char *name, const weft_topo_attrs
   return e;
 }
 
-static void dump_nvlinks(const weft_topo_t *t, int gpu, xmlNode *e) {
+// The NVLinks described from node `from`, as <name> children of e.
+static void dump_nvlinks(const weft_topo_t *t, int from, xmlNode *e, const char *name) {
   for (int i = 0; i < t->nnvlinks; i++) {
     const weft_topo_nvlink_t *nv = &t->nvlinks[i];
-    if (nv->from != gpu) continue;
-    xmlNode *l = xmlNewChild(e, NULL, (const xmlChar *)"nvlink", NULL);
+    if (nv->from != from) continue;
+    xmlNode *l = xmlNewChild(e, NULL, (const xmlChar *)name, NULL);
     char buf[32];
     xmlNewProp(l, (const xmlChar *)"target", (const xmlChar *)nv->target);
     snprintf(buf, sizeof(buf), "%d", nv->count);
@@ -32,6 +37,10 @@ static void dump_nvlinks(const weft_topo_t *t, int gpu, xmlNode *e) {
     if (nv->tclass >= 0) {
       snprintf(buf, sizeof(buf), "0x%06x", nv->tclass);
       xmlNewProp(l, (const xmlChar *)"tclass", (const xmlChar *)buf);
+    }
+    if (nv->mbps > 0) {
+      snprintf(buf, sizeof(buf), "%d", nv->mbps);
+      xmlNewProp(l, (const xmlChar *)"bw", (const xmlChar *)buf);
     }
   }
 }
@@ -55,7 +64,7 @@ static void dump_node(const weft_topo_t *t, int i, xmlNode *parent) {
     return;
   case WEFT_TOPO_GPU:
     e = element(parent, "pci", &n->attrs);
-    if (e) dump_nvlinks(t, i, element(e, "gpu", &n->dev));
+    if (e) dump_nvlinks(t, i, element(e, "gpu", &n->dev), "nvlink");
     break;
   case WEFT_TOPO_NIC:
     e = n->on_pci ? element(parent, "pci", &n->attrs) : parent;
@@ -64,6 +73,7 @@ static void dump_node(const weft_topo_t *t, int i, xmlNode *parent) {
   default: // PCI, and NVSwitches that are PCI devices
     if (n->kind == WEFT_TOPO_NVS && !n->on_pci) return;
     e = element(parent, "pci", &n->attrs);
+    if (e && n->kind == WEFT_TOPO_NVS) dump_nvlinks(t, i, e, "nvswitchlink");
     break;
   }
   if (e) dump_children(t, i, e);

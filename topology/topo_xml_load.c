@@ -4,10 +4,14 @@
  * The format: <system> holds one <cpu> per NUMA node; under it a tree of
  * <pci> elements (switches, bridges, devices); a GPU is a <pci> holding a
  * <gpu> element whose <nvlink target=busid count=N tclass=C/> children name
- * its NVLinks; a NIC is a <pci> holding <nic> (or a bare <nic> under <cpu>)
- * whose <net> children are its ports. Every attribute is kept as written;
- * elements weft does not model are skipped. Defaults and classification
- * happen in weft_topo_finalize.
+ * its NVLinks (weft adds bw=, MB/s per link, where a description gave it);
+ * an NVSwitch that is a PCI device may hold <nvswitchlink target=busid
+ * count=N tclass=C bw=M/> children, its links to other NVSwitches (weft's
+ * own element, which NCCL skips: NCCL treats all NVSwitches as one); a NIC
+ * is a <pci> holding <nic> (or a bare <nic> under <cpu>) whose <net>
+ * children are its ports. Every attribute is kept as written; elements weft
+ * does not model are skipped. Defaults and classification happen in
+ * weft_topo_finalize.
  */
 #include "topo.h"
 
@@ -51,15 +55,20 @@ static int load_nic(weft_topo_t *t, int nic, const xmlNode *x) {
   return 0;
 }
 
+// <nvlink> (under <gpu>) or <nvswitchlink> (under an NVSwitch's <pci>).
+static int load_link(weft_topo_t *t, int from, const xmlNode *c) {
+  xmlChar *target = xmlGetProp(c, (const xmlChar *)"target");
+  int rc = target ? weft_topo_add_nvlink(t, from, (const char *)target, prop_int(c, "count", 1),
+                                         prop_int(c, "tclass", -1), prop_int(c, "bw", 0))
+                  : 0;
+  xmlFree(target);
+  return rc;
+}
+
 static int load_gpu(weft_topo_t *t, int gpu, const xmlNode *x) {
   if (copy_attrs(x, &t->nodes[gpu].dev)) return -1;
-  for (const xmlNode *c = x->children; c; c = c->next) {
-    if (!is(c, "nvlink")) continue;
-    xmlChar *target = xmlGetProp(c, (const xmlChar *)"target");
-    int rc = target ? weft_topo_add_nvlink(t, gpu, (const char *)target, prop_int(c, "count", 1), prop_int(c, "tclass", -1)) : 0;
-    xmlFree(target);
-    if (rc) return -1;
-  }
+  for (const xmlNode *c = x->children; c; c = c->next)
+    if (is(c, "nvlink") && load_link(t, gpu, c)) return -1;
   return 0;
 }
 
@@ -77,7 +86,8 @@ static int load_pci(weft_topo_t *t, int parent, const xmlNode *x, int depth) {
       t->nodes[n].kind = WEFT_TOPO_NIC;
       t->nodes[n].on_pci = 1;
       if (load_nic(t, n, c)) return -1;
-    }
+    } else if (is(c, "nvswitchlink") && load_link(t, n, c))
+      return -1;
   }
   return load_children(t, n, x, depth + 1);
 }

@@ -94,10 +94,10 @@ Test(topo_hwloc, two_socket_pci, .timeout = 30) {
   weft_topo_free(t);
 }
 
-// POWER8 with 4 P100 (sm 60, 18 GB/s per NVLink): GPU pairs joined by 2
-// NVLinks (hwloc: 40000 MB/s = 2 x 20000) and each GPU by 2 to its CPU;
-// sockets joined at 32 GB/s. Ring: 36 inside a pair, 36 -> 32 -> 36 across:
-// 32 GB/s.
+// POWER8 with 4 P100 (sm 60): GPU pairs joined by 2 NVLinks (hwloc: 40000
+// MB/s = 2 x 20000) and each GPU by 2 to its CPU; each link is worth hwloc's
+// 20 GB/s, more than NCCL's 18 for sm 60; sockets joined at 32 GB/s. Ring:
+// 40 inside a pair, 40 -> 32 -> 40 across: 32 GB/s.
 Test(topo_hwloc, power8_nvlink, .timeout = 30) {
   char path[512];
   weft_topo_t *t = load_hwloc(shared_file("hwloc-power8-gpus.xml", path, sizeof(path)));
@@ -108,7 +108,7 @@ Test(topo_hwloc, power8_nvlink, .timeout = 30) {
   weft_topo_path_t p;
   cr_assert_eq(weft_topo_path(t, weft_topo_find_busid(t, "0002:01:00.0"), weft_topo_find_busid(t, "0003:01:00.0"), &p), 0);
   cr_expect_eq(p.cls, WEFT_PATH_NVL);
-  cr_expect_float_eq(p.bw, 36.0, 1e-6);
+  cr_expect_float_eq(p.bw, 40.0, 1e-6);
   cr_assert_eq(weft_topo_path(t, weft_topo_find_busid(t, "0003:01:00.0"), weft_topo_find_busid(t, "000a:01:00.0"), &p), 0);
   cr_expect_eq(p.cls, WEFT_PATH_SYS);
   cr_expect_float_eq(p.bw, 32.0, 1e-6);

@@ -115,7 +115,7 @@ static const weft_nvml_ops_t fake_ops = {
 
 Test(topo_probe, nvml_links_become_nvlinks, .timeout = 30) {
   weft_topo_t *t = two_gpus();
-  weft_topo_add_nvlink(t, 1, "0000:0a:00.0", 9, 0x030200); // from hwloc: replaced by NVML's
+  weft_topo_add_nvlink(t, 1, "0000:0a:00.0", 9, 0x030200, 0); // from hwloc: replaced by NVML's
   char status[160] = "", err[256] = "";
   weft_topo_nvml_override(NULL, &fake_ops);
   cr_assert_eq(weft_topo_nvml_probe(t, status, sizeof(status)), 0);
