@@ -142,7 +142,7 @@ typedef struct ncclConfig_v23000 {
   int graphUsageMode;     // (2.29) 0, 1 or 2: how the communicator meets CUDA graphs
   int numRmaCtx;          // (2.29) contexts for one-sided calls; 0 turns them off
   int maxP2pPeers;        // (2.30) peers a rank exchanges point-to-point with at once
-  int graphStreamOrdering;// (2.30.5) 0 or 1: captured calls keep stream order
+  int graphStreamOrdering;  // (2.30.5) 0 or 1: captured calls keep stream order
 } ncclConfig_t;
 
 #define NCCL_CONFIG_INITIALIZER                                                \
