@@ -1,16 +1,15 @@
 /*
- * nccl.h — weft's public API header, binary-compatible with NCCL 2.28.9.
+ * nccl.h — weft's public API header, binary-compatible with NCCL 2.30.7.
  *
- * A program compiled against NVIDIA's nccl.h 2.28.9 runs unchanged on weft's
+ * A program compiled against NVIDIA's nccl.h runs unchanged on weft's
  * libnccl.so.2, and a program compiled against this file runs on NVIDIA's:
  * every type, enum value, struct layout, initializer, macro and function
- * signature below matches that release. Already taken from NCCL 2.30.7,
- * with 2.30's layouts: the result code ncclTimeout, ncclCommGetUniqueId,
- * ncclCommGrow, ncclCommSuspend, ncclCommResume, ncclCommMemStats, the
- * one-sided calls (ncclPutSignal, ncclSignal, ncclWaitSignal,
- * ncclWinGetUserPtr, NCCL_WIN_STRICT_ORDERING) and the parameter API
- * (ncclParam*). The include guard is the same as
- * NVIDIA's, so whichever header comes first wins and the other is a no-op.
+ * signature below matches NCCL 2.30.7. Programs built against 2.28.9's
+ * header keep working too: the calls they make have the same signatures,
+ * and the library reads a 2.28 caller's smaller ncclConfig_t by its size
+ * and version (the fields 2.30 added take their defaults). The include
+ * guard is the same as NVIDIA's, so whichever header comes first wins and
+ * the other is a no-op.
  *
  * CUDA is optional. When <cuda_runtime.h> can be found (and WEFT_NO_CUDA is
  * not defined) it is included, as NCCL does; otherwise cudaStream_t is
@@ -52,11 +51,11 @@ typedef struct CUstream_st *cudaStream_t;
 
 // ---- Version. Codes before 2.9 used X*1000; from 2.9 on, X*10000.
 #define NCCL_MAJOR 2
-#define NCCL_MINOR 28
-#define NCCL_PATCH 9
+#define NCCL_MINOR 30
+#define NCCL_PATCH 7
 #define NCCL_SUFFIX ""
 
-#define NCCL_VERSION_CODE 22809
+#define NCCL_VERSION_CODE 23007
 #define NCCL_VERSION(X, Y, Z)                                                  \
   (((X) <= 2 && (Y) <= 8) ? (X) * 1000 + (Y) * 100 + (Z)                      \
                           : (X) * 10000 + (Y) * 100 + (Z))
@@ -96,10 +95,14 @@ typedef enum {
 #define NCCL_SPLIT_NOCOLOR -1  // ncclCommSplit color: this rank joins no group
 #define NCCL_UNDEF_FLOAT -1.0f
 
+// The value of the magic field of ncclConfig_t (and of nccl_device.h's
+// versioned structs) that says the struct came from its initializer.
+#define NCCL_API_MAGIC 0xcafebeef
+
 // ncclCommWindowRegister flags and the alignment a window's buffer needs.
 #define NCCL_WIN_DEFAULT 0x00
 #define NCCL_WIN_COLL_SYMMETRIC 0x01
-#define NCCL_WIN_STRICT_ORDERING 0x02  // (NCCL 2.30) puts land in order (weft: always)
+#define NCCL_WIN_STRICT_ORDERING 0x02  // puts land in order (weft: always)
 #define NCCL_WIN_REQUIRED_ALIGNMENT 4096
 
 // Values of ncclConfig_t.CTAPolicy.
@@ -115,11 +118,13 @@ typedef enum {
 #define NCCL_REVOKE_DEFAULT 0x00
 
 // ---- Communicator configuration. Start from NCCL_CONFIG_INITIALIZER, then
-// set the fields you care about; size/magic/version identify the layout.
-typedef struct ncclConfig_v22800 {
+// set the fields you care about; size/magic/version identify the layout, so
+// a library reads only the fields the caller's header had (2.28.9's struct
+// ends at nvlinkCentricSched). What weft does with each field: docs/config.md.
+typedef struct ncclConfig_v23000 {
   size_t size;            // sizeof(ncclConfig_t) as seen by the caller
-  unsigned int magic;     // 0xcafebeef
-  unsigned int version;   // NCCL_VERSION code of the caller's header
+  unsigned int magic;     // NCCL_API_MAGIC
+  unsigned int version;   // NCCL_VERSION_CODE of the caller's header
   int blocking;           // 0: init/collectives may return ncclInProgress
   int cgaClusterSize;
   int minCTAs;
@@ -134,13 +139,17 @@ typedef struct ncclConfig_v22800 {
   int nvlsCTAs;
   int nChannelsPerNetPeer;
   int nvlinkCentricSched;
+  int graphUsageMode;     // (2.29) 0, 1 or 2: how the communicator meets CUDA graphs
+  int numRmaCtx;          // (2.29) contexts for one-sided calls; 0 turns them off
+  int maxP2pPeers;        // (2.30) peers a rank exchanges point-to-point with at once
+  int graphStreamOrdering;  // (2.30.5) 0 or 1: captured calls keep stream order
 } ncclConfig_t;
 
 #define NCCL_CONFIG_INITIALIZER                                                \
   {                                                                            \
     sizeof(ncclConfig_t),                             /* size */               \
-    0xcafebeef,                                       /* magic */              \
-    NCCL_VERSION(NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH), /* version */            \
+    NCCL_API_MAGIC,                                   /* magic */              \
+    NCCL_VERSION_CODE,                                /* version */            \
     NCCL_CONFIG_UNDEF_INT,                            /* blocking */           \
     NCCL_CONFIG_UNDEF_INT,                            /* cgaClusterSize */     \
     NCCL_CONFIG_UNDEF_INT,                            /* minCTAs */            \
@@ -155,6 +164,10 @@ typedef struct ncclConfig_v22800 {
     NCCL_CONFIG_UNDEF_INT,                            /* nvlsCTAs */           \
     NCCL_CONFIG_UNDEF_INT,                            /* nChannelsPerNetPeer */\
     NCCL_CONFIG_UNDEF_INT,                            /* nvlinkCentricSched */ \
+    NCCL_CONFIG_UNDEF_INT,                            /* graphUsageMode */     \
+    NCCL_CONFIG_UNDEF_INT,                            /* numRmaCtx */          \
+    NCCL_CONFIG_UNDEF_INT,                            /* maxP2pPeers */        \
+    NCCL_CONFIG_UNDEF_INT,                            /* graphStreamOrdering */\
   }
 
 // ---- Result of ncclGroupSimulateEnd. Start from NCCL_SIM_INFO_INITIALIZER.
@@ -169,7 +182,7 @@ typedef struct ncclSimInfo_v22200 {
   {                                                                            \
     sizeof(ncclSimInfo_t),                            /* size */               \
     0x74685283,                                       /* magic */              \
-    NCCL_VERSION(NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH), /* version */            \
+    NCCL_VERSION_CODE,                                /* version */            \
     NCCL_UNDEF_FLOAT                                  /* estimatedTime */      \
   }
 
@@ -285,11 +298,11 @@ ncclResult_t ncclCommShrink(ncclComm_t comm, int *excludeRanksList, int excludeR
 ncclResult_t pncclCommShrink(ncclComm_t comm, int *excludeRanksList, int excludeRanksCount,
                              ncclComm_t *newcomm, ncclConfig_t *config, int shrinkFlags);
 
-// (NCCL 2.30) A unique id for growing comm: one existing rank asks, and
+// A unique id for growing comm: one existing rank asks, and
 // hands it to the new ranks. No second id while one is unconsumed.
 ncclResult_t ncclCommGetUniqueId(ncclComm_t comm, ncclUniqueId *uniqueId);
 ncclResult_t pncclCommGetUniqueId(ncclComm_t comm, ncclUniqueId *uniqueId);
-// (NCCL 2.30) A communicator of nRanks: comm's ranks (rank -1; only the one
+// A communicator of nRanks: comm's ranks (rank -1; only the one
 // that got the id passes it) keep their ranks, new ranks (comm NULL, the id,
 // their rank) join. A NULL config inherits comm's.
 ncclResult_t ncclCommGrow(ncclComm_t comm, int nRanks, const ncclUniqueId *uniqueId, int rank,
@@ -316,11 +329,19 @@ const char *pncclGetErrorString(ncclResult_t result);
 const char *ncclGetLastError(ncclComm_t comm);
 const char *pncclGetLastError(ncclComm_t comm);
 
-// Re-read the logging environment (NCCL_DEBUG and friends). Deprecated.
+// Re-read the logging environment (NCCL_DEBUG and friends). Deprecated:
+// as in NCCL 2.30, a program sees it as a call that does nothing unless it
+// defines NCCL_OS_LINUX; the library still exports both names, for programs
+// built against older headers.
+#ifdef NCCL_OS_LINUX
 __attribute__((deprecated("ncclResetDebugInit is not supported as part of the NCCL API and will be removed in the future")))
 void ncclResetDebugInit(void);
 __attribute__((deprecated("pncclResetDebugInit is not supported as part of the NCCL API and will be removed in the future")))
 void pncclResetDebugInit(void);
+#else
+#define ncclResetDebugInit()
+#define pncclResetDebugInit()
+#endif
 
 // Report an error that happened in the background (ncclInProgress while a
 // non-blocking operation is still running).
@@ -336,11 +357,10 @@ ncclResult_t ncclCommUserRank(const ncclComm_t comm, int *rank);
 ncclResult_t pncclCommUserRank(const ncclComm_t comm, int *rank);
 
 // ======================================================================
-// Buffer registration
+// Suspending, memory statistics, buffer registration
 // ======================================================================
 
-// Register / release a buffer for zero-copy transfers.
-// (NCCL 2.30) Suspend a communicator (no calls until ncclCommResume);
+// Suspend a communicator (no calls until ncclCommResume);
 // NCCL_SUSPEND_MEM also releases the memory that can be released.
 #define NCCL_SUSPEND_MEM 0x01
 ncclResult_t ncclCommSuspend(ncclComm_t comm, int flags);
@@ -348,7 +368,7 @@ ncclResult_t pncclCommSuspend(ncclComm_t comm, int flags);
 ncclResult_t ncclCommResume(ncclComm_t comm);
 ncclResult_t pncclCommResume(ncclComm_t comm);
 
-// (NCCL 2.30) What device memory the communicator holds, in bytes (or, for
+// What device memory the communicator holds, in bytes (or, for
 // ncclStatGpuMemSuspended, 1 while it is suspended with NCCL_SUSPEND_MEM).
 typedef enum {
   ncclStatGpuMemSuspend = 0,    // held and releasable by ncclCommSuspend
@@ -359,6 +379,7 @@ typedef enum {
 ncclResult_t ncclCommMemStats(ncclComm_t comm, ncclCommMemStat_t stat, uint64_t *value);
 ncclResult_t pncclCommMemStats(ncclComm_t comm, ncclCommMemStat_t stat, uint64_t *value);
 
+// Register / release a buffer for zero-copy transfers.
 ncclResult_t ncclCommRegister(const ncclComm_t comm, void *buff, size_t size, void **handle);
 ncclResult_t pncclCommRegister(const ncclComm_t comm, void *buff, size_t size, void **handle);
 ncclResult_t ncclCommDeregister(const ncclComm_t comm, void *handle);
@@ -372,7 +393,7 @@ ncclResult_t pncclCommWindowRegister(ncclComm_t comm, void *buff, size_t size, n
                                      int winFlags);
 ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win);
 ncclResult_t pncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win);
-// (NCCL 2.30) This rank's buffer of the window.
+// This rank's buffer of the window.
 ncclResult_t ncclWinGetUserPtr(ncclComm_t comm, ncclWindow_t win, void **outUserPtr);
 ncclResult_t pncclWinGetUserPtr(ncclComm_t comm, ncclWindow_t win, void **outUserPtr);
 
@@ -501,7 +522,7 @@ ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t *simInfo);
 ncclResult_t pncclGroupSimulateEnd(ncclSimInfo_t *simInfo);
 
 // ======================================================================
-// One-sided calls (NCCL 2.30). A put writes count elements into peer's part
+// One-sided calls. A put writes count elements into peer's part
 // of a window, at peerWinOffset bytes, then raises peer's signal; a wait
 // returns once each descriptor's opCnt signals from its peer have arrived
 // (on top of those earlier waits consumed). ctx, sigIdx and flags are 0.
@@ -528,7 +549,7 @@ ncclResult_t ncclWaitSignal(int nDesc, ncclWaitSignalDesc_t *signalDescs, ncclCo
 ncclResult_t pncclWaitSignal(int nDesc, ncclWaitSignalDesc_t *signalDescs, ncclComm_t comm, cudaStream_t stream);
 
 // ======================================================================
-// Parameters (NCCL 2.30): every knob weft reads (docs/env.md), by its
+// Parameters: every knob weft reads (docs/env.md), by its
 // environment name ("NCCL_ALGO", "WEFT_TIMEOUT"). Integer knobs are 64-bit
 // signed (ncclParamGetI64), the others strings; a getter of another type
 // returns ncclInvalidArgument, as does an unknown key. Returned strings and

@@ -48,5 +48,10 @@ const char *pncclGetLastError(ncclComm_t comm) {
   return weft_debug_last_error();
 }
 
+// nccl.h makes both names no-op macros for programs (as NCCL 2.30's header
+// does outside NCCL's own build); programs built against older headers still
+// call them, so the library defines and exports them.
+#undef ncclResetDebugInit
+#undef pncclResetDebugInit
 NCCL_API(void, ncclResetDebugInit, void);
 void pncclResetDebugInit(void) { weft_env_reset(); }  // re-reads every knob, logging ones included

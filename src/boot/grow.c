@@ -110,9 +110,8 @@ ncclResult_t pncclCommGrow(ncclComm_t comm, int nRanks, const ncclUniqueId *uniq
     WARN("ncclCommGrow: nRanks=%d must exceed the communicator's %d ranks", nRanks, comm->nranks);
     return ncclInvalidArgument;
   }
-  ncclConfig_t inherited = NCCL_CONFIG_INITIALIZER;  // a NULL config inherits the parent's
-  inherited.blocking = comm->blocking;
-  if (comm->name[0] != '\0') inherited.commName = comm->name;
+  ncclConfig_t inherited;  // a NULL config inherits the parent's
+  weft_comm_config_to_struct(comm, &inherited);
   ncclUniqueId id;
   WEFTCHECK(agree_on_id(comm, uniqueId, &id));
   pthread_mutex_lock(&comm->lock);

@@ -84,26 +84,6 @@ static void *init_thread_main(void *arg) {
   return NULL;
 }
 
-ncclResult_t weft_comm_read_config(const ncclConfig_t *config, const char *api, struct ncclComm *comm) {
-  comm->blocking = 1;
-  if (config == NULL) return ncclSuccess;
-  if (config->magic != 0xcafebeef || config->size < offsetof(ncclConfig_t, blocking) + sizeof(int)) {
-    WARN("%s: config was not initialised with NCCL_CONFIG_INITIALIZER (magic 0x%x, size %zu)", api, config->magic,
-         config->size);
-    return ncclInvalidArgument;
-  }
-  if (config->blocking != NCCL_CONFIG_UNDEF_INT) {
-    if (config->blocking != 0 && config->blocking != 1) {
-      WARN("%s: config->blocking=%d must be 0 or 1", api, config->blocking);
-      return ncclInvalidArgument;
-    }
-    comm->blocking = config->blocking;
-  }
-  if (config->size >= offsetof(ncclConfig_t, commName) + sizeof(char *) && config->commName != NULL)
-    snprintf(comm->name, sizeof(comm->name), "%s", config->commName);
-  return ncclSuccess;
-}
-
 // Shared by every init entry point: validates, allocates, runs or starts init.
 static ncclResult_t init_rank(ncclComm_t *out, int nranks, const ncclUniqueId *uids, int nid, int rank,
                               ncclConfig_t *config, const char *api) {

@@ -98,7 +98,8 @@ ncclResult_t pncclCommShrink(ncclComm_t comm, int *excludeRanksList, int exclude
     WARN("ncclCommShrink: shrinkFlags=%d is neither NCCL_SHRINK_DEFAULT (0) nor NCCL_SHRINK_ABORT (1)", shrinkFlags);
     return ncclInvalidArgument;
   }
-  struct ncclComm settings = {.blocking = comm->blocking};  // a NULL config inherits the parent's
+  struct ncclComm settings = {0};
+  weft_comm_config_inherit(&settings, comm);  // a NULL config inherits the parent's
   if (config != NULL) WEFTCHECK(weft_comm_read_config(config, "ncclCommShrink", &settings));
   int *excl = NULL;
   WEFTCHECK(check_excludes(comm, excludeRanksList, excludeRanksCount, &excl));

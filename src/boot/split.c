@@ -45,8 +45,7 @@ ncclResult_t weft_comm_create_child(const struct ncclComm *parent, const struct 
   child->nranks = nranks;
   child->cuda_dev = parent->cuda_dev;
   child->cuda_ctx = parent->cuda_ctx;
-  child->blocking = settings->blocking;
-  memcpy(child->name, settings->name, sizeof(child->name));
+  weft_comm_config_inherit(child, settings);
   weft_bootstrap_reset(&child->bs);
   pthread_mutex_init(&child->lock, NULL);
   WEFTCHECKGOTO(weft_bootstrap_connect(&child->bs, rank, nranks, parent->bs.secret, members, listen_fd), res, fail);
@@ -80,7 +79,8 @@ ncclResult_t pncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *new
     WARN("ncclCommSplit: color=%d must be >= 0 or NCCL_SPLIT_NOCOLOR", color);
     return ncclInvalidArgument;
   }
-  struct ncclComm settings = {.blocking = comm->blocking};  // a NULL config inherits the parent's
+  struct ncclComm settings = {0};
+  weft_comm_config_inherit(&settings, comm);  // a NULL config inherits the parent's
   if (config != NULL) WEFTCHECK(weft_comm_read_config(config, "ncclCommSplit", &settings));
   weft_debug_set_rank(comm->rank);
   ncclResult_t res = ncclSuccess;

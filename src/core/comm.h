@@ -46,6 +46,10 @@ struct ncclComm {
   struct weft_cuda_direct *cuda_direct;  // the direct path's state (src/cuda/cuda_direct.c), or NULL
   int blocking;            // config.blocking (1 unless the config says 0)
   char name[64];           // config.commName, for logs
+  int num_rma_ctx;         // config.numRmaCtx (default 1); 0: one-sided calls are refused
+  int max_p2p_peers;       // config.maxP2pPeers; 0: unset (every peer)
+  int graph_usage_mode;    // config.graphUsageMode (default 2); kept, weft refuses graph capture
+  int graph_stream_ordering;  // config.graphStreamOrdering (default 1); kept, as above
   uint64_t id_hash;        // identifies the communicator in logs
 
   weft_bootstrap_t bs;
@@ -125,9 +129,16 @@ void weft_registry_add(ncclComm_t comm);
 void weft_registry_remove(ncclComm_t comm);
 int weft_registry_contains(ncclComm_t comm);
 
-// Validate a config (NULL is allowed) and apply the fields weft uses:
-// blocking (default 1) and commName.
+// Validate a config (NULL is allowed: every field takes its default) and
+// apply it to comm's config fields (blocking, name, num_rma_ctx, ...). The
+// caller's struct is read by its size and version, so a 2.28 caller's
+// smaller struct is never read past (src/boot/config.c).
 ncclResult_t weft_comm_read_config(const ncclConfig_t *config, const char *api, struct ncclComm *comm);
+// The defaults of those fields; a copy of a parent's (a NULL config
+// inherits it); those fields as a config struct (for a call that takes one).
+void weft_comm_config_defaults(struct ncclComm *comm);
+void weft_comm_config_inherit(struct ncclComm *dst, const struct ncclComm *parent);
+void weft_comm_config_to_struct(const struct ncclComm *comm, ncclConfig_t *out);
 
 // Non-blocking initialisation may still be running: wait for it to settle
 // and return its result (or the communicator's later sticky error).
@@ -143,8 +154,8 @@ int weft_comm_drain(ncclComm_t comm, int64_t limit_ms);
 
 // A communicator built from a parent (split, shrink): rank of nranks, with
 // members[] (ranks 0..nranks-1, each with its new bootstrap listen address)
-// and this rank's listener listen_fd (taken over). settings gives blocking
-// and name. Connects the bootstrap ring and the transports, registers it.
+// and this rank's listener listen_fd (taken over). settings gives the
+// config fields (weft_comm_config_inherit). Connects the bootstrap ring and the transports, registers it.
 ncclResult_t weft_comm_create_child(const struct ncclComm *parent, const struct ncclComm *settings, int rank,
                                     int nranks, const weft_peer_info_t *members, int *listen_fd, uint64_t id_hash,
                                     struct ncclComm **out);

@@ -1,18 +1,25 @@
 /*
- * device_api.c — the host entry points of NCCL 2.28's device API
- * (include/nccl_device.h).
+ * device_api.c — the host entry points of NCCL's device API (2.28 and
+ * 2.30; include/nccl_device.h).
  *
- * Why they exist: programs built against NCCL 2.28 (nccl-tests, for one)
- * link ncclDevCommCreate/ncclDevCommDestroy even when they never use a
+ * Why they exist: programs built against NCCL 2.28 or 2.30 (nccl-tests, for
+ * one) link ncclDevCommCreate/ncclDevCommDestroy even when they never use a
  * device communicator, so libnccl.so.2 must define them to load at all.
  * weft has no GPU backend yet, so nothing here makes device state: a
- * device communicator, a barrier or an LL all-to-all requirement is
- * refused with ncclInvalidUsage and a WARN that says why. Teams and LL
- * slot counts are plain arithmetic and are answered: the world team is
- * every rank; the load/store-accessible (LSA) team is the rank alone,
- * since weft maps no peer's memory into this rank's GPU; the rail team
- * (world over LSA) is therefore the world.
+ * device communicator, a barrier, an LL all-to-all requirement or a device
+ * pointer of a window is refused with ncclInvalidUsage and a WARN that says
+ * why. ncclCommQueryProperties says so too (no device API support, no
+ * multimem, no GIN). Teams and LL slot counts are plain arithmetic and are
+ * answered: the world team is every rank; the load/store-accessible (LSA)
+ * team is the rank alone, since weft maps no peer's memory into this rank's
+ * GPU; the rail team (world over LSA) is therefore the world.
+ *
+ * Two layouts of ncclDevCommRequirements reach ncclDevCommCreate: 2.30's
+ * starts with size/magic/version (NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER),
+ * 2.28's with two pointers. Only the first 16 bytes, which both have, are
+ * read before the magic says which it is.
  */
+#include <stddef.h>
 #include <string.h>
 
 #include "api.h"
@@ -34,6 +41,12 @@ ncclResult_t pncclDevCommCreate(ncclComm_t comm, ncclDevCommRequirements_t const
     WARN("ncclDevCommCreate: outDevComm is NULL");
     return ncclInvalidArgument;
   }
+  if (reqs->magic != NCCL_API_MAGIC) {  // 2.28's layout has no header; refused by NCCL 2.30 too
+    WARN("ncclDevCommCreate: reqs was not initialised with NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER (magic 0x%x; "
+         "a program built against NCCL 2.28's nccl_device.h has no such header): %s",
+         reqs->magic, no_backend);
+    return ncclInvalidUsage;
+  }
   WARN(
       "ncclDevCommCreate(lsaBarrierCount=%d, barrierCount=%d, lsaMultimem=%d, "
       "ginSignalCount=%d): %s",
@@ -46,6 +59,95 @@ ncclResult_t pncclDevCommDestroy(ncclComm_t comm, ncclDevComm_t const *devComm) 
   WEFTCHECK(weft_comm_check(comm, "ncclDevCommDestroy"));
   WARN("ncclDevCommDestroy(devComm=%p): no device communicator can exist: %s", (const void *)devComm, no_backend);
   return ncclInvalidUsage;
+}
+
+// What this communicator offers the device API: nothing of the GPU's, and
+// one-sided host calls when numRmaCtx allows and every rank is on this host
+// (rma.c reaches no other). The caller's struct is written only as far as its
+// size, and the fields added after 2.29.3 only for callers built later.
+NCCL_API(ncclResult_t, ncclCommQueryProperties, ncclComm_t comm, ncclCommProperties_t *props);
+ncclResult_t pncclCommQueryProperties(ncclComm_t comm, ncclCommProperties_t *props) {
+  WEFTCHECK(weft_comm_check(comm, "ncclCommQueryProperties"));
+  if (props == NULL) {
+    WARN("ncclCommQueryProperties: props is NULL");
+    return ncclInvalidArgument;
+  }
+  if (props->magic != NCCL_API_MAGIC || props->size < offsetof(ncclCommProperties_t, rank)) {
+    WARN("ncclCommQueryProperties: props was not initialised with NCCL_COMM_PROPERTIES_INITIALIZER (magic 0x%x, "
+         "size %zu)",
+         props->magic, props->size);
+    return ncclInvalidUsage;
+  }
+  if (props->version > NCCL_VERSION_CODE) {
+    WARN("ncclCommQueryProperties: the program was built against NCCL %u, newer than this library's %d",
+         props->version, NCCL_VERSION_CODE);
+    return ncclInvalidUsage;
+  }
+  ncclCommProperties_t p;
+  memset(&p, 0, sizeof(p));
+  p.size = props->size;
+  p.magic = props->magic;
+  p.version = props->version;
+  p.rank = comm->rank;
+  p.nRanks = comm->nranks;
+  p.cudaDev = comm->cuda_dev;
+  p.nvmlDev = comm->cuda_dev;  // weft numbers devices as CUDA does
+  p.deviceApiSupport = false;
+  p.multimemSupport = false;
+  p.ginType = NCCL_GIN_TYPE_NONE;
+  size_t n = props->size < sizeof(p) ? props->size : sizeof(p);
+  if (props->version <= (unsigned)NCCL_VERSION(2, 29, 3) && n > offsetof(ncclCommProperties_t, nLsaTeams))
+    n = offsetof(ncclCommProperties_t, nLsaTeams);
+  p.nLsaTeams = comm->nranks;  // each rank is its own LSA team
+  p.hostRmaSupport = comm->num_rma_ctx > 0 && comm->nhosts == 1;
+  p.railedGinType = NCCL_GIN_TYPE_NONE;
+  memcpy(props, &p, n);
+  return ncclSuccess;
+}
+
+// The device-pointer calls: weft's windows live in host memory and no device
+// maps them, so there is no pointer to give.
+static ncclResult_t no_device_pointer(const char *api, ncclWindow_t window, void **outPtr) {
+  if (window == NULL) {
+    WARN("%s: window is NULL", api);
+    return ncclInvalidArgument;
+  }
+  if (outPtr == NULL) {
+    WARN("%s: outPtr is NULL", api);
+    return ncclInvalidArgument;
+  }
+  *outPtr = NULL;
+  WARN("%s: weft's windows are host memory that no device maps: %s", api, no_backend);
+  return ncclInvalidUsage;
+}
+
+NCCL_API(ncclResult_t, ncclGetLsaMultimemDevicePointer, ncclWindow_t window, size_t offset, void **outPtr);
+ncclResult_t pncclGetLsaMultimemDevicePointer(ncclWindow_t window, size_t offset, void **outPtr) {
+  (void)offset;
+  return no_device_pointer("ncclGetLsaMultimemDevicePointer", window, outPtr);
+}
+
+NCCL_API(ncclResult_t, ncclGetMultimemDevicePointer, ncclWindow_t window, size_t offset,
+         ncclMultimemHandle_t multimem, void **outPtr);
+ncclResult_t pncclGetMultimemDevicePointer(ncclWindow_t window, size_t offset, ncclMultimemHandle_t multimem,
+                                           void **outPtr) {
+  (void)offset;
+  (void)multimem;
+  return no_device_pointer("ncclGetMultimemDevicePointer", window, outPtr);
+}
+
+NCCL_API(ncclResult_t, ncclGetLsaDevicePointer, ncclWindow_t window, size_t offset, int lsaRank, void **outPtr);
+ncclResult_t pncclGetLsaDevicePointer(ncclWindow_t window, size_t offset, int lsaRank, void **outPtr) {
+  (void)offset;
+  (void)lsaRank;
+  return no_device_pointer("ncclGetLsaDevicePointer", window, outPtr);
+}
+
+NCCL_API(ncclResult_t, ncclGetPeerDevicePointer, ncclWindow_t window, size_t offset, int peer, void **outPtr);
+ncclResult_t pncclGetPeerDevicePointer(ncclWindow_t window, size_t offset, int peer, void **outPtr) {
+  (void)offset;
+  (void)peer;
+  return no_device_pointer("ncclGetPeerDevicePointer", window, outPtr);
 }
 
 NCCL_API(ncclResult_t, ncclLsaBarrierCreateRequirement, ncclTeam_t team, int nBarriers,

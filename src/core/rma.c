@@ -17,7 +17,8 @@
  * waiting on the same sender at once are not ordered.
  *
  * As in NCCL, ctx and sigIdx must be 0 (one context, one signal) and flags
- * 0; calls complete on return, so the stream must be NULL. Peers reached
+ * 0, and a communicator whose config set numRmaCtx=0 refuses every
+ * one-sided call (ncclInvalidArgument); calls complete on return, so the stream must be NULL. Peers reached
  * only over the network are refused with a clear error for now, as are
  * device buffers. Unlike NCCL, the source of a put need not lie in a window.
  */
@@ -42,6 +43,10 @@
 static ncclResult_t check_call(ncclComm_t comm, const char *api, int ctx, int sig_idx, unsigned flags,
                                cudaStream_t stream) {
   WEFTCHECK(weft_comm_check_calls(comm, api));
+  if (comm->num_rma_ctx == 0) {  // as in NCCL: no RMA context, no host RMA
+    WARN("%s: one-sided calls are off on this communicator (its config set numRmaCtx=0)", api);
+    return ncclInvalidArgument;
+  }
   if (ctx != 0 || sig_idx != 0 || flags != 0) {
     WARN("%s: %s=%d is invalid (must be 0)", api, ctx != 0 ? "ctx" : sig_idx != 0 ? "sigIdx" : "flags",
          ctx != 0 ? ctx : sig_idx != 0 ? sig_idx : (int)flags);

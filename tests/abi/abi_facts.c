@@ -3,22 +3,35 @@
  * each, so two headers can be compared with diff.
  *
  * run_abi.sh builds this file against weft's include/nccl.h (with and
- * without CUDA's headers) and against NVIDIA's nccl.h; the outputs must be
- * byte-identical. Covered: version macros and the version formula, every
- * other macro's value and type, every enum constant and enum size, the size,
- * alignment and field offsets of every public struct, the fields produced by
- * both initializers, the opaque handle types, and the type of every function
- * under both of its names (checked against signatures spelled out here, so a
- * drift in either header shows up as "MISMATCH"). Exits 1 on a mismatch.
+ * without CUDA's headers) and against NVIDIA's nccl.h; against a header of
+ * the same release the outputs must be byte-identical, against an older
+ * one they may differ only as differences_from_<release>.txt says.
+ * Covered: version macros and the version formula, every other macro's
+ * value and type (a macro the header lacks is left out), every enum
+ * constant and enum size, the size, alignment and field offsets of every
+ * public struct and its tag, the fields produced by both initializers, the
+ * opaque handle types, and the type of every function under both of its
+ * names (checked against signatures spelled out here, so a drift in either
+ * header shows up as "MISMATCH"). What a header of 2.30 or later has and an
+ * older one lacks is printed only for the newer. Each line is a fact's name
+ * (no space outside parentheses) and its value. Exits 1 on a mismatch.
  */
 #include <stdalign.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "nccl.h"
 
+// The calls and types NCCL 2.30 added (with 2.29's) are in this header.
+#define HAS_2_30 (NCCL_VERSION_CODE >= NCCL_VERSION(2, 30, 0))
+
 static int mismatches;
+
+// A macro's expansion as text (empty for one that expands to nothing).
+#define NCCL_FACTS_STR2(...) #__VA_ARGS__
+#define NCCL_FACTS_STR(...) NCCL_FACTS_STR2(__VA_ARGS__)
 
 // Name of the type of an expression, for macros whose type matters.
 #define TYPE_NAME(x)                                                           \
@@ -45,12 +58,22 @@ static int mismatches;
 #define SAME_TYPE(name, a, b)                                                  \
   report(name, __builtin_types_compatible_p(a, b))
 
+// The tag of a typedef'd struct, printed as its value: the tag itself is
+// part of the ABI (C++ mangles it), and it changes when the layout does.
+#define TAG_FACT(t, tag)                                                       \
+  do {                                                                         \
+    if (__builtin_types_compatible_p(t, struct tag))                           \
+      printf("tag(%s) %s\n", #t, #tag);                                        \
+    else                                                                       \
+      report("tag(" #t ")", 0);                                                \
+  } while (0)
+
 // A function, under both names, must have exactly the spelled-out type.
 #define SIG(fn, ret, ...)                                                      \
   do {                                                                         \
-    report("sig " #fn,                                                         \
+    report("sig(" #fn ")",                                                     \
            __builtin_types_compatible_p(__typeof__(fn), ret(__VA_ARGS__)));   \
-    report("sig p" #fn,                                                        \
+    report("sig(p" #fn ")",                                                    \
            __builtin_types_compatible_p(__typeof__(p##fn), ret(__VA_ARGS__))); \
   } while (0)
 
@@ -75,6 +98,7 @@ static void version_facts(void) {
   printf("NCCL_SUFFIX \"%s\" %zu\n", NCCL_SUFFIX, sizeof(NCCL_SUFFIX));
   INT_FACT(NCCL_VERSION_CODE);
   INT_FACT(NCCL_VERSION(2, 28, 9));
+  INT_FACT(NCCL_VERSION(2, 30, 7));
   INT_FACT(NCCL_VERSION(NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH));
   // Both branches of the formula and its boundary.
   INT_FACT(NCCL_VERSION(2, 8, 4));
@@ -94,9 +118,18 @@ static void macro_facts(void) {
   INT_FACT(NCCL_SPLIT_NOCOLOR);
   print_float("NCCL_UNDEF_FLOAT", NCCL_UNDEF_FLOAT);
   printf("NCCL_UNDEF_FLOAT.type %s\n", TYPE_NAME(NCCL_UNDEF_FLOAT));
+#ifdef NCCL_API_MAGIC
+  INT_FACT(NCCL_API_MAGIC);
+#endif
   INT_FACT(NCCL_WIN_DEFAULT);
   INT_FACT(NCCL_WIN_COLL_SYMMETRIC);
+#ifdef NCCL_WIN_STRICT_ORDERING
+  INT_FACT(NCCL_WIN_STRICT_ORDERING);
+#endif
   INT_FACT(NCCL_WIN_REQUIRED_ALIGNMENT);
+#ifdef NCCL_SUSPEND_MEM
+  INT_FACT(NCCL_SUSPEND_MEM);
+#endif
   INT_FACT(NCCL_CTA_POLICY_DEFAULT);
   INT_FACT(NCCL_CTA_POLICY_EFFICIENCY);
   INT_FACT(NCCL_CTA_POLICY_ZERO);
@@ -116,6 +149,9 @@ static void enum_facts(void) {
   INT_FACT(ncclInvalidUsage);
   INT_FACT(ncclRemoteError);
   INT_FACT(ncclInProgress);
+#if HAS_2_30
+  INT_FACT(ncclTimeout);
+#endif
   INT_FACT(ncclNumResults);
 
   TYPE_FACT(ncclRedOp_dummy_t);
@@ -154,6 +190,14 @@ static void enum_facts(void) {
   TYPE_FACT(ncclScalarResidence_t);
   INT_FACT(ncclScalarDevice);
   INT_FACT(ncclScalarHostImmediate);
+
+#if HAS_2_30
+  TYPE_FACT(ncclCommMemStat_t);
+  INT_FACT(ncclStatGpuMemSuspend);
+  INT_FACT(ncclStatGpuMemSuspended);
+  INT_FACT(ncclStatGpuMemPersist);
+  INT_FACT(ncclStatGpuMemTotal);
+#endif
 }
 
 static void struct_facts(void) {
@@ -161,7 +205,11 @@ static void struct_facts(void) {
   FIELD_FACT(ncclUniqueId, internal);
 
   TYPE_FACT(ncclConfig_t);
-  SAME_TYPE("tag(ncclConfig_t)", struct ncclConfig_v22800, ncclConfig_t);
+#if HAS_2_30
+  TAG_FACT(ncclConfig_t, ncclConfig_v23000);
+#else
+  TAG_FACT(ncclConfig_t, ncclConfig_v22800);
+#endif
   FIELD_FACT(ncclConfig_t, size);
   FIELD_FACT(ncclConfig_t, magic);
   FIELD_FACT(ncclConfig_t, version);
@@ -179,9 +227,15 @@ static void struct_facts(void) {
   FIELD_FACT(ncclConfig_t, nvlsCTAs);
   FIELD_FACT(ncclConfig_t, nChannelsPerNetPeer);
   FIELD_FACT(ncclConfig_t, nvlinkCentricSched);
+#if HAS_2_30
+  FIELD_FACT(ncclConfig_t, graphUsageMode);
+  FIELD_FACT(ncclConfig_t, numRmaCtx);
+  FIELD_FACT(ncclConfig_t, maxP2pPeers);
+  FIELD_FACT(ncclConfig_t, graphStreamOrdering);
+#endif
 
   TYPE_FACT(ncclSimInfo_t);
-  SAME_TYPE("tag(ncclSimInfo_t)", struct ncclSimInfo_v22200, ncclSimInfo_t);
+  TAG_FACT(ncclSimInfo_t, ncclSimInfo_v22200);
   FIELD_FACT(ncclSimInfo_t, size);
   FIELD_FACT(ncclSimInfo_t, magic);
   FIELD_FACT(ncclSimInfo_t, version);
@@ -190,6 +244,15 @@ static void struct_facts(void) {
   SAME_TYPE("type(ncclComm_t)", ncclComm_t, struct ncclComm *);
   SAME_TYPE("type(ncclWindow_t)", ncclWindow_t, struct ncclWindow_vidmem *);
   SAME_TYPE("type(cudaStream_t)", cudaStream_t, struct CUstream_st *);
+
+#if HAS_2_30
+  TYPE_FACT(ncclWaitSignalDesc_t);
+  FIELD_FACT(ncclWaitSignalDesc_t, opCnt);
+  FIELD_FACT(ncclWaitSignalDesc_t, peer);
+  FIELD_FACT(ncclWaitSignalDesc_t, sigIdx);
+  FIELD_FACT(ncclWaitSignalDesc_t, ctx);
+  SAME_TYPE("type(ncclParamHandle_t)", ncclParamHandle_t, struct ncclParamHandle *);
+#endif
 }
 
 static void initializer_facts(void) {
@@ -211,6 +274,12 @@ static void initializer_facts(void) {
   printf("config.nvlsCTAs %d\n", c.nvlsCTAs);
   printf("config.nChannelsPerNetPeer %d\n", c.nChannelsPerNetPeer);
   printf("config.nvlinkCentricSched %d\n", c.nvlinkCentricSched);
+#if HAS_2_30
+  printf("config.graphUsageMode %d\n", c.graphUsageMode);
+  printf("config.numRmaCtx %d\n", c.numRmaCtx);
+  printf("config.maxP2pPeers %d\n", c.maxP2pPeers);
+  printf("config.graphStreamOrdering %d\n", c.graphStreamOrdering);
+#endif
 
   ncclSimInfo_t s = NCCL_SIM_INFO_INITIALIZER;
   printf("siminfo.size %zu\n", s.size);
@@ -241,7 +310,13 @@ static void signature_facts(void) {
       ncclConfig_t *);
   SIG(ncclGetErrorString, const char *, ncclResult_t);
   SIG(ncclGetLastError, const char *, ncclComm_t);
+#ifdef ncclResetDebugInit
+  // 2.30 without NCCL_OS_LINUX: function-like macros, here expanded.
+  printf("ncclResetDebugInit() macro:\"%s\"\n", NCCL_FACTS_STR(ncclResetDebugInit()));
+  printf("pncclResetDebugInit() macro:\"%s\"\n", NCCL_FACTS_STR(pncclResetDebugInit()));
+#else
   SIG(ncclResetDebugInit, void, void);
+#endif
   SIG(ncclCommGetAsyncError, ncclResult_t, ncclComm_t, ncclResult_t *);
   SIG(ncclCommCount, ncclResult_t, ncclComm_t, int *);
   SIG(ncclCommCuDevice, ncclResult_t, ncclComm_t, int *);
@@ -278,6 +353,32 @@ static void signature_facts(void) {
   SIG(ncclGroupStart, ncclResult_t, void);
   SIG(ncclGroupEnd, ncclResult_t, void);
   SIG(ncclGroupSimulateEnd, ncclResult_t, ncclSimInfo_t *);
+#if HAS_2_30
+  SIG(ncclCommGetUniqueId, ncclResult_t, ncclComm_t, ncclUniqueId *);
+  SIG(ncclCommGrow, ncclResult_t, ncclComm_t, int, const ncclUniqueId *, int, ncclComm_t *, ncclConfig_t *);
+  SIG(ncclCommSuspend, ncclResult_t, ncclComm_t, int);
+  SIG(ncclCommResume, ncclResult_t, ncclComm_t);
+  SIG(ncclCommMemStats, ncclResult_t, ncclComm_t, ncclCommMemStat_t, uint64_t *);
+  SIG(ncclWinGetUserPtr, ncclResult_t, ncclComm_t, ncclWindow_t, void **);
+  SIG(ncclPutSignal, ncclResult_t, const void *, size_t, ncclDataType_t, int, ncclWindow_t, size_t, int, int,
+      unsigned int, ncclComm_t, cudaStream_t);
+  SIG(ncclSignal, ncclResult_t, int, int, int, unsigned int, ncclComm_t, cudaStream_t);
+  SIG(ncclWaitSignal, ncclResult_t, int, ncclWaitSignalDesc_t *, ncclComm_t, cudaStream_t);
+  SIG(ncclParamBind, ncclResult_t, ncclParamHandle_t *, const char *);
+  SIG(ncclParamGetI8, ncclResult_t, ncclParamHandle_t, int8_t *);
+  SIG(ncclParamGetI16, ncclResult_t, ncclParamHandle_t, int16_t *);
+  SIG(ncclParamGetI32, ncclResult_t, ncclParamHandle_t, int32_t *);
+  SIG(ncclParamGetI64, ncclResult_t, ncclParamHandle_t, int64_t *);
+  SIG(ncclParamGetU8, ncclResult_t, ncclParamHandle_t, uint8_t *);
+  SIG(ncclParamGetU16, ncclResult_t, ncclParamHandle_t, uint16_t *);
+  SIG(ncclParamGetU32, ncclResult_t, ncclParamHandle_t, uint32_t *);
+  SIG(ncclParamGetU64, ncclResult_t, ncclParamHandle_t, uint64_t *);
+  SIG(ncclParamGetStr, ncclResult_t, ncclParamHandle_t, const char **);
+  SIG(ncclParamGet, ncclResult_t, ncclParamHandle_t, void *, int, int *);
+  SIG(ncclParamGetParameter, ncclResult_t, const char *, const char **, int *);
+  SIG(ncclParamGetAllParameterKeys, ncclResult_t, const char ***, int *);
+  SIG(ncclParamDumpAll, void, void);
+#endif
 }
 #pragma GCC diagnostic pop
 

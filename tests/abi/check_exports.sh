@@ -6,9 +6,11 @@
 #
 # Passes when (i) every defined dynamic symbol is an API name, i.e. matches
 # ^(p?nccl|weft)[A-Z] (nothing internal leaks), and (ii) every function the
-# reference nccl.h declares is exported under both ncclX and pncclX. The
-# reference header is HEADER if given, else NVIDIA's in $CUDA_HOME/include
-# (default /usr/local/cuda), else weft's own include/nccl.h. Prints each extra or
+# reference header declares is exported under both ncclX and pncclX. The
+# reference header is HEADER if given, else NVIDIA's nccl.h in
+# $CUDA_HOME/include (default /usr/local/cuda), else weft's own
+# include/nccl.h. HEADER may also be weft's nccl_device.h: its host part is
+# read, up to where the CUDA C++ device side begins. Prints each extra or
 # missing symbol; exits 0 on pass, 1 on failure, 2 on bad usage.
 
 set -euo pipefail
@@ -40,9 +42,10 @@ if [ -z "$exports" ]; then
   exit 1
 fi
 
-# Function names the header declares: strip comments, then take every
-# lower-case nccl identifier directly followed by "(" outside #define lines.
-declared=$(perl -0777 -pe 's{/\*.*?\*/}{ }gs; s{//[^\n]*}{}g' "$header" |
+# Function names the header declares: strip comments and the device side,
+# join continued lines, then take every lower-case nccl identifier directly
+# followed by "(" outside preprocessor lines.
+declared=$(perl -0777 -pe 's{/\*.*?\*/}{ }gs; s{//[^\n]*}{}g; s{^#if defined\(__cplusplus\) && defined\(__CUDACC__\).*}{}ms; s{\\\n}{ }g' "$header" |
   grep -v '^[[:space:]]*#' |
   grep -oE '\bp?nccl[A-Z][A-Za-z0-9_]*[[:space:]]*\(' |
   sed -E 's/[[:space:]]*\($//; s/^p//' | sort -u) || true

@@ -1,30 +1,45 @@
 #!/usr/bin/env bash
 #
-# run_abi.sh — weft's binary-compatibility suite against NVIDIA NCCL 2.28.9.
+# run_abi.sh — weft's binary-compatibility suite against NVIDIA NCCL: the
+# release weft's headers describe (2.30.7) and the one CUDA ships (2.28.9).
 #
 # Usage: tests/abi/run_abi.sh BUILD_DIR
 #
+# NVIDIA's headers come from two places: CUDA's include directory
+# ($CUDA_HOME/include, default /usr/local/cuda/include; 2.28.9 today), and,
+# when $NCCL_SRC names an NVIDIA/nccl checkout, the headers its build would
+# install, made here by nvidia_headers.sh into BUILD_DIR/tests/abi/.
+# A header of weft's own release must give identical facts; an older one
+# may differ exactly as differences_from_<release>.txt lists
+# (compare_facts.sh), so any other drift still fails.
+#
 # Checks, each reported PASS/FAIL:
 #   - abi_facts.c built against weft's nccl.h without CUDA (WEFT_NO_CUDA),
-#     against weft's nccl.h with CUDA's headers, and against NVIDIA's nccl.h:
-#     every build runs clean and all outputs are identical;
+#     with CUDA's headers and with NCCL_OS_LINUX, and against each NVIDIA
+#     nccl.h: every build runs clean, weft's builds agree, and each NVIDIA
+#     header compares as above (the NCCL_OS_LINUX build too, against a
+#     header of weft's release);
 #   - weft.h and nccl.h compile strictly as C11 and as C++, with and without
-#     CUDA, and weft.h also stacks on top of NVIDIA's nccl.h;
+#     CUDA, and weft.h also stacks on top of each NVIDIA nccl.h;
 #   - nccl_device.h's host part compiles as C11; with nvcc, device_facts.cu
-#     (struct layouts, entry-point types, the device calls nccl-tests makes)
-#     built against weft's and NVIDIA's nccl_device.h gives identical output;
-#   - check_exports.sh on BUILD_DIR/lib/libnccl.so.2, against NVIDIA's
-#     header and against weft's own;
-#   - with $NCCL_SRC (an NVIDIA/nccl checkout), nvidia_plugins.sh: NVIDIA's
-#     example tuner built unmodified and loaded at v6 into a 2-rank sweep;
-#   - abi_link.c, compiled only against NVIDIA's nccl.h, linked and run on
-#     weft's library (never NVIDIA's, which sits in CUDA's lib64: the binary
-#     carries an RPATH to BUILD_DIR/lib, which outranks LD_LIBRARY_PATH, and
-#     the program itself proves it found weft).
-# Where NVIDIA's header is absent (looked for in $CUDA_HOME/include, by
-# default /usr/local/cuda/include), its parts print "SKIP: <reason>" and
-# abi_link is built against weft's own header instead. Ends with
-# "N passed, M failed"; exits 1 if any check failed, 2 on bad usage.
+#     (struct layouts, initializers, entry-point types, the device calls
+#     nccl-tests makes) built against weft's and each NVIDIA nccl_device.h,
+#     compared as above;
+#   - check_exports.sh on BUILD_DIR/lib/libnccl.so.2, against each NVIDIA
+#     nccl.h and against weft's nccl.h and nccl_device.h;
+#   - with $NCCL_SRC, nvidia_plugins.sh: NVIDIA's example tuner built
+#     unmodified and loaded at v6 into a 2-rank sweep;
+#   - abi_link.c, compiled only against NVIDIA's nccl.h from CUDA, linked
+#     and run on weft's library (never NVIDIA's, which sits in CUDA's lib64:
+#     the binary carries an RPATH to BUILD_DIR/lib, which outranks
+#     LD_LIBRARY_PATH, and the program itself proves it found weft);
+#   - abi_link_230.c, compiled only against a 2.30 nccl.h (NCCL_SRC's, else
+#     CUDA's if that is 2.30 or later, else weft's own), run the same way:
+#     grow, suspend/resume, memory statistics and one-sided calls across
+#     the processes it forks.
+# What has no header to work with prints "SKIP: <reason>" (abi_link is then
+# built against weft's own header). Ends with "N passed, M failed"; exits 1
+# if any check failed, 2 on bad usage.
 
 set -uo pipefail  # not -e: a failing check is counted, and the suite goes on
 
@@ -56,6 +71,16 @@ nv_inc=""
 cuda_inc=""
 [ -f "$cuda_home/include/cuda_runtime.h" ] && cuda_inc=$cuda_home/include
 
+# release_of NCCL_H: "2.30.7" from its version macros.
+release_of() {
+  local f=$1
+  printf '%s.%s.%s\n' "$(sed -n 's/^#define NCCL_MAJOR \([0-9]*\).*/\1/p' "$f")" \
+    "$(sed -n 's/^#define NCCL_MINOR \([0-9]*\).*/\1/p' "$f")" "$(sed -n 's/^#define NCCL_PATCH \([0-9]*\).*/\1/p' "$f")"
+}
+weft_rel=$(release_of "$root/include/nccl.h")
+nv_rel=""
+[ -n "$nv_inc" ] && nv_rel=$(release_of "$nv_inc/nccl.h")
+
 passed=0
 failed=0
 
@@ -75,7 +100,45 @@ check() {
 
 skip() { echo "SKIP: $*"; }
 
-# ---- abi_facts: three builds, one answer.
+# ---- NVIDIA's headers of an NVIDIA/nccl checkout, made as its build makes them.
+
+src_inc=""
+src_rel=""
+if [ -n "${NCCL_SRC:-}" ]; then
+  if src_rel=$("$here/nvidia_headers.sh" "$NCCL_SRC" "$out/nvidia-src/include" 2>"$out/nvidia_headers.log"); then
+    src_inc=$out/nvidia-src/include
+    echo "NVIDIA NCCL $src_rel headers made from $NCCL_SRC"
+  else
+    echo "FAIL: nvidia_headers ($NCCL_SRC; log: $out/nvidia_headers.log)"
+    sed 's/^/    /' "$out/nvidia_headers.log"
+    failed=$((failed + 1))
+  fi
+else
+  skip "NCCL_SRC not set (an NVIDIA/nccl checkout): weft's headers not compared with NVIDIA's $weft_rel"
+fi
+if [ -n "$src_inc" ] && [ -z "$cuda_inc" ]; then
+  skip "CUDA's cuda_runtime.h not found: NVIDIA's $src_rel nccl.h (which includes it) cannot be compiled"
+fi
+
+# compare_facts NAME SECTION RELEASE NVIDIA_FACTS WEFT_FACTS [REQUIRED]: a
+# header of weft's release must match exactly; an older one as its list of
+# differences says. Without such a list: FAIL when REQUIRED, else SKIP.
+compare_facts() {
+  local name=$1 section=$2 rel=$3 nv=$4 weft=$5 required=${6:-}
+  local list=$here/differences_from_$rel.txt
+  if [ "$rel" = "$weft_rel" ]; then
+    check "$name" diff -u "$nv" "$weft"
+  elif [ -f "$list" ]; then
+    check "$name" "$here/compare_facts.sh" "$section" "$list" "$nv" "$weft"
+  elif [ -n "$required" ]; then
+    echo "FAIL: $name (weft's headers are NCCL $weft_rel; no differences_from_$rel.txt for NVIDIA's $rel)"
+    failed=$((failed + 1))
+  else
+    skip "no differences_from_$rel.txt: $section facts of NVIDIA's $rel not compared"
+  fi
+}
+
+# ---- abi_facts: weft's builds agree; each NVIDIA header compares.
 
 # facts TAG COMPILER-FLAGS...: build abi_facts, run it into facts.TAG.txt.
 facts() {
@@ -93,24 +156,26 @@ else
   check facts_weft_cuda facts weft-cuda "${cstrict[@]}" -I"$root/include"
 fi
 check facts_weft_same diff -u "$out/facts.weft-nocuda.txt" "$out/facts.weft-cuda.txt"
+check facts_weft_oslinux facts weft-oslinux "${cstrict[@]}" -DWEFT_NO_CUDA -DNCCL_OS_LINUX -I"$root/include"
 
 if [ -n "$nv_inc" ]; then
   # NVIDIA's header must be the only nccl.h on this command line.
   check facts_nvidia facts nvidia "${cstrict[@]}" -isystem "$nv_inc"
-  # Facts weft's header already takes from NCCL 2.30 (ahead_of_2.28.txt) are
-  # left out when NVIDIA's header is older than that; every other fact must match.
-  nv_minor=$(sed -n 's/^#define NCCL_MINOR \([0-9]*\).*/\1/p' "$nv_inc/nccl.h")
-  if [ "${nv_minor:-0}" -lt 30 ]; then
-    ahead=$(grep -v '^#' "$here/ahead_of_2.28.txt" | awk 'NF {print $1}')
-    for tag in nvidia weft-nocuda; do
-      grep -v -w -F "$ahead" "$out/facts.$tag.txt" >"$out/facts.$tag.common.txt"
-    done
-    check facts_weft_vs_nvidia diff -u "$out/facts.nvidia.common.txt" "$out/facts.weft-nocuda.common.txt"
-  else
-    check facts_weft_vs_nvidia diff -u "$out/facts.nvidia.txt" "$out/facts.weft-nocuda.txt"
-  fi
+  [ -f "$out/facts.nvidia.txt" ] &&
+    compare_facts facts_weft_vs_nvidia_$nv_rel nccl.h "$nv_rel" "$out/facts.nvidia.txt" "$out/facts.weft-nocuda.txt"
 else
-  skip "NVIDIA's nccl.h not found (set CUDA_HOME): facts not compared with NVIDIA's"
+  skip "NVIDIA's nccl.h not found in $cuda_home/include (set CUDA_HOME): facts not compared with CUDA's"
+fi
+if [ -n "$src_inc" ] && [ -n "$cuda_inc" ]; then
+  check facts_nvidia_src facts nvidia-src "${cstrict[@]}" -isystem "$src_inc" -isystem "$cuda_inc"
+  check facts_nvidia_src_oslinux facts nvidia-src-oslinux "${cstrict[@]}" -DNCCL_OS_LINUX -isystem "$src_inc" \
+    -isystem "$cuda_inc"
+  [ -f "$out/facts.nvidia-src.txt" ] &&
+    compare_facts facts_weft_vs_nvidia_src_$src_rel nccl.h "$src_rel" "$out/facts.nvidia-src.txt" \
+      "$out/facts.weft-nocuda.txt" required
+  if [ "$src_rel" = "$weft_rel" ] && [ -f "$out/facts.nvidia-src-oslinux.txt" ]; then
+    check facts_weft_vs_nvidia_src_oslinux diff -u "$out/facts.nvidia-src-oslinux.txt" "$out/facts.weft-oslinux.txt"
+  fi
 fi
 
 # ---- The public headers on their own, strictly, in C and C++.
@@ -133,12 +198,13 @@ header_cxx() {
     '  return (int)(c.size + s.size) + (int)ncclGroupStart();' \
     '}' | "$CXX" -std=c++11 -Wall -Wextra -Werror -Wpedantic "$@" -fsyntax-only -x c++ -
 }
-# weft.h on top of NVIDIA's nccl.h: the shared guard makes weft's a no-op.
+# weft.h on top of NVIDIA's nccl.h (in the -isystem directories given): the
+# shared guard makes weft's a no-op.
 header_stacked() {
   printf '%s\n' '#include <nccl.h>' '#include "weft.h"' \
     'ncclResult_t probe(cudaStream_t s);' \
     'ncclResult_t probe(cudaStream_t s) { return weftStreamQuery(s); }' \
-    | "$CC" -std=c11 -Wall -Wextra -Werror -isystem "$nv_inc" -iquote "$root/include" -fsyntax-only -x c -
+    | "$CC" -std=c11 -Wall -Wextra -Werror "$@" -iquote "$root/include" -fsyntax-only -x c -
 }
 
 check header_c_nocuda header_c -DWEFT_NO_CUDA -I"$root/include"
@@ -154,7 +220,10 @@ else
   skip "no C++ compiler ($CXX): C++ header checks"
 fi
 if [ -n "$nv_inc" ]; then
-  check header_stacked_on_nvidia header_stacked
+  check header_stacked_on_nvidia header_stacked -isystem "$nv_inc"
+fi
+if [ -n "$src_inc" ] && [ -n "$cuda_inc" ]; then
+  check header_stacked_on_nvidia_src header_stacked -isystem "$src_inc" -isystem "$cuda_inc"
 fi
 
 # ---- nccl_device.h: the host part as C11; with nvcc, the layouts against
@@ -164,7 +233,10 @@ device_h_c() {
   printf '%s\n' '#include "nccl_device.h"' \
     'ncclResult_t probe(ncclComm_t c, ncclDevComm_t *d);' \
     'ncclResult_t probe(ncclComm_t c, ncclDevComm_t *d) {' \
-    '  ncclDevCommRequirements_t r = {0};' \
+    '  ncclDevCommRequirements_t r = NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER;' \
+    '  ncclCommProperties_t p = {sizeof(p), NCCL_API_MAGIC, NCCL_VERSION_CODE, 0, 0, 0, 0, 0, 0,' \
+    '                            NCCL_GIN_TYPE_NONE, 0, 0, NCCL_GIN_TYPE_NONE};' \
+    '  if (ncclCommQueryProperties(c, &p) != ncclSuccess) return ncclInvalidUsage;' \
     '  r.lsaBarrierCount = ncclTeamWorld(c).nRanks;' \
     '  return ncclDevCommCreate(c, &r, d);' \
     '}' | "$CC" "${cstrict[@]}" "$@" -fsyntax-only -x c -
@@ -182,9 +254,17 @@ if [ -x "$nvcc" ]; then
   check device_facts_weft device_facts weft -I"$root/include"
   if [ -f "$cuda_home/include/nccl_device.h" ]; then
     check device_facts_nvidia device_facts nvidia
-    check device_facts_weft_vs_nvidia diff -u "$out/device_facts.nvidia.txt" "$out/device_facts.weft.txt"
+    [ -f "$out/device_facts.nvidia.txt" ] && [ -f "$out/device_facts.weft.txt" ] &&
+      compare_facts device_facts_weft_vs_nvidia_$nv_rel nccl_device.h "$nv_rel" "$out/device_facts.nvidia.txt" \
+        "$out/device_facts.weft.txt"
   else
-    skip "NVIDIA's nccl_device.h not found: device layouts not compared"
+    skip "NVIDIA's nccl_device.h not found in $cuda_home/include: device layouts not compared with CUDA's"
+  fi
+  if [ -n "$src_inc" ]; then
+    check device_facts_nvidia_src device_facts nvidia-src -I"$src_inc"
+    [ -f "$out/device_facts.nvidia-src.txt" ] && [ -f "$out/device_facts.weft.txt" ] &&
+      compare_facts device_facts_weft_vs_nvidia_src_$src_rel nccl_device.h "$src_rel" \
+        "$out/device_facts.nvidia-src.txt" "$out/device_facts.weft.txt" required
   fi
 else
   skip "no nvcc at $nvcc: nccl_device.h's CUDA part not compiled"
@@ -196,43 +276,67 @@ if [ ! -f "$lib" ]; then
   echo "FAIL: library_present ($lib not found; build the library first)"
   failed=$((failed + 1))
 else
-  check exports "$here/check_exports.sh" "$lib"
-  # weft's own header declares more than 2.28.9's (the 2.30 calls taken so far): all exported too.
+  if [ -n "$nv_inc" ]; then
+    check exports_nvidia_$nv_rel "$here/check_exports.sh" "$lib" "$nv_inc/nccl.h"
+  fi
+  if [ -n "$src_inc" ]; then
+    check exports_nvidia_src_$src_rel "$here/check_exports.sh" "$lib" "$src_inc/nccl.h"
+  fi
   check exports_weft_header "$here/check_exports.sh" "$lib" "$root/include/nccl.h"
+  check exports_weft_device_header "$here/check_exports.sh" "$lib" "$root/include/nccl_device.h"
 
-  # link_build FLAGS...: build abi_link against the given header only, on weft.
+  # link_build PROGRAM FLAGS...: build tests/abi/PROGRAM.c against the given
+  # header only, on weft.
   link_build() {
-    rm -f "$out/abi_link"
-    "$CC" -std=c11 -Wall -Wextra -Werror -O2 "$@" "$here/abi_link.c" -o "$out/abi_link" \
+    local prog=$1
+    shift
+    rm -f "$out/$prog"
+    "$CC" -std=c11 -Wall -Wextra -Werror -O2 "$@" "$here/$prog.c" -o "$out/$prog" \
       -L"$libdir" -l:libnccl.so.2 -Wl,--disable-new-dtags -Wl,-rpath,"$libdir" -ldl
   }
-  # link_run: run it with weft's lib first everywhere, and confirm which file
-  # served ncclGetVersion.
+  # link_run PROGRAM: run it with weft's lib first everywhere, and confirm
+  # which file served ncclGetVersion.
   # A sanitizer build of the library needs its runtime loaded first, since
   # the foreign program itself is not instrumented.
   local_preload=$(ldd "$lib" 2>/dev/null | awk '/libasan\.so/ {print $3}')
   link_run() {
-    local got want
+    local prog=$1 got want
     LD_PRELOAD="$local_preload${LD_PRELOAD:+:$LD_PRELOAD}" \
     LD_LIBRARY_PATH="$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
-      "${run_timeout[@]}" "$out/abi_link" | tee "$out/abi_link.out" || return 1
+      "${run_timeout[@]}" "$out/$prog" | tee "$out/$prog.out" || return 1
     want=$(readlink -f "$lib")
-    got=$(sed -n 's/^abi_link: ncclGetVersion comes from //p' "$out/abi_link.out")
+    got=$(sed -n "s/^$prog: ncclGetVersion comes from //p" "$out/$prog.out")
     if [ -n "$got" ] && [ "$(readlink -f "$got")" != "$want" ]; then
       echo "ncclGetVersion was served by $got, not $want"
       return 1
     fi
-    grep -q '^ok abi_link' "$out/abi_link.out"
+    grep -q "^ok $prog" "$out/$prog.out"
   }
 
+  # abi_link: the calls every release has, built against CUDA's nccl.h.
   if [ -n "$nv_inc" ]; then
-    check abi_link_build link_build -isystem "$nv_inc"
+    check abi_link_build link_build abi_link -isystem "$nv_inc"
   else
     skip "NVIDIA's nccl.h not found: abi_link built against weft's own header"
-    check abi_link_build link_build -DWEFT_NO_CUDA -I"$root/include"
+    check abi_link_build link_build abi_link -DWEFT_NO_CUDA -I"$root/include"
   fi
   if [ -x "$out/abi_link" ]; then
-    check abi_link_run link_run
+    check abi_link_run link_run abi_link
+  fi
+  # abi_link_230: the calls 2.30 added, built against a 2.30 nccl.h.
+  nv_minor=$(sed -n 's/^#define NCCL_MINOR \([0-9]*\).*/\1/p' "${nv_inc:-/dev/null}/nccl.h" 2>/dev/null)
+  if [ -n "$src_inc" ] && [ -n "$cuda_inc" ]; then
+    echo "abi_link_230 built against NVIDIA's $src_rel nccl.h from NCCL_SRC"
+    check abi_link_230_build link_build abi_link_230 -isystem "$src_inc" -isystem "$cuda_inc"
+  elif [ -n "$nv_inc" ] && [ "${nv_minor:-0}" -ge 30 ]; then
+    echo "abi_link_230 built against NVIDIA's $nv_rel nccl.h from CUDA"
+    check abi_link_230_build link_build abi_link_230 -isystem "$nv_inc"
+  else
+    skip "no NVIDIA nccl.h of 2.30 or later that compiles here (NCCL_SRC and CUDA's headers): abi_link_230 built against weft's own header"
+    check abi_link_230_build link_build abi_link_230 -DWEFT_NO_CUDA -I"$root/include"
+  fi
+  if [ -x "$out/abi_link_230" ]; then
+    check abi_link_230_run link_run abi_link_230
   fi
   # NVIDIA's own plugins, unmodified, when their sources are at hand.
   if [ -n "${NCCL_SRC:-}" ] && [ -f "$NCCL_SRC/plugins/tuner/example/plugin.c" ]; then

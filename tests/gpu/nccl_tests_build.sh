@@ -4,7 +4,7 @@
 #
 # Usage: tests/gpu/nccl_tests_build.sh PATH_TO_NCCL_TESTS [OUT_DIR]
 #
-# Why: weft claims to be a drop-in libnccl.so.2 with NCCL 2.28.9's headers.
+# Why: weft claims to be a drop-in libnccl.so.2 with NCCL 2.30.7's headers.
 # This proves it at build level on the reference program: nccl-tests
 # compiles with only weft's nccl.h and nccl_device.h on its include path,
 # links with only weft's libnccl.so (no other libnccl is visible to the

@@ -1,14 +1,18 @@
 /*
- * test_device_api.c — the host entry points of NCCL 2.28's device API
- * (include/nccl_device.h, src/core/device_api.c) through the public API.
+ * test_device_api.c — the host entry points of NCCL's device API (2.28 and
+ * 2.30; include/nccl_device.h, src/core/device_api.c) through the public API.
  *
  * weft has no GPU backend, so what creates device state must refuse with
  * ncclInvalidUsage (never crash, never leave the communicator unusable),
- * bad arguments get ncclInvalidArgument, and the arithmetic calls (teams,
- * LL slot counts) give NCCL's answers for a communicator whose ranks map
- * no peer memory. Two ranks of one process (ncclCommInitAll).
+ * whether the requirements come in 2.30's versioned layout or 2.28's
+ * (no header: told apart by the missing magic); the device pointers of a
+ * window are refused the same way; bad arguments get ncclInvalidArgument,
+ * and the arithmetic calls (teams, LL slot counts) give NCCL's answers for
+ * a communicator whose ranks map no peer memory. Two ranks of one process
+ * (ncclCommInitAll).
  */
 #include <criterion/criterion.h>
+#include <stdlib.h>
 
 #include "harness.h"
 #include "nccl_device.h"
@@ -73,4 +77,50 @@ Test(device_api, teams_and_slots) {
   cr_expect_eq(ncclLLA2ACalcSlots(5, 8), 5);
   cr_expect_eq(ncclLLA2ACalcSlots(3, 1), 3);
   destroy_pair(comms);
+}
+
+// 2.30's requirements from their initializer, and a 2.28 program's struct
+// (two pointers where 2.30 has size/magic/version), both refused cleanly.
+Test(device_api, both_requirement_layouts_refused) {
+  ncclComm_t comms[2];
+  init_pair(comms);
+  ncclDevCommRequirements_t reqs = NCCL_DEV_COMM_REQUIREMENTS_INITIALIZER;
+  cr_expect(reqs.size == sizeof(reqs) && reqs.magic == NCCL_API_MAGIC && reqs.version == NCCL_VERSION_CODE,
+            "the initializer's header: size %zu magic 0x%x version %u", reqs.size, reqs.magic, reqs.version);
+  cr_expect(reqs.ginContextCount == 4 && reqs.ginTrafficClass == NCCL_CONFIG_UNDEF_INT &&
+                reqs.ginStrongSignalsRequired && reqs.ginVaSignalsRequired,
+            "the initializer's defaults");
+  reqs.lsaBarrierCount = 2;
+  ncclDevComm_t dc;
+  WEFT_TEST_EXPECT_RES(ncclDevCommCreate(comms[0], &reqs, &dc), ncclInvalidUsage);
+  // 2.28.9's struct was 56 bytes starting with resourceRequirementsList.
+  void **old = calloc(7, sizeof(void *));
+  cr_assert_not_null(old);
+  old[0] = (void *)&reqs;  // a list pointer where 2.30 keeps size and magic
+  old[1] = (void *)&dc;
+  WEFT_TEST_EXPECT_RES(ncclDevCommCreate(comms[0], (const ncclDevCommRequirements_t *)old, &dc), ncclInvalidUsage);
+  free(old);
+  destroy_pair(comms);
+}
+
+Test(device_api, device_pointers_of_a_host_window_refused) {
+  weft_test_env_timeout(10);
+  ncclUniqueId id;
+  cr_assert_eq(ncclGetUniqueId(&id), ncclSuccess);
+  ncclComm_t comm = NULL;
+  cr_assert_eq(ncclCommInitRank(&comm, 1, id, 0), ncclSuccess);
+  static int32_t buf[1024];
+  ncclWindow_t win = NULL;
+  cr_assert_eq(ncclCommWindowRegister(comm, buf, sizeof(buf), &win, NCCL_WIN_DEFAULT), ncclSuccess);
+  void *p = (void *)&p;
+  ncclMultimemHandle_t mm = {NULL};
+  WEFT_TEST_EXPECT_RES(ncclGetLsaDevicePointer(win, 0, 0, &p), ncclInvalidUsage);
+  cr_expect_null(p, "a refused call must leave no pointer");
+  WEFT_TEST_EXPECT_RES(ncclGetPeerDevicePointer(win, 0, 0, &p), ncclInvalidUsage);
+  WEFT_TEST_EXPECT_RES(ncclGetLsaMultimemDevicePointer(win, 0, &p), ncclInvalidUsage);
+  WEFT_TEST_EXPECT_RES(ncclGetMultimemDevicePointer(win, 0, mm, &p), ncclInvalidUsage);
+  WEFT_TEST_EXPECT_RES(ncclGetLsaDevicePointer(NULL, 0, 0, &p), ncclInvalidArgument);
+  WEFT_TEST_EXPECT_RES(ncclGetPeerDevicePointer(win, 0, 0, NULL), ncclInvalidArgument);
+  WEFT_TEST_EXPECT_RES(ncclCommWindowDeregister(comm, win), ncclSuccess);
+  WEFT_TEST_EXPECT_RES(ncclCommDestroy(comm), ncclSuccess);
 }
