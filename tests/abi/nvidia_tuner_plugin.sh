@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 #
-# nvidia_plugins.sh — NVIDIA's own example plugins, built unmodified from
-# their sources, loaded into weft.
+# nvidia_tuner_plugin.sh — NVIDIA's own example tuner plugin, built unmodified from
+# its sources, loaded into weft.
 #
-# Usage: tests/abi/nvidia_plugins.sh BUILD_DIR
+# Usage: tests/abi/nvidia_tuner_plugin.sh BUILD_DIR
 #
 # Needs a copy of NVIDIA/nccl's sources: $NCCL_SRC (a checkout, or any
 # folder with its plugins/ tree). Without one it prints "SKIP: <reason>"
