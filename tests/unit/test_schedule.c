@@ -12,7 +12,8 @@
 
 static weft_coll_args_t args(weft_coll_t coll, int n, int rank, int root, size_t count,
                              size_t slice) {
-  weft_coll_args_t a = {.coll = coll, .nranks = n, .rank = rank, .root = root, .count = count, .slice = slice, .nhosts = 1};
+  weft_coll_args_t a = {.coll = coll, .nranks = n, .rank = rank, .root = root, .count = count, .slice = slice,
+                        .nhosts = 1};
   return a;
 }
 
