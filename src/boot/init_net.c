@@ -6,11 +6,12 @@
  * local size and the devices the transport describes.
  *
  * The topology is the process's (weft_topo_system: NCCL_TOPO_FILE, an
- * hwloc XML file or detection, made once and kept). A communicator whose
- * ranks are all on one host, or a topology that cannot be had, leaves the
- * choice to device 0 as before. The rank's GPU bus id is not known here,
- * so a rank on a host with GPUs is taken to drive the (local rank mod
- * nGPUs)-th GPU, as WEFT_BIND assumes.
+ * hwloc XML file or detection, made once and kept), asked for only when
+ * there are several devices; one that cannot be had leaves the choice to
+ * device 0 as before (a WARN when NCCL_TOPO_FILE named it, else INFO).
+ * The rank's GPU bus id is not known here, so a rank on a host with GPUs
+ * is taken to drive the (local rank mod nGPUs)-th GPU, as WEFT_BIND
+ * assumes.
  */
 #include "init_net.h"
 
@@ -19,6 +20,7 @@
 
 #include "comm.h"
 #include "debug.h"
+#include "env.h"
 #include "topo.h"
 
 int weft_comm_net_device(const weft_transport_view_t *v, const weft_net_dev_t *devs, int ndevs, char *why,
@@ -30,7 +32,9 @@ int weft_comm_net_device(const weft_transport_view_t *v, const weft_net_dev_t *d
   }
   char err[256] = "";
   const weft_topo_t *topo = ndevs > 1 ? weft_topo_system(err, sizeof(err)) : NULL;
-  if (ndevs > 1 && topo == NULL)
+  if (ndevs > 1 && topo == NULL && weft_env_NCCL_TOPO_FILE() != NULL)  // asked for and not had: say so
+    WARN("rank %d: no topology to choose among %d network devices (device 0 it is): %s", comm->rank, ndevs, err);
+  else if (ndevs > 1 && topo == NULL)
     INFO(WEFT_LOG_NET, "rank %d: no topology to choose among %d network devices: %s", comm->rank, ndevs, err);
   weft_topo_netdev_t *list = calloc((size_t)ndevs, sizeof(*list));
   if (list == NULL) {
