@@ -115,6 +115,12 @@ if why=$(./tests/multihost/netns.sh --check); then
 else
   printf '%-34s skipped (%s)\n' "multihost/netns" "$why"
 fi
+# Each rank's traffic through its NUMA node's NIC, two NICs per host as rails.
+if why=$(./tests/multihost/netns.sh --check --rails 2); then
+  run_script "multihost/nic rails" 120 ./tests/multihost/test_nic_rails.sh "$build"
+else
+  printf '%-34s skipped (%s)\n' "multihost/nic rails" "$why"
+fi
 
 # GPU tests (tests/gpu/, built only where nvcc is): a plain program each;
 # exit 77 means no CUDA device was visible: "skipped", counted neither way.

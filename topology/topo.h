@@ -174,6 +174,21 @@ int weft_topo_path(const weft_topo_t *topo, int from, int to, weft_topo_path_t *
 // The NIC nearest each GPU, ties spread over GPUs. nic[g] for the g-th GPU
 // (in node order); -1 when there is no NIC. Returns the number of GPUs.
 int weft_topo_nearest_nics(const weft_topo_t *topo, int *nic, int max);
+// The same among the NICs with allowed[node] set (NULL: every NIC).
+int weft_topo_nearest_nics_among(const weft_topo_t *topo, const unsigned char *allowed, int *nic, int max);
+// How near a NIC is: the path's class, its bottleneck (GB/s, the NIC's
+// fastest port included) and hop count; a smaller class, then more
+// bandwidth, then fewer hops is nearer.
+typedef struct {
+  weft_path_class_t cls;
+  double bw;
+  int hops;
+} weft_topo_nearness_t;
+// The NICs (allowed[node] set; NULL: all) tied for nearest to node `from`,
+// in node order, at most max into cand; returns how many (0: none
+// reachable). *best (may be NULL) says how near they are.
+int weft_topo_nic_ties(const weft_topo_t *topo, int from, const unsigned char *allowed, int *cand, int max,
+                       weft_topo_nearness_t *best);
 
 // --- rings and trees (topo_search.c) -------------------------------------------
 typedef struct {
@@ -256,6 +271,36 @@ int weft_topo_cpubind_get(weft_topo_cpubind_t *bind); // 0 or -1 ("unknown")
 int weft_topo_bind_apply(const weft_topo_bind_t *bind, int membind, char *err, size_t errlen);
 // Writes cpus as a list ("0-3,8") into buf.
 void weft_topo_cpulist(const int *cpus, int n, char *buf, size_t len);
+
+// --- network device choice (topo_nic.c) -------------------------------------------
+// A device a network backend offers, as the topology may know it.
+typedef struct {
+  const char *name;  // interface ("eth0") or RDMA device ("mlx5_0"): a port's <net name=...>
+  int port;          // RDMA port (>= 1), or 0: any port of that name
+  const char *busid; // PCI bus id of the device, NULL or "" unknown
+} weft_topo_netdev_t;
+
+typedef struct {
+  int dev;          // the device to use: an index into the list
+  int nic;          // its NIC node, -1 when the topology did not decide
+  int gpu;          // the GPU node the rank drives, -1 none
+  int numa;         // the NUMA node (numaid) the rank sits on, -1 several or unknown
+  int rail, rails;  // dev is the rail-th of `rails` equally near devices
+  char why[112];    // for the log: "nearest its NUMA node 1, rail 0 of 2", "the only device"
+} weft_topo_nic_pick_t;
+
+// The NIC node a device is on: by port name (and RDMA port), else by PCI
+// bus id; -1 when the topology does not know it.
+int weft_topo_netdev_match(const weft_topo_t *topo, const weft_topo_netdev_t *dev);
+// The device local rank local_rank (of local_size on this host) uses among
+// devs[0..ndevs): the NIC nearest its GPU (gpu_busid, or the
+// (local rank mod nGPUs)-th GPU when NULL), else on hosts without GPUs the
+// NIC(s) nearest where WEFT_BIND's plan puts it, the local ranks that share
+// equally near NICs taking them in turn (rails); device 0 with one device,
+// no topology (topo NULL) or no device it knows (docs/topology.md, "Network
+// devices"). 0, or -1 on bad arguments or ENOMEM (pick->why says which).
+int weft_topo_nic_pick(const weft_topo_t *topo, int local_rank, int local_size, const char *gpu_busid,
+                       const weft_topo_netdev_t *devs, int ndevs, weft_topo_nic_pick_t *pick);
 
 // --- at communicator init (topo_init.c) --------------------------------------------
 // This process's topology: NCCL_TOPO_FILE, an hwloc XML file or detection,

@@ -189,7 +189,28 @@ static double nic_port_bw(const weft_topo_t *t, int nic) {
   return best;
 }
 
-int weft_topo_nearest_nics(const weft_topo_t *t, int *nic, int max) {
+int weft_topo_nic_ties(const weft_topo_t *t, int from, const unsigned char *allowed, int *cand, int max,
+                       weft_topo_nearness_t *best_out) {
+  label_t best = {WEFT_PATH_DIS, 0, 1 << 30, -1, 0};
+  int ncand = 0;
+  for (int n = 0; n < t->nnodes; n++) {
+    if (t->nodes[n].kind != WEFT_TOPO_NIC || (allowed && !allowed[n])) continue;
+    weft_topo_path_t p;
+    if (weft_topo_path(t, from, n, &p)) continue;
+    double port = nic_port_bw(t, n);
+    double bw = port > 0 && port < p.bw ? port : p.bw;
+    if (better(p.cls, bw, p.nhops, &best)) {
+      best = (label_t){p.cls, bw, p.nhops, -1, 0};
+      ncand = 0;
+    }
+    if (p.cls == best.cls && bw > best.bw - 1e-9 && bw < best.bw + 1e-9 && p.nhops == best.hops && ncand < max)
+      cand[ncand++] = n;
+  }
+  if (best_out) *best_out = (weft_topo_nearness_t){best.cls, best.bw, best.hops};
+  return ncand;
+}
+
+int weft_topo_nearest_nics_among(const weft_topo_t *t, const unsigned char *allowed, int *nic, int max) {
   int ngpus = 0;
   int *first = calloc((size_t)t->nnodes + 1, sizeof(int)); // first[g]: g's best candidate
   int *cand = calloc((size_t)t->nnodes + 1, sizeof(int));
@@ -200,20 +221,7 @@ int weft_topo_nearest_nics(const weft_topo_t *t, int *nic, int max) {
   }
   for (int g = 0; g < t->nnodes; g++) {
     if (t->nodes[g].kind != WEFT_TOPO_GPU) continue;
-    label_t best = {WEFT_PATH_DIS, 0, 1 << 30, -1, 0};
-    int ncand = 0;
-    for (int n = 0; n < t->nnodes; n++) {
-      if (t->nodes[n].kind != WEFT_TOPO_NIC) continue;
-      weft_topo_path_t p;
-      if (weft_topo_path(t, g, n, &p)) continue;
-      double port = nic_port_bw(t, n);
-      double bw = port > 0 && port < p.bw ? port : p.bw;
-      if (better(p.cls, bw, p.nhops, &best)) {
-        best = (label_t){p.cls, bw, p.nhops, -1, 0};
-        ncand = 0;
-      }
-      if (p.cls == best.cls && bw > best.bw - 1e-9 && bw < best.bw + 1e-9 && p.nhops == best.hops) cand[ncand++] = n;
-    }
+    int ncand = weft_topo_nic_ties(t, g, allowed, cand, t->nnodes + 1, NULL);
     int pick = -1;
     if (ncand > 0) {
       // Spread GPUs that see the same NICs over them, in GPU order.
@@ -231,3 +239,5 @@ int weft_topo_nearest_nics(const weft_topo_t *t, int *nic, int max) {
   free(cand);
   return ngpus;
 }
+
+int weft_topo_nearest_nics(const weft_topo_t *t, int *nic, int max) { return weft_topo_nearest_nics_among(t, NULL, nic, max); }

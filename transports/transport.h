@@ -37,6 +37,13 @@ enum { WEFT_CLASS_COLL = 0, WEFT_CLASS_P2P = 1, WEFT_NUM_CLASSES = 2 };
 typedef struct weft_conn weft_conn_t;
 typedef struct weft_transport weft_transport_t;
 
+// A network backend's device as a topology may know it (the view's net_device).
+typedef struct {
+  const char *name;   // interface or RDMA device: "eth0", "mlx5_0"
+  int port;           // RDMA port, 0 for none
+  const char *busid;  // PCI bus id, NULL or "" unknown
+} weft_net_dev_t;
+
 // What a transport sees of its communicator; filled by the core before the
 // first can_connect and valid until the last teardown.
 typedef struct weft_transport_view {
@@ -60,6 +67,13 @@ typedef struct weft_transport_view {
   // the first call, by the core: an NCCL net plugin, the verbs or the socket
   // backend; NULL with *res saying why when none can start.
   const struct weft_net *(*net_backend)(ncclResult_t *res);
+  // Which of that backend's devices devs[0..ndevs) this rank listens and
+  // connects on: the core asks the topology (the NIC nearest the rank's GPU
+  // or NUMA node, the ranks of a node taking equally near NICs in turn as
+  // rails; device 0 where it cannot say). why (len bytes) says why, for
+  // the log. Returns the index, or -1 with the reason in why.
+  int (*net_device)(const struct weft_transport_view *v, const weft_net_dev_t *devs, int ndevs, char *why,
+                    size_t len);
   size_t slot_bytes, nslots;    // every connection's FIFO geometry (the same on every rank)
   weft_conn_t *conns;           // [WEFT_NUM_CLASSES][2 (recv=0, send=1)][nranks], filled by setup
   int can_read;                 // set by setup: every rank can read (and so write) every other rank's memory

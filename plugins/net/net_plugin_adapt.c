@@ -340,6 +340,7 @@ static ncclResult_t ad_get_properties(int dev, weft_net_props_t *props) {
   WEFTCHECK(P->get_properties(dev, &q));
   memset(props, 0, sizeof(*props));
   snprintf(props->name, sizeof(props->name), "%s", q.name);
+  snprintf(props->device, sizeof(props->device), "%s", q.name);  // matched to a topology by name
   snprintf(props->addr, sizeof(props->addr), "%.24s/%.32s", P->name, q.name);
   props->speed_mbps = q.speed;
   return ncclSuccess;

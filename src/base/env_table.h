@@ -9,7 +9,7 @@ WEFT_ENV_STR(NCCL_DEBUG, NULL, "Log level: VERSION, WARN, INFO, TRACE (default: 
 WEFT_ENV_STR(NCCL_DEBUG_SUBSYS, "INIT,BOOTSTRAP,ENV", "Comma list of subsystems logged at INFO/TRACE; ALL; a leading ^ negates.")
 WEFT_ENV_STR(NCCL_DEBUG_FILE, NULL, "Write log lines to this file instead of stdout; %h is the host name, %p the pid.")
 WEFT_ENV_STR(NCCL_COMM_ID, NULL, "host:port of the rendezvous; when set, rank 0 hosts it and ncclGetUniqueId needs no root process.")
-WEFT_ENV_STR(NCCL_SOCKET_IFNAME, NULL, "Interfaces for bootstrap sockets: prefix list, ^ excludes, = exact names.")
+WEFT_ENV_STR(NCCL_SOCKET_IFNAME, NULL, "Interfaces for bootstrap sockets and the socket transport's devices: prefix list, ^ excludes, = exact names.")
 WEFT_ENV_INT(NCCL_SOCKET_NTHREADS, 1, "Socket transport: sockets per connection = NCCL_SOCKET_NTHREADS x NCCL_NSOCKS_PERTHREAD (weft's proxy thread drives them all).")
 WEFT_ENV_INT(NCCL_NSOCKS_PERTHREAD, 4, "Socket transport: sockets per thread; messages of at least 128 KiB are striped over the connection's sockets.")
 WEFT_ENV_INT(WEFT_NET_DIRECT_MIN, 32768, "Network messages of at least this many bytes that only land in the user's buffer are received there straight from the socket, skipping the slot (0: never).")

@@ -35,6 +35,9 @@
 #define WEFT_LISTEN_BACKLOG 1024
 #define WEFT_CONNECT_BACKOFF_MIN_MS 10
 #define WEFT_CONNECT_BACKOFF_MAX_MS 200
+#ifndef IP_BIND_ADDRESS_NO_PORT
+#define IP_BIND_ADDRESS_NO_PORT 24  // Linux 4.2; older C libraries lack the name
+#endif
 
 // ---- deadlines ------------------------------------------------------------
 
@@ -346,7 +349,24 @@ static int connect_once(int fd, const weft_sockaddr_t *addr, int64_t deadline) {
   return err;
 }
 
+// Binds s to the local address `from` (its port ignored) so the connection
+// leaves from that interface's address; the port is left to connect(), so
+// source ports stay per destination. 0 or an errno.
+static int bind_source(int s, const weft_sockaddr_t *from) {
+  weft_sockaddr_t local = *from;
+  if (local.sa.sa_family == AF_INET) local.sin.sin_port = 0;
+  else local.sin6.sin6_port = 0;
+  int one = 1;
+  setsockopt(s, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof(one));  // old kernels: a port now
+  return bind(s, &local.sa, addr_len(&local)) == 0 ? 0 : errno;
+}
+
 ncclResult_t weft_socket_connect(const weft_sockaddr_t *addr, int timeout_ms, int *fd) {
+  return weft_socket_connect_from(NULL, addr, timeout_ms, fd);
+}
+
+ncclResult_t weft_socket_connect_from(const weft_sockaddr_t *from, const weft_sockaddr_t *addr, int timeout_ms,
+                                      int *fd) {
   if (addr == NULL || fd == NULL) {
     WARN("weft_socket_connect: NULL %s", addr == NULL ? "address" : "fd pointer");
     return ncclInvalidArgument;
@@ -358,6 +378,7 @@ ncclResult_t weft_socket_connect(const weft_sockaddr_t *addr, int timeout_ms, in
     WARN("cannot connect to %s: not an IPv4 or IPv6 address", name);
     return ncclInvalidArgument;
   }
+  if (from != NULL && from->sa.sa_family != addr->sa.sa_family) from = NULL;  // another family: the kernel's choice
   int64_t deadline = deadline_after(timeout_ms);
   int backoff = WEFT_CONNECT_BACKOFF_MIN_MS;
   int attempts = 0;
@@ -367,7 +388,14 @@ ncclResult_t weft_socket_connect(const weft_sockaddr_t *addr, int timeout_ms, in
       WARN("socket() for connecting to %s failed: %s", name, strerror(errno));
       return ncclSystemError;
     }
-    int err = connect_once(s, addr, deadline);
+    int err = from != NULL ? bind_source(s, from) : 0;
+    if (err != 0) {
+      char src[WEFT_ADDR_STRLEN];
+      WARN("cannot connect to %s from %s: bind: %s", name, weft_socket_addr_str(from, src, sizeof(src)), strerror(err));
+      close(s);
+      return ncclSystemError;
+    }
+    err = connect_once(s, addr, deadline);
     attempts++;
     if (err == 0) {
       if (set_blocking(s) != 0) {

@@ -37,6 +37,23 @@ const char *weft_socket_addr_str(const weft_sockaddr_t *addr, char *buf, size_t 
 // The port of *addr is 0. ifname (may be NULL) receives the interface name.
 ncclResult_t weft_socket_find_interface(weft_sockaddr_t *addr, char *ifname, size_t ifname_len);
 
+// The interfaces the socket transport offers as devices, in NCCL's order,
+// one address each (the first getifaddrs gives an interface: IPv4 before
+// IPv6), port 0, at most max (NCCL: WEFT_SOCKET_MAX_IFS). Only running
+// interfaces count; NCCL_SOCKET_FAMILY restricts the family; IPv6 loopback
+// and link-local addresses are skipped. NCCL_SOCKET_IFNAME (when longer
+// than one character) selects them; unset, the first of these rules that
+// finds any decides: names starting "ib"; the one interface whose subnet
+// holds NCCL_COMM_ID's address; every name but docker*, lo*, virbr*;
+// docker*; lo*; virbr*. None found: a WARN naming the interfaces that are
+// up, and ncclSystemError.
+#define WEFT_SOCKET_MAX_IFS 16
+typedef struct {
+  char name[64];
+  weft_sockaddr_t addr;
+} weft_socket_iface_t;
+ncclResult_t weft_socket_list_interfaces(weft_socket_iface_t *ifs, int max, int *n);
+
 // Bind and listen on *addr (port 0 = any); on return *addr holds the bound
 // address including the chosen port. SO_REUSEADDR is set.
 ncclResult_t weft_socket_listen(weft_sockaddr_t *addr, int *listen_fd);
@@ -44,6 +61,11 @@ ncclResult_t weft_socket_listen(weft_sockaddr_t *addr, int *listen_fd);
 // Connect, retrying refused/unreachable connections with backoff until
 // timeout_ms passes (ncclInProgress then). TCP_NODELAY and keepalive are set.
 ncclResult_t weft_socket_connect(const weft_sockaddr_t *addr, int timeout_ms, int *fd);
+// The same from the local address `from` (its port ignored; NULL, or another
+// family than addr's: any), so that the connection leaves from that
+// interface's address where routing follows the source (multi-rail hosts).
+ncclResult_t weft_socket_connect_from(const weft_sockaddr_t *from, const weft_sockaddr_t *addr, int timeout_ms,
+                                      int *fd);
 
 // Accept one connection within timeout_ms (ncclInProgress and *fd = -1 on timeout).
 ncclResult_t weft_socket_accept(int listen_fd, int timeout_ms, int *fd, weft_sockaddr_t *peer);

@@ -1,14 +1,27 @@
 /*
- * socket_iface.c — choose the local interface address for bootstrap sockets
- * (weft_socket_find_interface in socket.h).
+ * socket_iface.c — which local interfaces sockets use: the one address for
+ * bootstrap sockets (weft_socket_find_interface) and the list of devices
+ * the socket transport offers (weft_socket_list_interfaces), both in
+ * socket.h.
  *
  * NCCL_SOCKET_IFNAME is a comma list of interface-name prefixes ("eth,ib");
  * a leading '^' turns it into an exclusion list ("^docker,lo") and a leading
- * '=' (after any '^') makes the names exact ("=eth0", "^=eth1"). Without it,
- * interfaces named ib* are preferred, then any other that is up and not
- * loopback/docker/virbr/veth, then loopback. NCCL_SOCKET_FAMILY restricts
- * the family; without it IPv4 is preferred over IPv6 on the same footing.
- * IPv6 link-local addresses are never chosen (they need a scope to be used).
+ * '=' (after any '^') makes the names exact ("=eth0", "^=eth1"); anything
+ * after a ':' in an entry is a port, which interfaces do not have.
+ *
+ * Bootstrap: without NCCL_SOCKET_IFNAME, interfaces named ib* are
+ * preferred, then any other that is up and not loopback/docker/virbr/veth,
+ * then loopback. NCCL_SOCKET_FAMILY restricts the family; without it IPv4
+ * is preferred over IPv6 on the same footing.
+ *
+ * The transport's devices follow NCCL's own list: running interfaces in
+ * the order getifaddrs gives them, one address per name, at most
+ * WEFT_SOCKET_MAX_IFS; unset NCCL_SOCKET_IFNAME tries ib*, then the
+ * interface on NCCL_COMM_ID's subnet, then everything but docker, lo and
+ * virbr, then docker, lo, virbr, and the first rule that finds any wins.
+ *
+ * IPv6 link-local addresses are never chosen (they need a scope to be
+ * used, and a peer's scope means nothing here).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -65,6 +78,8 @@ static int parse_filter(const char *spec, weft_iface_filter_t *f) {
   }
   char *save = NULL;
   for (char *tok = strtok_r(f->storage, ",", &save); tok != NULL; tok = strtok_r(NULL, ",", &save)) {
+    char *port = strchr(tok, ':');
+    if (port != NULL) *port = '\0';  // "name:port": interfaces have no port
     if (*tok == '\0') continue;
     if (f->count == WEFT_IFACE_MAX_NAMES) {
       WARN("NCCL_SOCKET_IFNAME lists more than %d names", WEFT_IFACE_MAX_NAMES);
@@ -78,7 +93,7 @@ static int parse_filter(const char *spec, weft_iface_filter_t *f) {
 }
 
 static int filter_match(const weft_iface_filter_t *f, const char *ifname) {
-  int hit = 0;
+  int hit = f->count == 0;  // an empty list names every interface
   for (int i = 0; i < f->count && !hit; i++)
     hit = f->exact ? strcmp(ifname, f->names[i]) == 0
                    : strncmp(ifname, f->names[i], strlen(f->names[i])) == 0;
@@ -186,4 +201,112 @@ ncclResult_t weft_socket_find_interface(weft_sockaddr_t *addr, char *ifname, siz
        weft_socket_addr_str(addr, text, sizeof(text)));
   freeifaddrs(all);
   return ncclSuccess;
+}
+
+/* ---- the socket transport's devices ---- */
+
+static int is_ipv6_unusable(const struct sockaddr *sa) {
+  const struct sockaddr_in6 *s6 = (const struct sockaddr_in6 *)(const void *)sa;
+  return sa->sa_family == AF_INET6 && (IN6_IS_ADDR_LOOPBACK(&s6->sin6_addr) || IN6_IS_ADDR_LINKLOCAL(&s6->sin6_addr));
+}
+
+static void take_address(weft_socket_iface_t *out, const struct ifaddrs *ifa) {
+  memset(out, 0, sizeof(*out));
+  snprintf(out->name, sizeof(out->name), "%s", ifa->ifa_name);
+  if (ifa->ifa_addr->sa_family == AF_INET) memcpy(&out->addr.sin, ifa->ifa_addr, sizeof(out->addr.sin));
+  else memcpy(&out->addr.sin6, ifa->ifa_addr, sizeof(out->addr.sin6));
+  if (out->addr.sa.sa_family == AF_INET) out->addr.sin.sin_port = 0;
+  else out->addr.sin6.sin6_port = 0;
+}
+
+// The running interfaces `spec` selects (NCCL_SOCKET_IFNAME's syntax), in
+// getifaddrs order, each once, appended after the n already in ifs.
+static int list_matching(const struct ifaddrs *all, const char *spec, int family, weft_socket_iface_t *ifs, int max,
+                         int n) {
+  weft_iface_filter_t f;
+  if (parse_filter(spec, &f) != 0) return -1;
+  for (const struct ifaddrs *ifa = all; ifa != NULL && n < max; ifa = ifa->ifa_next) {
+    if (ifa->ifa_addr == NULL || ifa->ifa_name == NULL) continue;
+    int fam = ifa->ifa_addr->sa_family;
+    if (fam != AF_INET && fam != AF_INET6) continue;
+    if (!(ifa->ifa_flags & IFF_RUNNING)) continue;
+    if (family != AF_UNSPEC && fam != family) continue;
+    if (is_ipv6_unusable(ifa->ifa_addr) || !filter_match(&f, ifa->ifa_name)) continue;
+    int seen = 0;
+    for (int i = 0; i < n && !seen; i++) seen = strcmp(ifs[i].name, ifa->ifa_name) == 0;
+    if (!seen) take_address(&ifs[n++], ifa);
+  }
+  free(f.storage);
+  return n;
+}
+
+static int same_subnet(const struct ifaddrs *ifa, const weft_sockaddr_t *remote) {
+  if (ifa->ifa_addr == NULL || ifa->ifa_netmask == NULL || ifa->ifa_addr->sa_family != remote->sa.sa_family) return 0;
+  if (remote->sa.sa_family == AF_INET) {
+    const struct sockaddr_in *a = (const void *)ifa->ifa_addr, *m = (const void *)ifa->ifa_netmask;
+    return ((a->sin_addr.s_addr ^ remote->sin.sin_addr.s_addr) & m->sin_addr.s_addr) == 0;
+  }
+  if (remote->sa.sa_family != AF_INET6) return 0;
+  const struct sockaddr_in6 *a = (const void *)ifa->ifa_addr, *m = (const void *)ifa->ifa_netmask;
+  for (int i = 0; i < 16; i++)
+    if ((a->sin6_addr.s6_addr[i] ^ remote->sin6.sin6_addr.s6_addr[i]) & m->sin6_addr.s6_addr[i]) return 0;
+  return a->sin6_scope_id == remote->sin6.sin6_scope_id;
+}
+
+// The first interface whose subnet holds NCCL_COMM_ID's address (0 or 1 found).
+static int list_comm_id_subnet(const struct ifaddrs *all, const char *comm_id, weft_socket_iface_t *ifs,
+                               ncclResult_t *res) {
+  weft_sockaddr_t remote;
+  if ((*res = weft_socket_parse_addr(comm_id, &remote)) != ncclSuccess) return 0;
+  for (const struct ifaddrs *ifa = all; ifa != NULL; ifa = ifa->ifa_next) {
+    if (ifa->ifa_name == NULL || !same_subnet(ifa, &remote) || is_ipv6_unusable(ifa->ifa_addr)) continue;
+    take_address(&ifs[0], ifa);
+    return 1;
+  }
+  return 0;
+}
+
+ncclResult_t weft_socket_list_interfaces(weft_socket_iface_t *ifs, int max, int *n) {
+  if (ifs == NULL || n == NULL || max < 1) {
+    WARN("weft_socket_list_interfaces: %s", ifs == NULL ? "NULL list" : n == NULL ? "NULL count" : "no room");
+    return ncclInvalidArgument;
+  }
+  *n = 0;
+  int family;
+  if (parse_family(&family) != 0) return ncclInvalidArgument;
+  const char *spec = weft_env_NCCL_SOCKET_IFNAME();
+  if (spec != NULL && strlen(spec) <= 1) spec = NULL;  // as NCCL: one character selects nothing
+  struct ifaddrs *all = NULL;
+  if (getifaddrs(&all) != 0) {
+    WARN("getifaddrs failed: %s", strerror(errno));
+    return ncclSystemError;
+  }
+  ncclResult_t res = ncclSuccess;
+  int found = 0;
+  if (spec != NULL) {
+    found = list_matching(all, spec, family, ifs, max, 0);
+  } else {
+    static const char *const rules[] = {"ib", NULL /* NCCL_COMM_ID's subnet */, "^docker,lo,virbr", "docker", "lo",
+                                        "virbr"};
+    const char *comm_id = weft_env_NCCL_COMM_ID();
+    for (size_t r = 0; r < sizeof(rules) / sizeof(rules[0]) && found == 0 && res == ncclSuccess; r++) {
+      if (rules[r] != NULL) found = list_matching(all, rules[r], family, ifs, max, 0);
+      else if (comm_id != NULL && strlen(comm_id) > 1) found = list_comm_id_subnet(all, comm_id, ifs, &res);
+    }
+  }
+  if (found < 0) res = ncclInvalidArgument;
+  if (found == 0 && res == ncclSuccess) {
+    char avail[512];
+    list_interfaces(all, avail, sizeof(avail));
+    if (spec != NULL)
+      WARN("NET/Socket : no running interface matches NCCL_SOCKET_IFNAME='%s' (family %s); interfaces that are up: %s",
+           spec, family_name(family), avail);
+    else
+      WARN("NET/Socket : no running network interface (family %s); interfaces that are up: %s", family_name(family),
+           avail);
+    res = ncclSystemError;
+  }
+  freeifaddrs(all);
+  if (res == ncclSuccess) *n = found;
+  return res;
 }

@@ -16,6 +16,7 @@
 #include "segment.h"
 #include "comm.h"
 #include "env.h"
+#include "init_net.h"
 #include "net_plugin.h"
 
 static const weft_transport_t *const registry[] = {&weft_shm_transport, &weft_net_transport};
@@ -78,6 +79,7 @@ static void fill_view(struct ncclComm *comm) {
   v->fail = view_fail;
   v->failed = view_failed;
   v->net_backend = weft_net_backend;
+  v->net_device = weft_comm_net_device;  // src/boot/init_net.c: the topology's choice
   v->core = comm;
 }
 

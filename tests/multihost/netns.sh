@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # netns.sh — a private network of K "hosts" for multi-host tests.
 #
-#   netns.sh [-k HOSTS] [--delay MS] [--jitter MS] [--loss PCT] [--rate RATE] -- COMMAND [ARGS...]
+#   netns.sh [-k HOSTS] [--rails N] [--delay MS] [--jitter MS] [--loss PCT] [--rate RATE] -- COMMAND [ARGS...]
 #   netns.sh [-k HOSTS] --wire-delay MS [--wire-loss PCT] -- COMMAND [ARGS...]
 #   netns.sh --check [--delay MS ... | --wire-delay MS]   exit 0 if this machine can do that, else say why, exit 77
 #   netns.sh --clean-stale              remove namespaces left by runs that are gone
@@ -13,6 +13,15 @@
 # on every host) and carries 10.77.<x>.<i+1>/24, x taken from the pid. The
 # veth pairs are made from inside the namespaces, so nothing appears in the
 # caller's namespace at any time. Loopback is up everywhere.
+#
+# --rails N gives every host N NICs, wv0 .. wv<N-1>, as on a multi-rail
+# cluster: rail r is its own bridge (br<r> in weft-<pid>-br, ports h<i>
+# for rail 0 and h<i>r<r> for the others) and its own subnet, 10.<77+r>.<x>
+# with host i at .<i+1>. The bridge namespace routes between the rails
+# (each bridge has .254), as a spine joins rail switches, and each host
+# routes by source (a rule per address, looking up a table whose default
+# leaves through that address's NIC), so a socket bound to wv<r>'s address
+# sends through wv<r> whatever rail the peer is on.
 #
 # Shaping applies to each host's egress on wv0 (so a delay counts once per
 # direction): --delay/--jitter in milliseconds and --loss in percent use tc
@@ -27,7 +36,9 @@
 #
 # COMMAND runs in the caller's namespace with WEFT_MH_HOSTS (the host
 # namespaces, space-separated, in order), WEFT_MH_ADDRS (their addresses)
-# and WEFT_MH_IFNAME (wv0) exported; run_job.sh reads them. The exit status
+# and WEFT_MH_IFNAME (wv0; with --rails, "wv", which names every rail)
+# exported, and WEFT_MH_RAILS (N) with WEFT_MH_RAIL_SUBNETS (each rail's
+# 10.<77+r>.<x>); run_job.sh reads them. The exit status
 # is COMMAND's. Everything is removed when COMMAND ends, when setup fails,
 # and on SIGINT/SIGTERM/SIGHUP (COMMAND gets SIGTERM first, then whatever
 # still runs inside the namespaces is killed). A run killed with SIGKILL
@@ -90,6 +101,11 @@ unavailable() {
     echo "--wire-delay needs $hub_bin (make test builds it)"
     return 1
   fi
+  if [ "$rails" -gt 1 ] && ! err=$(ip -n "$probe" rule add from 10.77.0.1 table 100 priority 1000 2>&1); then
+    ip netns del "$probe" 2>/dev/null
+    echo "--rails needs policy routing (ip rule) in a namespace: $err"
+    return 1
+  fi
   if [ "${#qdisc[@]}" -gt 0 ] && ! err=$(tc -n "$probe" qdisc add dev pa root "${qdisc[@]}" 2>&1); then
     ip netns del "$probe" 2>/dev/null
     echo "tc ${qdisc[0]} is not available in this kernel: ${err:-tc failed}"
@@ -150,7 +166,7 @@ on_signal() {  # signal number
   exit $((128 + $1))
 }
 
-delay="" jitter="" loss="" rate="" wire_delay="" wire_loss=0
+delay="" jitter="" loss="" rate="" wire_delay="" wire_loss=0 rails=1
 hub_bin=${WEFT_BUILD_DIR:-$(dirname "$0")/../../build}/tests/multihost/delay_hub
 qdisc=()  # the root qdisc of every host's wv0 and its parameters; empty: none
 
@@ -176,6 +192,7 @@ mode=run
 while [ $# -gt 0 ]; do
   case $1 in
     -k) [ $# -ge 2 ] || usage; nhosts=$2; shift 2 ;;
+    --rails) [ $# -ge 2 ] && [[ $2 =~ ^[1-8]$ ]] || die "--rails needs a number of NICs from 1 to 8"; rails=$2; shift 2 ;;
     --delay) [ $# -ge 2 ] && is_number "$2" || die "--delay needs milliseconds"; delay=$2; shift 2 ;;
     --jitter) [ $# -ge 2 ] && is_number "$2" || die "--jitter needs milliseconds"; jitter=$2; shift 2 ;;
     --loss) [ $# -ge 2 ] && is_number "$2" || die "--loss needs a percentage"; loss=$2; shift 2 ;;
@@ -194,6 +211,7 @@ done
 
 set_qdisc
 [ -n "$wire_delay" ] && [ "${#qdisc[@]}" -gt 0 ] && die "--wire-delay does not combine with tc shaping"
+[ -n "$wire_delay" ] && [ "$rails" -gt 1 ] && die "--wire-delay gives each host one NIC: not with --rails"
 if [ "$mode" = check ]; then
   why=$(unavailable) || { echo "$why"; exit 77; }
   exit 0
@@ -226,15 +244,29 @@ in_ns() {  # namespace what args...
   err=$(ip -n "$ns" "$@" 2>&1) || die "$what in $ns: $err"
 }
 
-# One host's end: its namespace, wv0 (made by the caller), address, link up.
+# Rail r's device name and subnet (the first three octets).
+rail_if() { if [ "$rails" -gt 1 ]; then echo "wv$1"; else echo "$IFNAME"; fi; }
+rail_subnet() { echo "10.$((77 + $1)).$(($$ % 250 + 1))"; }
+
+# One host's end: its namespace, its NICs (made by the caller), addresses,
+# links up; with several rails, a routing table per NIC chosen by source.
 host_up() {  # i
-  local ns=${hosts[$1]}
+  local ns=${hosts[$1]} r dev addr net
   in_ns "$ns" "loopback up" link set lo up
-  in_ns "$ns" "address" addr add "${addrs[$1]}/24" dev "$IFNAME"
-  in_ns "$ns" "$IFNAME up" link set "$IFNAME" up
-  if [ "${#qdisc[@]}" -gt 0 ]; then
-    err=$(tc -n "$ns" qdisc add dev "$IFNAME" root "${qdisc[@]}" 2>&1) || die "tc ${qdisc[*]} in $ns: $err"
-  fi
+  for ((r = 0; r < rails; r++)); do
+    dev=$(rail_if "$r") net=$(rail_subnet "$r")
+    addr=$net.$(($1 + 1))
+    in_ns "$ns" "address" addr add "$addr/24" dev "$dev"
+    in_ns "$ns" "$dev up" link set "$dev" up
+    if [ "$rails" -gt 1 ]; then
+      in_ns "$ns" "rail $r route" route add "$net.0/24" dev "$dev" src "$addr" table $((100 + r))
+      in_ns "$ns" "rail $r gateway" route add default via "$net.254" dev "$dev" onlink table $((100 + r))
+      in_ns "$ns" "rail $r rule" rule add from "$addr" table $((100 + r)) priority $((1000 + r))
+    fi
+    if [ "${#qdisc[@]}" -gt 0 ]; then
+      err=$(tc -n "$ns" qdisc add dev "$dev" root "${qdisc[@]}" 2>&1) || die "tc ${qdisc[*]} in $ns: $err"
+    fi
+  done
 }
 
 addrs=()
@@ -259,27 +291,47 @@ else
   ip netns add "$bridge_ns" || die "cannot create namespace $bridge_ns"
   made+=("$bridge_ns")
   in_ns "$bridge_ns" "loopback up" link set lo up
-  in_ns "$bridge_ns" "bridge" link add br0 type bridge
-  in_ns "$bridge_ns" "bridge up" link set br0 up
-  for ((i = 0; i < nhosts; i++)); do
-    in_ns "$bridge_ns" "veth pair for host $i" link add "h$i" type veth peer name "$IFNAME" netns "${hosts[i]}"
-    in_ns "$bridge_ns" "bridge port h$i" link set "h$i" master br0
-    in_ns "$bridge_ns" "bridge port h$i up" link set "h$i" up
+  for ((r = 0; r < rails; r++)); do
+    in_ns "$bridge_ns" "bridge" link add "br$r" type bridge
+    in_ns "$bridge_ns" "bridge up" link set "br$r" up
+    for ((i = 0; i < nhosts; i++)); do
+      port=h$i
+      [ "$r" -gt 0 ] && port=h${i}r$r
+      in_ns "$bridge_ns" "veth pair for host $i" link add "$port" type veth peer name "$(rail_if "$r")" netns "${hosts[i]}"
+      in_ns "$bridge_ns" "bridge port $port" link set "$port" master "br$r"
+      in_ns "$bridge_ns" "bridge port $port up" link set "$port" up
+    done
+    if [ "$rails" -gt 1 ]; then  # the spine: the bridge namespace routes between rails
+      in_ns "$bridge_ns" "rail $r gateway" addr add "$(rail_subnet "$r").254/24" dev "br$r"
+    fi
   done
+  if [ "$rails" -gt 1 ]; then
+    err=$(ip netns exec "$bridge_ns" sh -c 'echo 1 >/proc/sys/net/ipv4/ip_forward' 2>&1) ||
+      die "forwarding in $bridge_ns: $err"
+  fi
   via=$bridge_ns
 fi
 for ((i = 0; i < nhosts; i++)); do host_up "$i"; done
-# Every wv0 must be up (both ends of a veth) before anyone binds to an address.
+# Every NIC must be up (both ends of a veth) before anyone binds to an address.
 for ns in "${hosts[@]}"; do
-  for ((w = 0; w < 50; w++)); do
-    ip -n "$ns" -o link show "$IFNAME" | grep -q 'LOWER_UP' && break
-    sleep 0.1
+  for ((r = 0; r < rails; r++)); do
+    dev=$(rail_if "$r")
+    for ((w = 0; w < 50; w++)); do
+      ip -n "$ns" -o link show "$dev" | grep -q 'LOWER_UP' && break
+      sleep 0.1
+    done
+    ip -n "$ns" -o link show "$dev" | grep -q 'LOWER_UP' || die "$dev in $ns did not come up"
   done
-  ip -n "$ns" -o link show "$IFNAME" | grep -q 'LOWER_UP' || die "$IFNAME in $ns did not come up"
 done
 
-echo "netns.sh: $nhosts hosts (${hosts[*]}) on $subnet.0/24 via $via${qdisc[0]:+, shaped: ${qdisc[*]}}" >&2
-export WEFT_MH_HOSTS="${hosts[*]}" WEFT_MH_ADDRS="${addrs[*]}" WEFT_MH_IFNAME=$IFNAME
+subnets=()
+for ((r = 0; r < rails; r++)); do subnets+=("$(rail_subnet "$r")"); done
+nets=$(printf '%s.0/24 ' "${subnets[@]}")
+echo "netns.sh: $nhosts hosts (${hosts[*]}) on ${nets% } via $via${qdisc[0]:+, shaped: ${qdisc[*]}}" >&2
+mh_ifname=$IFNAME
+[ "$rails" -gt 1 ] && mh_ifname=wv
+export WEFT_MH_HOSTS="${hosts[*]}" WEFT_MH_ADDRS="${addrs[*]}" WEFT_MH_IFNAME=$mh_ifname WEFT_MH_RAILS=$rails \
+  WEFT_MH_RAIL_SUBNETS="${subnets[*]}"
 "$@" &
 child=$!
 wait "$child"

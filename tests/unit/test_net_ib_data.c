@@ -132,6 +132,10 @@ Test(net_ib_data, one_qp_stream_in_order, .timeout = 120) {
   cr_expect_eq(ndev, 1, "port 2 is down: only fake0:1");
   cr_assert_eq(weft_net_ib.get_properties(0, &props), ncclSuccess);
   cr_expect_str_eq(props.name, "fake0:1");
+  // What the network transport matches against a topology's <net name="fake0" port="1">.
+  cr_expect_str_eq(props.device, "fake0");
+  cr_expect_eq(props.port, 1);
+  cr_expect_str_eq(props.busid, "", "the stand-in device has no sysfs entry");
   int base = fake_live();
   pair_t p = connect_pair();
   stream(&p, 3000, 16);

@@ -347,3 +347,67 @@ Test(socket, find_interface_exclusion_and_default, .timeout = 10) {
   cr_assert_eq(a.sa.sa_family == AF_INET ? a.sin.sin_port : a.sin6.sin6_port, 0);
   if (a.sa.sa_family == AF_INET6) cr_assert(!IN6_IS_ADDR_LINKLOCAL(&a.sin6.sin6_addr));
 }
+
+// The socket transport's devices (NCCL's list): NCCL_SOCKET_IFNAME selects,
+// each interface once, loopback only when asked for or alone.
+static int list_ifs(weft_socket_iface_t *ifs, int max) {
+  int n = -1;
+  cr_assert_eq(weft_socket_list_interfaces(ifs, max, &n), ncclSuccess);
+  for (int i = 0; i < n; i++) {
+    cr_expect_eq(ifs[i].addr.sa.sa_family == AF_INET ? ifs[i].addr.sin.sin_port : ifs[i].addr.sin6.sin6_port, 0);
+    for (int j = 0; j < i; j++) cr_expect_str_neq(ifs[i].name, ifs[j].name, "%s listed twice", ifs[i].name);
+  }
+  return n;
+}
+
+Test(socket, list_interfaces_follows_ifname, .timeout = 10) {
+  weft_socket_iface_t ifs[WEFT_SOCKET_MAX_IFS];
+  char buf[WEFT_ADDR_STRLEN];
+  use_ifname("lo", "AF_INET");
+  cr_assert_eq(list_ifs(ifs, WEFT_SOCKET_MAX_IFS), 1);
+  cr_expect_str_eq(ifs[0].name, "lo");
+  cr_expect_str_eq(weft_socket_addr_str(&ifs[0].addr, buf, sizeof(buf)), "127.0.0.1:0");
+
+  use_ifname("=lo:1", NULL);  // a port after the name is ignored, as NCCL does
+  cr_assert_eq(list_ifs(ifs, WEFT_SOCKET_MAX_IFS), 1);
+  cr_expect_str_eq(ifs[0].name, "lo");
+
+  use_ifname("^lo", NULL);
+  int n = list_ifs(ifs, WEFT_SOCKET_MAX_IFS);
+  for (int i = 0; i < n; i++) cr_expect_str_neq(ifs[i].name, "lo");
+
+  use_ifname("=nonexistent0", NULL);
+  n = 7;
+  cr_assert_eq(weft_socket_list_interfaces(ifs, WEFT_SOCKET_MAX_IFS, &n), ncclSystemError);
+  cr_expect_eq(n, 0);
+  cr_expect_not_null(strstr(weft_debug_last_error(), "NCCL_SOCKET_IFNAME='=nonexistent0'"), "%s",
+                     weft_debug_last_error());
+
+  cr_expect_eq(weft_socket_list_interfaces(ifs, 0, &n), ncclInvalidArgument);
+  cr_expect_eq(weft_socket_list_interfaces(NULL, 4, &n), ncclInvalidArgument);
+}
+
+Test(socket, list_interfaces_default_order, .timeout = 10) {
+  weft_socket_iface_t ifs[WEFT_SOCKET_MAX_IFS], again[WEFT_SOCKET_MAX_IFS];
+  use_ifname(NULL, NULL);
+  int n = list_ifs(ifs, WEFT_SOCKET_MAX_IFS);
+  cr_assert_geq(n, 1);
+  int has_lo = 0, others = 0;
+  for (int i = 0; i < n; i++) {
+    has_lo |= strncmp(ifs[i].name, "lo", 2) == 0;
+    others |= strncmp(ifs[i].name, "lo", 2) != 0;
+    if (ifs[i].addr.sa.sa_family == AF_INET6) cr_expect(!IN6_IS_ADDR_LINKLOCAL(&ifs[i].addr.sin6.sin6_addr));
+  }
+  cr_expect(!(has_lo && others), "loopback is listed only when nothing else is");
+  if (strncmp(ifs[0].name, "ib", 2) != 0)
+    for (int i = 0; i < n; i++) cr_expect(strncmp(ifs[i].name, "ib", 2) != 0, "ib* interfaces come alone");
+  // One character selects nothing (NCCL ignores it): the default list again.
+  use_ifname("x", NULL);
+  cr_assert_eq(list_ifs(again, WEFT_SOCKET_MAX_IFS), n);
+  for (int i = 0; i < n; i++) cr_expect_str_eq(again[i].name, ifs[i].name);
+  // The cap is the caller's.
+  use_ifname(NULL, NULL);
+  cr_expect_eq(list_ifs(again, 1), 1);
+  cr_expect_str_eq(again[0].name, ifs[0].name);
+  use_ifname(NULL, NULL);
+}

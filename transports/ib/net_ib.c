@@ -178,6 +178,9 @@ static ncclResult_t ib_get_properties(int dev, weft_net_props_t *props) {
   if (dev < 0 || dev >= ndevs) return ncclInvalidArgument;
   memset(props, 0, sizeof(*props));
   snprintf(props->name, sizeof(props->name), "%s:%d", devs[dev].name, devs[dev].port);
+  snprintf(props->device, sizeof(props->device), "%s", devs[dev].name);
+  props->port = devs[dev].port;
+  snprintf(props->busid, sizeof(props->busid), "%s", devs[dev].busid);
   weft_socket_addr_str(&side_addr, props->addr, sizeof(props->addr));
   props->speed_mbps = devs[dev].speed_mbps;
   return ncclSuccess;

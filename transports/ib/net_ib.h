@@ -90,6 +90,7 @@ typedef struct {
   union ibv_gid gid;
   int speed_mbps;
   int numa;        // -1 unknown
+  char busid[32];  // PCI bus id of the device, "" unknown
 } weft_ib_dev_t;
 
 // A GID table entry as the choice sees it.
@@ -106,7 +107,9 @@ int weft_ib_gid_pick(const weft_ib_gid_t *gids, int n);
 
 // Ordering hook for several devices: smaller is nearer. The default reads
 // the device's NUMA node and scores 0 for this thread's node (or unknown),
-// 1 otherwise. Tests may replace it (NULL: the default).
+// 1 otherwise. Tests may replace it (NULL: the default). This only orders
+// the list; which port a rank uses is the network transport's choice by
+// topology (net_device.c), device 0 where the topology does not know them.
 typedef int (*weft_ib_near_fn)(const weft_ib_dev_t *dev);
 void weft_ib_set_near_hook(weft_ib_near_fn fn);
 // Stable sort of devs by the hook's score.

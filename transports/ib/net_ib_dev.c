@@ -2,7 +2,8 @@
  * net_ib_dev.c — which RDMA ports the verbs backend uses, and with which
  * GID: every ACTIVE port of every device that NCCL_IB_HCA keeps, opened
  * once per process with its protection domain, nearest to this process
- * first (a hook: NUMA node of the device against this thread's node).
+ * first (a hook: NUMA node of the device against this thread's node), with
+ * its PCI bus id for the network transport's choice by topology.
  *
  * RoCE needs a GID (the routable address in the GRH). NCCL_IB_GID_INDEX
  * forces one; unset, the port's table is read (ibv_query_gid plus sysfs
@@ -10,6 +11,7 @@
  * preferring RoCE v2 with an IPv4-mapped address as NCCL does by default.
  * InfiniBand ports are addressed by LID and use no GID.
  */
+#include <limits.h>
 #include <numa.h>
 #include <sched.h>
 #include <stdio.h>
@@ -74,6 +76,19 @@ static int read_int_file(const char *path, int dflt) {
     fclose(f);
   }
   return v;
+}
+
+// The PCI bus id ("0000:3b:00.0") the sysfs device link at `path` resolves to, or "".
+static void device_busid(const char *path, char *out, size_t len) {
+  char real[PATH_MAX];
+  out[0] = '\0';
+  if (realpath(path, real) == NULL) return;
+  const char *base = strrchr(real, '/');
+  base = base ? base + 1 : real;
+  unsigned dom, bus, slot, fn;
+  char tail;
+  if (sscanf(base, "%x:%x:%x.%x%c", &dom, &bus, &slot, &fn, &tail) == 4 && strlen(base) < len)
+    memcpy(out, base, strlen(base) + 1);
 }
 
 static int gid_is_roce_v2(const char *dev, int port, int index) {
@@ -150,6 +165,8 @@ int weft_ib_devs_open(const weft_ibv_ops_t *ops, const char *hca, int gid_index_
         char path[256];
         snprintf(path, sizeof(path), "/sys/class/infiniband/%s/device/numa_node", name);
         d->numa = read_int_file(path, -1);
+        snprintf(path, sizeof(path), "/sys/class/infiniband/%s/device", name);
+        device_busid(path, d->busid, sizeof(d->busid));
         snprintf(path, sizeof(path), "/sys/class/infiniband/%s/ports/%d/rate", name, p);
         d->speed_mbps = read_int_file(path, 0) * 1000;  // "100 Gb/sec (4X EDR)"
         n++, used = 1;

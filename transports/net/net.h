@@ -22,9 +22,15 @@
 #define WEFT_NET_HANDLE_BYTES 128
 
 typedef struct {
-  char name[64];         // the device (interface) name
+  char name[64];         // the device as logs show it: "eth0", "mlx5_0:1"
   char addr[64];         // its address, for messages
   int speed_mbps;        // link speed, 0 if unknown
+  // How a topology names it (net_device.c matches it to a NIC): the
+  // interface or RDMA device ("mlx5_0", a topology's <net name=...>), its
+  // RDMA port (0: none, or any), and its PCI bus id ("" unknown or virtual).
+  char device[64];
+  int port;
+  char busid[32];
 } weft_net_props_t;
 
 typedef struct weft_net {

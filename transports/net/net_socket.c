@@ -1,6 +1,14 @@
 /*
  * net_socket.c — the built-in TCP network backend (weft_net_t, see net.h).
  *
+ * Devices are the interfaces NCCL's socket transport would use
+ * (weft_socket_list_interfaces: NCCL_SOCKET_IFNAME, NCCL's default order,
+ * at most 16), each with its own address; init logs them in NCCL's
+ * "NET/Socket : Using [0]eth0:10.0.0.1<0> ..." line. listen(dev) listens
+ * on that device's address; with several devices, connect(dev, ...)
+ * leaves from it, so on a host that routes by source the traffic uses
+ * that NIC.
+ *
  * A communicator is one direction between two ranks, carried by
  * NCCL_NSOCKS_PERTHREAD x NCCL_SOCKET_NTHREADS TCP connections. Message m
  * of S bytes is cut into k = min(sockets, S / 64 KiB) parts (at least one);
@@ -30,9 +38,11 @@
  * Connection set-up (connect, accept) happens at communicator creation and
  * is bounded by WEFT_TIMEOUT.
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -127,41 +137,91 @@ typedef struct {
   int npending;
 } sock_listen_t;
 
-static weft_sockaddr_t dev_addr;
-static char dev_name[64];
+// The devices: every interface NCCL's socket transport would use (socket.h).
+static weft_socket_iface_t devs[WEFT_SOCKET_MAX_IFS];
+static int ndevs;
 
 static int nsocks_per_comm(void) {
   int64_t n = weft_env_NCCL_SOCKET_NTHREADS() * weft_env_NCCL_NSOCKS_PERTHREAD();
   return n < 1 ? 1 : n > MAX_SOCKS ? MAX_SOCKS : (int)n;
 }
 
-static ncclResult_t sock_init(void) { return weft_socket_find_interface(&dev_addr, dev_name, sizeof(dev_name)); }
+// "10.0.0.1<0>": an address as NCCL's device line shows it.
+static void addr_nccl_style(const weft_sockaddr_t *a, char *buf, size_t len) {
+  char host[INET6_ADDRSTRLEN] = "?";
+  const void *raw = a->sa.sa_family == AF_INET ? (const void *)&a->sin.sin_addr : (const void *)&a->sin6.sin6_addr;
+  inet_ntop(a->sa.sa_family, raw, host, sizeof(host));
+  snprintf(buf, len, "%s<%u>", host, ntohs(a->sa.sa_family == AF_INET ? a->sin.sin_port : a->sin6.sin6_port));
+}
 
-static ncclResult_t sock_devices(int *ndev) {
-  *ndev = 1;
+static ncclResult_t sock_init(void) {
+  WEFTCHECK(weft_socket_list_interfaces(devs, WEFT_SOCKET_MAX_IFS, &ndevs));
+  char line[WEFT_SOCKET_MAX_IFS * (64 + WEFT_ADDR_STRLEN + 8)] = "";
+  size_t used = 0;
+  for (int i = 0; i < ndevs && used < sizeof(line); i++) {
+    char a[WEFT_ADDR_STRLEN];
+    addr_nccl_style(&devs[i].addr, a, sizeof(a));
+    int w = snprintf(line + used, sizeof(line) - used, " [%d]%s:%s", i, devs[i].name, a);
+    used += w > 0 ? (size_t)w : 0;
+  }
+  INFO(WEFT_LOG_INIT | WEFT_LOG_NET, "NET/Socket : Using%s", line);
   return ncclSuccess;
 }
 
-static ncclResult_t sock_get_properties(int dev, weft_net_props_t *props) {
-  (void)dev;
-  memset(props, 0, sizeof(*props));
-  snprintf(props->name, sizeof(props->name), "%s", dev_name);
-  weft_socket_addr_str(&dev_addr, props->addr, sizeof(props->addr));
-  char path[128];
-  snprintf(path, sizeof(path), "/sys/class/net/%s/speed", dev_name);
+static ncclResult_t sock_devices(int *ndev) {
+  *ndev = ndevs;
+  return ncclSuccess;
+}
+
+static ncclResult_t check_dev(int dev, const char *what) {
+  if (dev >= 0 && dev < ndevs) return ncclSuccess;
+  WARN("net socket: %s on device %d; there are %d", what, dev, ndevs);
+  return ncclInvalidArgument;
+}
+
+static int read_int_file(const char *path, int dflt) {
   FILE *f = fopen(path, "r");
+  int v = dflt;
   if (f != NULL) {
-    if (fscanf(f, "%d", &props->speed_mbps) != 1 || props->speed_mbps < 0) props->speed_mbps = 0;
+    if (fscanf(f, "%d", &v) != 1) v = dflt;
     fclose(f);
   }
+  return v;
+}
+
+// The PCI bus id of an interface's device ("0000:3b:00.0"), "" for virtual ones.
+static void iface_busid(const char *ifname, char *out, size_t len) {
+  char path[128], real[PATH_MAX];
+  out[0] = '\0';
+  snprintf(path, sizeof(path), "/sys/class/net/%s/device", ifname);
+  if (realpath(path, real) == NULL) return;
+  const char *base = strrchr(real, '/');
+  base = base ? base + 1 : real;
+  unsigned dom, bus, slot, fn;
+  char tail;
+  if (sscanf(base, "%x:%x:%x.%x%c", &dom, &bus, &slot, &fn, &tail) == 4 && strlen(base) < len)
+    memcpy(out, base, strlen(base) + 1);
+}
+
+static ncclResult_t sock_get_properties(int dev, weft_net_props_t *props) {
+  WEFTCHECK(check_dev(dev, "properties asked"));
+  memset(props, 0, sizeof(*props));
+  snprintf(props->name, sizeof(props->name), "%s", devs[dev].name);
+  snprintf(props->device, sizeof(props->device), "%s", devs[dev].name);
+  weft_socket_addr_str(&devs[dev].addr, props->addr, sizeof(props->addr));
+  char path[128];
+  snprintf(path, sizeof(path), "/sys/class/net/%s/speed", devs[dev].name);
+  props->speed_mbps = read_int_file(path, 0);
+  if (props->speed_mbps < 0) props->speed_mbps = 0;
+  iface_busid(devs[dev].name, props->busid, sizeof(props->busid));
   return ncclSuccess;
 }
 
 static ncclResult_t sock_listen(int dev, void *handle, void **listen_comm) {
-  (void)dev;
+  WEFTCHECK(check_dev(dev, "listen"));
   sock_listen_t *l = calloc(1, sizeof(*l));
   if (l == NULL) return ncclSystemError;
-  handle_t h = {.magic = HANDLE_MAGIC, .addr = dev_addr};
+  handle_t h = {.magic = HANDLE_MAGIC, .addr = devs[dev].addr};
   ncclResult_t res = weft_socket_listen(&h.addr, &l->fd);
   if (res == ncclSuccess)
     res = weft_hello_pool_init(&l->hellos, l->fd, MAX_PENDING, sizeof(sock_hello_t), HELLO_ROOM_MS, "net socket");
@@ -232,8 +292,19 @@ static ncclResult_t comm_new(int is_send, int nsocks, int *fds, sock_comm_t **ou
   return ncclSuccess;
 }
 
+// With several devices, connections leave from the device's address, so
+// that on hosts that route by source (multi-rail hosts) each rank's traffic
+// uses its own NIC. With one device, or from loopback, the kernel chooses
+// as before.
+static const weft_sockaddr_t *source_of(int dev) {
+  const weft_sockaddr_t *a = &devs[dev].addr;
+  if (ndevs <= 1) return NULL;
+  if (a->sa.sa_family == AF_INET) return ntohl(a->sin.sin_addr.s_addr) >> 24 == 127 ? NULL : a;
+  return IN6_IS_ADDR_LOOPBACK(&a->sin6.sin6_addr) ? NULL : a;
+}
+
 static ncclResult_t sock_connect(int dev, const void *handle, const void *hello, size_t hello_len, void **send_comm) {
-  (void)dev;
+  WEFTCHECK(check_dev(dev, "connect"));
   handle_t h;
   memcpy(&h, handle, sizeof(h));
   if (h.magic != HANDLE_MAGIC || hello_len > HELLO_MAX) {
@@ -248,7 +319,7 @@ static ncclResult_t sock_connect(int dev, const void *handle, const void *hello,
   ncclResult_t res = ncclSuccess;
   for (int i = 0; i < n && res == ncclSuccess; i++) {
     sh.index = (uint32_t)i;
-    res = weft_socket_connect(&h.addr, tmo > 0 ? tmo : -1, &fds[i]);
+    res = weft_socket_connect_from(source_of(dev), &h.addr, tmo > 0 ? tmo : -1, &fds[i]);
     if (res == ncclSuccess) res = weft_socket_send(fds[i], &sh, sizeof(sh), tmo > 0 ? tmo : -1);
     if (res == ncclSuccess && hello_len) res = weft_socket_send(fds[i], hello, hello_len, tmo > 0 ? tmo : -1);
   }

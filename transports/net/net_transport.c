@@ -4,6 +4,10 @@
  * network backend (net.h): the built-in TCP one (net_socket.c) or an NCCL
  * net plugin (plugins/net/), chosen once per process (NCCL_NET,
  * NCCL_NET_PLUGIN) by the core and lent through the view's net_backend.
+ * Each rank listens and connects on one of the backend's devices, the one
+ * its place on the host calls for (net_device.c: the NIC nearest its GPU
+ * or NUMA node, several NICs used as rails); its peers connect to the
+ * address on their own chosen device that the handle carries.
  *
  * The engine sees the same slot FIFOs as with shared memory, here in
  * process memory. A proxy thread per communicator moves them: posted send
@@ -61,6 +65,7 @@
 #include "checks.h"
 #include "env.h"
 #include "net.h"
+#include "net_device.h"
 #include "util.h"
 
 #define HELLO_MAGIC 0x776566742d6e6574ull
@@ -103,6 +108,7 @@ typedef struct {
 
 struct weft_net_state {
   const weft_net_t *net;
+  int dev;                      // the backend's device this rank listens and connects on (net_device.c)
   weft_transport_view_t *v;
   net_conn_t **conns;
   int nconns;
@@ -591,7 +597,7 @@ static ncclResult_t connect_all(net_state_t *st, const net_card_t *cards, void *
       net_conn_t *nc = st->conns[i];
       if (!nc->is_send || nc->net_comm != NULL) continue;
       h.cls = nc->cls;
-      ncclResult_t res = st->net->connect(0, cards[nc->peer].handle, &h, sizeof(h), &nc->net_comm);
+      ncclResult_t res = st->net->connect(st->dev, cards[nc->peer].handle, &h, sizeof(h), &nc->net_comm);
       if (res != ncclSuccess) {
         WARN("rank %d: could not connect to rank %d at %s", me, nc->peer, cards[nc->peer].addr);
         return res;
@@ -699,9 +705,10 @@ static ncclResult_t net_setup(weft_transport_view_t *v, const uint8_t *serve, vo
     WARN("rank %d: ranks on other hosts need the network, and no network backend could start", me);
     goto out;
   }
+  int dev = 0;
   weft_net_props_t props;
-  WEFTCHECKGOTO(net->get_properties(0, &props), res, out);
-  WEFTCHECKGOTO(net->listen(0, cards[me].handle, &listen_comm), res, out);
+  WEFTCHECKGOTO(weft_net_choose_device(v, net, &dev, &props), res, out);
+  WEFTCHECKGOTO(net->listen(dev, cards[me].handle, &listen_comm), res, out);
   snprintf(cards[me].addr, sizeof(cards[me].addr), "%s", props.addr);
   WEFTCHECKGOTO(v->allgather(v, cards, sizeof(*cards)), res, out);
 
@@ -725,6 +732,7 @@ static ncclResult_t net_setup(weft_transport_view_t *v, const uint8_t *serve, vo
     snprintf(st->addr[p], sizeof(st->addr[p]), "%s", cards[p].addr);
     st->serve[p] = p != me && serve[p];
   }
+  st->dev = dev;
   WEFTCHECKGOTO(connect_all(st, cards, listen_comm), res, out);
   INFO(WEFT_LOG_NET, "rank %d: %d network connections over %s (%s, %s)", me, st->nconns, net->name, props.name,
        props.addr);
