@@ -46,3 +46,12 @@ $(PROFILER_PLUGIN_OLD): $(BUILD)/tests/plugins/libnccl-profiler-v%only.so: $(PRO
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS_BASE) -DWEFT_EXAMPLE_ONLY_V=$* -shared -fvisibility=hidden -Iinclude -Iplugins/profiler \
 	  -o $@ $(filter %.c,$^)
+
+# The example env plugin (v2 and v1), and the same exporting only v1.
+ENV_EXAMPLE := $(BUILD)/lib/libnccl-env-example.so
+ENV_V1ONLY  := $(BUILD)/tests/plugins/libnccl-env-v1only.so
+ALL += $(ENV_EXAMPLE)
+$(ENV_EXAMPLE) $(ENV_V1ONLY): plugins/env/example/env_example.c plugins/env/env_abi.h plugins/plugin_log_abi.h
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS_BASE) $(if $(findstring v1only,$@),-DWEFT_ENV_EXAMPLE_V1_ONLY) -shared -fvisibility=hidden -Iinclude -Iplugins/env \
+	  -o $@ $(filter %.c,$^)

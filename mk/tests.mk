@@ -24,6 +24,7 @@ $(BUILD)/tests/multirank/%: tests/multirank/%.c tests/multirank/harness.h $(LIB_
 	@mkdir -p $(@D)
 	$(CC) $(PROG_CFLAGS) -Itests/multirank -o $@ $< -L$(BUILD)/lib -lweft -Wl,-rpath,$(abspath $(BUILD)/lib) -lcriterion $(LDLIBS)
 $(BUILD)/tests/multirank/test_plugins_tp: $(TP_PLUGIN_EXAMPLES) $(TP_PLUGIN_V4) $(PROFILER_PLUGIN_OLD)
+$(BUILD)/tests/multirank/test_env_plugin: $(ENV_EXAMPLE) $(ENV_V1ONLY) $(BUILD)/tests/progs/env_probe
 $(BUILD)/tests/multirank/test_cuda_mem $(BUILD)/tests/multirank/test_cuda_stream \
   $(BUILD)/tests/multirank/test_topo_order: tests/multirank/cuda_driver.h
 

@@ -1,5 +1,5 @@
 /*
- * plugin_dl.c — opens net, tuner and profiler plugin libraries by NCCL's naming
+ * plugin_dl.c — opens net, tuner, profiler and env plugin libraries by NCCL's naming
  * scheme (see plugin_dl.h) and bridges their log calls into weft's log.
  */
 #include "plugin_dl.h"

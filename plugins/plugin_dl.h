@@ -1,9 +1,9 @@
 /*
  * plugin_dl.h — finding and opening NCCL-style plugin libraries (net,
- * tuner, profiler), and the logger weft hands to tuners and profilers.
+ * tuner, profiler, env), and the logger weft hands to plugins.
  *
  * NCCL's naming scheme: the variable (NCCL_NET_PLUGIN, NCCL_TUNER_PLUGIN,
- * NCCL_PROFILER_PLUGIN) holds NAME, opened as given and then as
+ * NCCL_PROFILER_PLUGIN, NCCL_ENV_PLUGIN) holds NAME, opened as given and then as
  * libnccl-KIND-NAME.so; a path or a lib*.so name is opened as given only.
  * Unset, libnccl-KIND.so is tried quietly; "none" (any case) disables it.
  * A name that dlopen's search does not find is also looked for in the
@@ -17,7 +17,7 @@
 
 #include "plugin_log_abi.h"  // ncclDebugLogger_t and its levels
 
-// Opens the plugin library of `kind` ("net", "tuner", "profiler") as `value`
+// Opens the plugin library of `kind` ("net", "tuner", "profiler", "env") as `value`
 // (the variable's value, NULL when unset) asks. Returns the dlopen handle,
 // or NULL: disabled, or not found (WARN naming the files tried when the
 // variable named a plugin, INFO otherwise). *named tells whether the

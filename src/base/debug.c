@@ -15,6 +15,11 @@
  * The settings come through env.h, whose accessors log "set by environment"
  * through this module; a thread-local flag drops those lines while this
  * thread is reading the settings, so the two modules never recurse.
+ *
+ * While env.h settles where knob values come from (an env plugin is loaded
+ * at the first knob read; env_source.h), the settings cannot be read yet:
+ * that thread's lines are held (weft_debug_hold) and written afterwards,
+ * under the settings the settled source gives (weft_debug_flush_held).
  */
 #include "debug.h"
 
@@ -51,6 +56,21 @@ static pthread_mutex_t error_lock = PTHREAD_MUTEX_INITIALIZER;
 static char last_error[WEFT_DEBUG_ERROR_BYTES];
 
 static _Thread_local int thread_rank = -1;
+
+// Lines held while this thread settles the knobs' source, written later in order.
+typedef struct held_line {
+  struct held_line *next;
+  int level, line;
+  uint64_t subsys;
+  const char *file;
+  char text[];
+} held_line_t;
+#define WEFT_DEBUG_HELD_MAX 64
+static _Thread_local int holding;
+static pthread_mutex_t held_lock = PTHREAD_MUTEX_INITIALIZER;
+static held_line_t *held_first, **held_last = &held_first;
+static int held_count, held_dropped;
+static int held_pending;  // atomic: lines wait in the list
 
 static const struct {
   const char *name;
@@ -285,6 +305,7 @@ void weft_debug_init(void) {
                      path[0] ? path : pattern, strerror(open_errno));
   if (bad[0] != '\0')
     settings_warning("NCCL_DEBUG_SUBSYS: unknown subsystem(s) '%s' ignored", bad);
+  weft_debug_flush_held();  // lines held while the settings' source was settled on this thread
 }
 
 // Forget the settings; the next log call (or weft_debug_init) reads them
@@ -298,8 +319,58 @@ void weft_debug_reset(void) {
   pthread_mutex_unlock(&init_lock);
 }
 
+// Keeps a line of a holding thread, formatted now (its arguments do not outlive the call).
+static void hold_line(int level, uint64_t subsys, const char *file, int line, const char *fmt, va_list ap) {
+  char text[WEFT_DEBUG_LINE_BYTES];
+  vsnprintf(text, sizeof(text), fmt, ap);
+  size_t n = strlen(text);
+  held_line_t *h = malloc(sizeof(*h) + n + 1);
+  pthread_mutex_lock(&held_lock);
+  if (h == NULL || held_count >= WEFT_DEBUG_HELD_MAX) {
+    held_dropped++;
+    free(h);
+  } else {
+    *h = (held_line_t){.level = level, .line = line, .subsys = subsys, .file = file};
+    memcpy(h->text, text, n + 1);
+    *held_last = h;
+    held_last = &h->next;
+    held_count++;
+  }
+  __atomic_store_n(&held_pending, 1, __ATOMIC_RELEASE);
+  pthread_mutex_unlock(&held_lock);
+}
+
+void weft_debug_hold(int on) { holding = on; }
+
+void weft_debug_flush_held(void) {
+  if (holding || in_init || !__atomic_load_n(&held_pending, __ATOMIC_ACQUIRE)) return;
+  if (!__atomic_load_n(&initialised, __ATOMIC_ACQUIRE)) weft_debug_init();  // flushes at its end
+  pthread_mutex_lock(&held_lock);
+  held_line_t *h = held_first;
+  int dropped = held_dropped;
+  held_first = NULL, held_last = &held_first, held_count = 0, held_dropped = 0;
+  __atomic_store_n(&held_pending, 0, __ATOMIC_RELEASE);
+  pthread_mutex_unlock(&held_lock);
+  while (h != NULL) {
+    held_line_t *next = h->next;
+    weft_debug_log(h->level, h->subsys, h->file, h->line, "%s", h->text);
+    free(h);
+    h = next;
+  }
+  if (dropped > 0)
+    weft_debug_log(WEFT_LEVEL_INFO, WEFT_LOG_ENV, __FILE__, __LINE__,
+                   "%d log lines written while the environment's source was loading were dropped", dropped);
+}
+
 void weft_debug_log(int level, uint64_t subsys, const char *file, int line, const char *fmt,
                     ...) {
+  if (holding) {  // the knobs' source is being settled on this thread: keep the line for later
+    va_list ap;
+    va_start(ap, fmt);
+    hold_line(level, subsys, file, line, fmt, ap);
+    va_end(ap);
+    return;
+  }
   if (in_init) return;  // an env accessor logging while we read the settings
   if (!__atomic_load_n(&initialised, __ATOMIC_ACQUIRE)) weft_debug_init();
   va_list ap;
@@ -319,14 +390,16 @@ const char *weft_debug_last_error(void) {
 }
 
 // A child forked while another thread held a logging lock would deadlock on
-// its first log line; hold all three across fork (in their usual order).
+// its first log line; hold all four across fork (in their usual order).
 static void fork_prepare(void) {
   pthread_mutex_lock(&init_lock);
   pthread_mutex_lock(&out_lock);
   pthread_mutex_lock(&error_lock);
+  pthread_mutex_lock(&held_lock);
 }
 
 static void fork_release(void) {
+  pthread_mutex_unlock(&held_lock);
   pthread_mutex_unlock(&error_lock);
   pthread_mutex_unlock(&out_lock);
   pthread_mutex_unlock(&init_lock);

@@ -48,6 +48,14 @@ void weft_debug_reset(void);     // forget cached settings; next log re-reads th
 void weft_debug_log(int level, uint64_t subsys, const char *file, int line,
                     const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 
+// While on, this thread's log lines are kept instead of written: env.h turns
+// it on while it settles where knob values come from (the debug settings
+// are knobs too). weft_debug_flush_held writes the kept lines, in order,
+// under the settings then in force (nothing while this thread is still
+// holding or reading the settings: their end flushes).
+void weft_debug_hold(int on);
+void weft_debug_flush_held(void);
+
 // The rank printed in the "[rank]" prefix for log lines from this thread.
 void weft_debug_set_rank(int rank);
 // Text of the most recent WARN of this process ("" if none).

@@ -2,9 +2,13 @@
  * env.c — cached accessors for the knobs in env_table.h, the strict integer
  * parser they use, and the markdown page generated from the same table.
  *
- * Each knob is read from the environment the first time its accessor runs
- * and cached (one mutex for the slow path, a per-knob flag read with acquire
- * ordering for the fast path). An empty value counts as unset. A value that
+ * Each knob is read from its source (env_source.h: the environment, then
+ * NCCL's configuration files, or an env plugin) the first time its accessor
+ * runs and cached (one mutex for the slow path, a per-knob flag read with
+ * acquire ordering for the fast path), so a plugin is asked once per knob.
+ * NCCL_ENV_PLUGIN itself comes from the built-in source and NCCL_CONF_FILE
+ * from the process environment only: they say where the others come from.
+ * An empty value counts as unset. A value that
  * differs from the default is reported once at INFO/ENV; an integer that does
  * not parse is reported once with a WARN and the default is used.
  *
@@ -15,12 +19,14 @@
 #include "env.h"
 
 #include <inttypes.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "debug.h"
+#include "env_source.h"
 
 typedef struct {
   const char *name;
@@ -40,7 +46,8 @@ typedef struct {
   int read;  // atomic: 1 once ival/sval hold this knob's value
   int64_t ival;
   const char *sval;
-  int from_env;  // the value was taken from the environment (not the default)
+  int from_env;  // the value was taken from a source (not the default)
+  const char *origin;  // that source ("environment", a file, the plugin), or NULL
 } weft_env_cache_t;
 
 #define WEFT_ENV_INT(name, def, doc) WEFT_ENV_IDX_##name,
@@ -111,19 +118,48 @@ static int is_secret(const char *name) { return strstr(name, "SECRET") != NULL; 
 // Knobs are read on every call: the cached case is one load, inlined.
 static inline int is_read(int idx) { return __atomic_load_n(&cache[idx].read, __ATOMIC_ACQUIRE); }
 
+// A copy on the list of texts that are never freed, or NULL out of memory.
+static const char *keep_text(const char *text) {
+  size_t n = strlen(text);
+  weft_env_text_t *t = malloc(sizeof(*t) + n + 1);
+  if (t == NULL) return NULL;
+  memcpy(t->text, text, n + 1);
+  t->next = texts;
+  texts = t;
+  return t->text;
+}
+
+// Where knob idx is read from: the two that decide where the others come
+// from skip the plugin.
+static weft_env_from_t where_from(int idx) {
+  if (idx == WEFT_ENV_IDX_NCCL_CONF_FILE) return WEFT_ENV_FROM_PROCESS;
+  if (idx == WEFT_ENV_IDX_NCCL_ENV_PLUGIN) return WEFT_ENV_FROM_BUILTIN;
+  return WEFT_ENV_FROM_SOURCE;
+}
+
 // The first read of knob idx: parse, cache, log.
 static void load(int idx) {
   const weft_env_knob_t *k = &knobs[idx];
   enum { QUIET, SAY_INT, SAY_STR, BAD_INT, NO_MEMORY } report = QUIET;
-  char bad[128] = "";
+  char bad[128] = "", origin[PATH_MAX + 64] = "";
   int64_t ival = 0;
   const char *sval = NULL;
   int from_env = 0;
 
+  // Outside the lock: the first read of the process loads the env plugin,
+  // and the log lines that writes read knobs.
+  weft_env_source_settle();
+  // Read through the source while the loader runs: provisional, not kept.
+  int provisional = weft_env_source_settling() && where_from(idx) == WEFT_ENV_FROM_SOURCE;
+
   pthread_mutex_lock(&lock);
   if (!cache[idx].read) {
-    const char *raw = getenv(k->name);
-    if (raw != NULL && raw[0] == '\0') raw = NULL;
+    char *raw = NULL;
+    if (weft_env_source_read(k->name, where_from(idx), &raw, origin, sizeof(origin)) != 0) report = NO_MEMORY;
+    if (raw != NULL && raw[0] == '\0') {
+      free(raw);
+      raw = NULL;
+    }
     ival = k->int_default;
     sval = k->str_default;
     if (k->is_int && raw != NULL) {
@@ -136,38 +172,41 @@ static void load(int idx) {
         if (ival != k->int_default) report = SAY_INT;
       }
     } else if (raw != NULL) {
-      size_t n = strlen(raw);
-      weft_env_text_t *t = malloc(sizeof(*t) + n + 1);
-      if (t == NULL) {
+      const char *copy = keep_text(raw);
+      if (copy == NULL) {
         report = NO_MEMORY;
       } else {
-        memcpy(t->text, raw, n + 1);
-        t->next = texts;
-        texts = t;
-        sval = t->text;
+        sval = copy;
         from_env = 1;
         if (k->str_default == NULL || strcmp(sval, k->str_default) != 0) report = SAY_STR;
       }
     }
+    free(raw);
+    const char *kept_origin = from_env ? keep_text(origin) : NULL;
     cache[idx].ival = ival;
     cache[idx].sval = sval;
     cache[idx].from_env = from_env;
-    __atomic_store_n(&cache[idx].read, 1, __ATOMIC_RELEASE);
+    cache[idx].origin = kept_origin;
+    if (!provisional) __atomic_store_n(&cache[idx].read, 1, __ATOMIC_RELEASE);
   }
   pthread_mutex_unlock(&lock);
+  if (provisional && report != NO_MEMORY) report = QUIET;  // the knob's real read reports
 
   // Log outside the lock: logging may read the debug knobs through here.
   switch (report) {
     case SAY_INT:
-      INFO(WEFT_LOG_ENV, "%s set by environment to %" PRId64, k->name, ival);
+      INFO(WEFT_LOG_ENV, "%s set by %s to %" PRId64, k->name, origin, ival);
       break;
     case SAY_STR:
-      INFO(WEFT_LOG_ENV, "%s set by environment to %s", k->name,
-           is_secret(k->name) ? "(hidden)" : sval);
+      INFO(WEFT_LOG_ENV, "%s set by %s to %s", k->name, origin, is_secret(k->name) ? "(hidden)" : sval);
       break;
     case BAD_INT:
-      WARN("%s='%s' is not an integer; using default %" PRId64, k->name,
-           is_secret(k->name) ? "(hidden)" : bad, k->int_default);
+      if (strcmp(origin, "environment") == 0)
+        WARN("%s='%s' is not an integer; using default %" PRId64, k->name, is_secret(k->name) ? "(hidden)" : bad,
+             k->int_default);
+      else
+        WARN("%s='%s' (set by %s) is not an integer; using default %" PRId64, k->name,
+             is_secret(k->name) ? "(hidden)" : bad, origin, k->int_default);
       break;
     case NO_MEMORY:
       WARN("out of memory reading %s; using its default", k->name);
@@ -220,10 +259,16 @@ int weft_env_knob_from_env(int idx) {
   return cache[idx].from_env;
 }
 
+const char *weft_env_knob_origin(int idx) {
+  if (!is_read(idx)) load(idx);
+  return cache[idx].origin;
+}
+
 void weft_env_reset(void) {
   pthread_mutex_lock(&lock);
   for (int i = 0; i < WEFT_ENV_COUNT; i++) __atomic_store_n(&cache[i].read, 0, __ATOMIC_RELEASE);
   pthread_mutex_unlock(&lock);
+  weft_env_source_forget();  // the configuration files are read again too
   weft_debug_reset();  // the log settings were derived from these knobs
 }
 
@@ -243,9 +288,24 @@ void weft_env_print_markdown(void) {
         "unset. Integers are decimal or 0x-prefixed hexadecimal, optionally signed,\n"
         "with an optional K, M or G suffix (powers of 1024); a value that does not\n"
         "parse is reported with a warning and the default is used. A value that\n"
-        "differs from the default is logged once at INFO level (subsystem ENV).\n"
-        "NCCL's names are used where NCCL has the same knob, WEFT_ otherwise. This\n"
-        "page is generated from src/base/env_table.h by `weft-env --markdown`.\n"
+        "differs from the default is logged once at INFO level (subsystem ENV),\n"
+        "with where it came from. NCCL's names are used where NCCL has the same\n"
+        "knob, WEFT_ otherwise. This page is generated from src/base/env_table.h\n"
+        "by `weft-env --markdown`.\n"
+        "\n"
+        "As in NCCL, a variable the environment does not set (an empty one counts\n"
+        "as set) is looked up in the user's configuration file, `$NCCL_CONF_FILE`\n"
+        "or else `~/.nccl.conf`, and then in `/etc/nccl.conf`: lines `NAME=VALUE`,\n"
+        "`#` starting a comment line, nothing trimmed, a name's first line\n"
+        "counting. The files are read at the first read of any variable. Unlike\n"
+        "NCCL, weft does not copy their settings into the process environment:\n"
+        "they set weft's variables, but the program, its child processes and an\n"
+        "env plugin's own `getenv` do not see them. An env plugin\n"
+        "(`NCCL_ENV_PLUGIN`, docs/plugins.md), loaded at the first read of any\n"
+        "variable, supplies every variable but `NCCL_ENV_PLUGIN` (environment,\n"
+        "then the files) and `NCCL_CONF_FILE` (environment only) in place of the\n"
+        "environment and the files, `NCCL_DEBUG` and the other logging\n"
+        "variables included.\n"
         "\n"
         "| Variable | Default | Meaning |\n"
         "|---|---|---|\n",

@@ -4,7 +4,9 @@
  * Every knob weft reads is declared once in env_table.h (name, type, default,
  * one-line doc). That table generates the accessors below and docs/env.md
  * (`build/bin/weft-env --markdown`), so code and documentation cannot drift.
- * Values are read once and cached; weft_env_reset() forgets the cache (tests).
+ * Values are read once, from the source env_source.h settles (the
+ * environment, then NCCL's configuration files, or an env plugin), and
+ * cached; weft_env_reset() forgets the cache and the files (tests).
  */
 #ifndef WEFT_ENV_H
 #define WEFT_ENV_H
@@ -38,7 +40,10 @@ int weft_env_knob_find(const char *name);  // -1: weft has no such knob
 void weft_env_knob_info(int idx, weft_env_knob_info_t *out);
 int64_t weft_env_knob_int(int idx);
 const char *weft_env_knob_str(int idx);    // NULL when unset
-int weft_env_knob_from_env(int idx);       // 1: the value came from the environment
+int weft_env_knob_from_env(int idx);       // 1: the value came from a source, not the default
+// Where the value came from: "environment", a configuration file's path,
+// "env plugin 'NAME'"; NULL for the default.
+const char *weft_env_knob_origin(int idx);
 // Write the knob table as markdown (docs/env.md) to stdout.
 void weft_env_print_markdown(void);
 

@@ -5,6 +5,8 @@
  * The accessor is weft_env_NAME(). NCCL's names where NCCL has the knob,
  * WEFT_ for weft's own. No include guard: included several times on purpose.
  */
+WEFT_ENV_STR(NCCL_CONF_FILE, NULL, "File of NAME=VALUE lines ('#' comments) that set the knobs the environment leaves unset; unset: ~/.nccl.conf. /etc/nccl.conf is read after it either way, and sets what both leave unset. Read from the process environment only.")
+WEFT_ENV_STR(NCCL_ENV_PLUGIN, NULL, "Env plugin that supplies every other knob's value instead of the environment and the configuration files: NAME loads NAME as a file or soname, else libnccl-env-NAME.so (a path or lib*.so name: only as given); unset tries libnccl-env.so quietly; none disables (docs/plugins.md). Read from the environment, then the configuration files.")
 WEFT_ENV_STR(NCCL_DEBUG, NULL, "Log level: VERSION, WARN, INFO, TRACE (default: none).")
 WEFT_ENV_STR(NCCL_DEBUG_SUBSYS, "INIT,BOOTSTRAP,ENV", "Comma list of subsystems logged at INFO/TRACE; ALL; a leading ^ negates.")
 WEFT_ENV_STR(NCCL_DEBUG_FILE, NULL, "Write log lines to this file instead of stdout; %h is the host name, %p the pid.")

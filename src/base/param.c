@@ -4,8 +4,9 @@
  * over weft's one table of knobs (env_table.h).
  *
  * A key is a knob's environment name. Values are the ones weft itself uses:
- * read once from the environment and cached (env.c), so a program sees what
- * the library sees. Types follow NCCL's strict rule: integer knobs are
+ * read once from their source (the environment, then NCCL's configuration
+ * files, or an env plugin: env_source.h) and cached (env.c), so a program
+ * sees what the library sees; set_by names that source. Types follow NCCL's strict rule: integer knobs are
  * 64-bit signed and only ncclParamGetI64 reads them as numbers, string knobs
  * only ncclParamGetStr; another getter, an unknown key or a NULL argument is
  * ncclInvalidArgument (logged at INFO, as NCCL does). A secret knob's value
@@ -186,7 +187,7 @@ void pncclParamDumpAll(void) {
     const char *def = k.is_int ? dflt : k.str_default != NULL ? k.str_default : "";
     printf("%s (%s) [%s] %s\n    Current value=%s set_by=%s default=%s\n    Accepted value: %s\n\n", k.name,
            k.is_int ? "int64" : "string", "published", k.doc, cur[0] ? cur : "<unset>",
-           weft_env_knob_from_env(i) ? "environment" : "default", def[0] ? def : "<unset>",
+           weft_env_knob_origin(i) != NULL ? weft_env_knob_origin(i) : "default", def[0] ? def : "<unset>",
            k.is_int ? "an integer: decimal or 0x hexadecimal, optionally signed, optional K/M/G suffix"
                     : "a string");
   }

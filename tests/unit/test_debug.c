@@ -52,6 +52,9 @@ static const char *log_to_file(const char *level, const char *subsys, char *path
   char pattern[128];
   snprintf(pattern, sizeof(pattern), "%s/log.%%p", dir);
   snprintf(path, len, "%s/log.%d", dir, (int)getpid());
+  // A process's first knob read looks for an env plugin and logs what it
+  // found (INIT, ENV): let that happen before this test's log starts.
+  (void)weft_env_WEFT_TIMEOUT();
   weft_env_reset();  // settings are re-read lazily, after the setenvs below
   setenv("NCCL_DEBUG", level, 1);
   if (subsys) setenv("NCCL_DEBUG_SUBSYS", subsys, 1);
