@@ -9,9 +9,9 @@
  * hwloc XML file or detection, made once and kept), asked for only when
  * there are several devices; one that cannot be had leaves the choice to
  * device 0 as before (a WARN when NCCL_TOPO_FILE named it, else INFO).
- * The rank's GPU bus id is not known here, so a rank on a host with GPUs
- * is taken to drive the (local rank mod nGPUs)-th GPU, as WEFT_BIND
- * assumes.
+ * A rank that drives a GPU is placed at that GPU (its CUDA device's bus
+ * id); one that does not, on a host with GPUs, is taken to sit near the
+ * (local rank mod nGPUs)-th GPU, as WEFT_BIND assumes.
  */
 #include "init_net.h"
 
@@ -19,6 +19,7 @@
 #include <stdlib.h>
 
 #include "comm.h"
+#include "cuda_rt.h"
 #include "debug.h"
 #include "env.h"
 #include "topo.h"
@@ -42,8 +43,10 @@ int weft_comm_net_device(const weft_transport_view_t *v, const weft_net_dev_t *d
     return -1;
   }
   for (int d = 0; d < ndevs; d++) list[d] = (weft_topo_netdev_t){devs[d].name, devs[d].port, devs[d].busid};
+  char busid[32] = "";
+  if (comm->cuda_dev < 0 || weft_cuda_device_busid(comm->cuda_dev, busid, sizeof(busid)) != 0) busid[0] = '\0';
   weft_topo_nic_pick_t pick;
-  int rc = weft_topo_nic_pick(topo, comm->local_rank, comm->local_size, NULL, list, ndevs, &pick);
+  int rc = weft_topo_nic_pick(topo, comm->local_rank, comm->local_size, busid[0] ? busid : NULL, list, ndevs, &pick);
   free(list);
   snprintf(why, len, "%s", pick.why);
   return rc == 0 ? pick.dev : -1;
