@@ -1,8 +1,8 @@
 /*
- * mesh.c — builds the TP, PP and DP communicators of a 3D mesh with
- * ncclCommSplit (see mesh.h for the rank layout).
+ * mesh.c — builds the TP, CP, PP and DP communicators of the mesh (and the
+ * DP x CP one) with ncclCommSplit (see mesh.h for the rank layout).
  *
- * Each split colours a rank by its coordinates along the two other axes and
+ * Each split colours a rank by its coordinates along the other axes and
  * keys it by its coordinate along the group's own axis, so group rank i is
  * the member with coordinate i.
  */
@@ -15,16 +15,15 @@
 static ncclResult_t check_shape(ncclComm_t world, weft_mesh_shape_t *shape, int *rank, int *nranks) {
   if (world == NULL) PAR_INVALID("weft_mesh_create: world communicator is NULL");
   if (shape->cp == 0) shape->cp = 1;
-  if (shape->tp < 1 || shape->pp < 1 || shape->dp < 1)
-    PAR_INVALID("weft_mesh_create: every size must be at least 1 (tp=%d pp=%d dp=%d)", shape->tp, shape->pp,
-                shape->dp);
-  if (shape->cp != 1) PAR_INVALID("weft_mesh_create: cp=%d, only cp=1 is supported", shape->cp);
+  if (shape->tp < 1 || shape->pp < 1 || shape->dp < 1 || shape->cp < 1)
+    PAR_INVALID("weft_mesh_create: every size must be at least 1 (tp=%d cp=%d pp=%d dp=%d)", shape->tp, shape->cp,
+                shape->pp, shape->dp);
   PAR_CHECK(ncclCommCount(world, nranks));
   PAR_CHECK(ncclCommUserRank(world, rank));
-  long want = (long)shape->tp * shape->pp * shape->dp;
+  long want = (long)shape->tp * shape->cp * shape->pp * shape->dp;
   if (want != *nranks)
-    PAR_INVALID("weft_mesh_create: tp*pp*dp = %d*%d*%d = %ld, but the communicator has %d ranks", shape->tp,
-                shape->pp, shape->dp, want, *nranks);
+    PAR_INVALID("weft_mesh_create: tp*cp*pp*dp = %d*%d*%d*%d = %ld, but the communicator has %d ranks", shape->tp,
+                shape->cp, shape->pp, shape->dp, want, *nranks);
   return ncclSuccess;
 }
 
@@ -40,15 +39,21 @@ ncclResult_t weft_mesh_create(ncclComm_t world, weft_mesh_shape_t shape, weft_me
   m->rank = rank;
   m->nranks = nranks;
   m->world = world;
-  m->tp_rank = rank % shape.tp;
-  m->pp_rank = (rank / shape.tp) % shape.pp;
-  m->dp_rank = rank / (shape.tp * shape.pp);
-  PAR_CHECK_GOTO(ncclCommSplit(world, m->pp_rank + shape.pp * m->dp_rank, m->tp_rank, &m->tp_comm, NULL), res,
-                 fail);
-  PAR_CHECK_GOTO(ncclCommSplit(world, m->tp_rank + shape.tp * m->dp_rank, m->pp_rank, &m->pp_comm, NULL), res,
-                 fail);
-  PAR_CHECK_GOTO(ncclCommSplit(world, m->tp_rank + shape.tp * m->pp_rank, m->dp_rank, &m->dp_comm, NULL), res,
-                 fail);
+  int tp = shape.tp, cp = shape.cp, pp = shape.pp;
+  m->tp_rank = rank % tp;
+  m->cp_rank = (rank / tp) % cp;
+  m->pp_rank = (rank / (tp * cp)) % pp;
+  m->dp_rank = rank / (tp * cp * pp);
+  int tp_r = m->tp_rank, cp_r = m->cp_rank, pp_r = m->pp_rank, dp_r = m->dp_rank;
+  PAR_CHECK_GOTO(ncclCommSplit(world, cp_r + cp * (pp_r + pp * dp_r), tp_r, &m->tp_comm, NULL), res, fail);
+  PAR_CHECK_GOTO(ncclCommSplit(world, tp_r + tp * (pp_r + pp * dp_r), cp_r, &m->cp_comm, NULL), res, fail);
+  PAR_CHECK_GOTO(ncclCommSplit(world, tp_r + tp * (cp_r + cp * dp_r), pp_r, &m->pp_comm, NULL), res, fail);
+  PAR_CHECK_GOTO(ncclCommSplit(world, tp_r + tp * (cp_r + cp * pp_r), dp_r, &m->dp_comm, NULL), res, fail);
+  m->dp_cp_comm = m->dp_comm;
+  if (cp > 1) {
+    m->dp_cp_comm = NULL;
+    PAR_CHECK_GOTO(ncclCommSplit(world, tp_r + tp * pp_r, cp_r + cp * dp_r, &m->dp_cp_comm, NULL), res, fail);
+  }
   *mesh = m;
   return ncclSuccess;
 fail:
@@ -59,17 +64,23 @@ fail:
 ncclResult_t weft_mesh_destroy(weft_mesh_t *mesh) {
   if (mesh == NULL) return ncclSuccess;
   ncclResult_t res = ncclSuccess, r;
-  ncclComm_t comms[3] = {mesh->tp_comm, mesh->pp_comm, mesh->dp_comm};
-  for (int i = 0; i < 3; i++)
+  ncclComm_t comms[5] = {mesh->tp_comm, mesh->pp_comm, mesh->dp_comm, mesh->cp_comm,
+                         mesh->dp_cp_comm != mesh->dp_comm ? mesh->dp_cp_comm : NULL};
+  for (int i = 0; i < 5; i++)
     if (comms[i] != NULL && (r = ncclCommDestroy(comms[i])) != ncclSuccess && res == ncclSuccess) res = r;
   free(mesh);
   return res;
 }
 
 int weft_mesh_world_rank(const weft_mesh_t *mesh, int tp_rank, int pp_rank, int dp_rank) {
+  return mesh == NULL ? -1 : weft_mesh_world_rank_cp(mesh, tp_rank, mesh->cp_rank, pp_rank, dp_rank);
+}
+
+int weft_mesh_world_rank_cp(const weft_mesh_t *mesh, int tp_rank, int cp_rank, int pp_rank, int dp_rank) {
   if (mesh == NULL) return -1;
   const weft_mesh_shape_t *s = &mesh->shape;
-  if (tp_rank < 0 || tp_rank >= s->tp || pp_rank < 0 || pp_rank >= s->pp || dp_rank < 0 || dp_rank >= s->dp)
+  if (tp_rank < 0 || tp_rank >= s->tp || cp_rank < 0 || cp_rank >= s->cp || pp_rank < 0 || pp_rank >= s->pp ||
+      dp_rank < 0 || dp_rank >= s->dp)
     return -1;
-  return tp_rank + s->tp * (pp_rank + s->pp * dp_rank);
+  return tp_rank + s->tp * (cp_rank + s->cp * (pp_rank + s->pp * dp_rank));
 }

@@ -26,9 +26,10 @@
 static void usage(FILE *out) {
   fprintf(out,
           "usage: weft-train [options]   (under weftrun -n N for several ranks)\n"
-          "  parallelism: --tp T --pp P --dp D (T*P*D = ranks)  --zero 0..3  --grad-accum K\n"
+          "  parallelism: --tp T --pp P --dp D (T*C*P*D = ranks)  --zero 0..3  --grad-accum K\n"
           "               --micro-batches M (the same as --grad-accum; the pipeline's micro-batches)\n"
           "               --schedule 1f1b|gpipe (pipeline schedule, default 1f1b)\n"
+          "               --cp C (context parallel: ring attention, --seq split in 2*C chunks)\n"
           "  model:       --layers L --hidden H --heads A --ffn F --seq S\n"
           "               --recompute 1 (keep block inputs only; recompute activations in backward)\n"
           "  data:        --data FILE (text bytes, or an llm.c token file)  --digits N (addition task)\n"
@@ -71,6 +72,7 @@ static void defaults(train_cfg_t *c) {
   c->batch = 16;
   c->grad_accum = 1;
   c->tp = c->pp = c->dp = 1;
+  c->cp = 1;
   c->schedule = WEFT_PP_1F1B;
   c->steps = 1500;
   c->eval_every = 500;
@@ -101,6 +103,7 @@ static int parse_args(int argc, char **argv, train_cfg_t *c, int *seed_given) {
       {"--beta1", NULL, 0, 0, &c->beta1}, {"--beta2", NULL, 0, 0, &c->beta2},
       {"--save-every", &c->save_every, 0, 1 << 30, NULL}, {"--stop-after", &c->stop_after, 0, 1 << 30, NULL},
       {"--recompute", &c->recompute, 0, 1, NULL},
+      {"--cp", &c->cp, 1, 1024, NULL},
   };
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
@@ -186,8 +189,8 @@ static ncclResult_t run(const train_cfg_t *cfg, trainer_t *t, int rank) {
   double tokens = (double)cfg->dp * cfg->grad_accum * cfg->batch * cfg->dims.seq;
   report_t rep;
   if (rank == 0) {
-    printf("weft-train: %d ranks (tp %d x pp %d x dp %d, ZeRO-%d), GPT %zu parameters (L=%d h=%d heads=%d ffn=%d seq=%d)\n",
-           mesh->nranks, cfg->tp, cfg->pp, cfg->dp, cfg->zero, trainer_param_count(t), cfg->dims.layers,
+    printf("weft-train: %d ranks (tp %d x cp %d x pp %d x dp %d, ZeRO-%d), GPT %zu parameters (L=%d h=%d heads=%d ffn=%d seq=%d)\n",
+           mesh->nranks, cfg->tp, cfg->cp, cfg->pp, cfg->dp, cfg->zero, trainer_param_count(t), cfg->dims.layers,
            cfg->dims.hidden, cfg->dims.heads, cfg->dims.ffn, cfg->dims.seq);
     printf("data: %s\n", data_describe(trainer_data(t)));
     printf("batch: %.0f tokens per step (%d x %d micro-batches x %d sequences x %d), %d steps, sgemm peak %.1f GFLOP/s\n",

@@ -129,7 +129,15 @@ ncclResult_t gpt_create(const gpt_dims_t *d, int batch, const weft_tp_t *tp, gpt
 
 ncclResult_t gpt_create_stage(const gpt_dims_t *d, int batch, const weft_tp_t *tp, const gpt_stage_t *stage,
                               gpt_t **out) {
+  return gpt_create_cp(d, batch, tp, NULL, stage, out);
+}
+
+ncclResult_t gpt_create_cp(const gpt_dims_t *d, int batch, const weft_tp_t *tp, const weft_cp_t *cp,
+                           const gpt_stage_t *stage, gpt_t **out) {
   *out = NULL;
+  weft_cp_t one = {NULL, 1, 0, NULL};
+  if (cp == NULL) cp = &one;
+  if (weft_cp_check_seq(cp, "gpt (--cp, --seq)", d->seq) != ncclSuccess) return ncclInvalidArgument;
   if (d->vocab < 2 || d->seq < 1 || d->layers < 1 || d->hidden < 1 || d->heads < 1 || d->ffn < 1 || batch < 1)
     PAR_INVALID("gpt: bad shape vocab=%d seq=%d layers=%d hidden=%d heads=%d ffn=%d batch=%d", d->vocab, d->seq,
                 d->layers, d->hidden, d->heads, d->ffn, batch);
@@ -144,7 +152,8 @@ ncclResult_t gpt_create_stage(const gpt_dims_t *d, int batch, const weft_tp_t *t
   m->d = *d;
   m->stage = *stage;
   m->batch = batch;
-  m->T = d->seq * batch;
+  m->cp = *cp;
+  m->T = weft_cp_local_seq(cp, d->seq) * batch;
   m->tp = *tp;
   m->vrows = weft_tp_vocab_rows(tp, d->vocab);
   m->ad = (weft_tp_attn_dims_t){d->hidden, d->heads, d->seq, batch};
@@ -156,7 +165,7 @@ ncclResult_t gpt_create_stage(const gpt_dims_t *d, int batch, const weft_tp_t *t
   m->mlp_off = m->ln2_off + 2 * h;
   m->block_np = m->mlp_off + m->mlp_np;
   m->ln_na = weft_tp_layernorm_nacts(d->hidden, m->T);
-  m->attn_na = weft_tp_attn_nacts(tp, &m->ad);
+  m->attn_na = gpt_attn_nacts(m);
   m->mlp_na = weft_tp_mlp_nacts(tp, d->hidden, d->ffn, m->T);
   size_t th = T * h, tv = T * (size_t)m->vrows;
   m->ids = malloc(T * sizeof(int));

@@ -22,6 +22,7 @@
 
 #include <stddef.h>
 
+#include "cp.h"
 #include "tp.h"
 
 typedef struct {
@@ -56,6 +57,13 @@ ncclResult_t gpt_create(const gpt_dims_t *dims, int batch, const weft_tp_t *tp, 
 // The same for one stage (activations of its blocks only).
 ncclResult_t gpt_create_stage(const gpt_dims_t *dims, int batch, const weft_tp_t *tp, const gpt_stage_t *stage,
                               gpt_t **out);
+// The same with each sequence split over a context-parallel group (cp.h;
+// NULL: none): the model holds this rank's seq / cp->size positions of
+// every sequence (T = seq / cp->size * batch rows, chunks cp->rank and
+// 2 * cp->size - 1 - cp->rank), attention runs over the ring, and the loss
+// is the mean over those rows (the ranks' means average to the sequence's).
+ncclResult_t gpt_create_cp(const gpt_dims_t *dims, int batch, const weft_tp_t *tp, const weft_cp_t *cp,
+                           const gpt_stage_t *stage, gpt_t **out);
 void gpt_destroy(gpt_t *m);
 
 int gpt_nlayers(const gpt_t *m);                 // L + 2

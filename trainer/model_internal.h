@@ -11,8 +11,9 @@
 struct gpt {
   gpt_dims_t d;
   gpt_stage_t stage;  // blocks first..last-1; activations are indexed from first
-  int batch, T;       // sequences and tokens per micro-batch
+  int batch, T;       // sequences and tokens (this rank's rows) per micro-batch
   weft_tp_t tp;
+  weft_cp_t cp;       // context parallel (model_cp.c): size 1 when off; comm and stream borrowed
   int vrows;          // vocabulary rows this rank owns (ceil(V/tp))
   weft_tp_attn_dims_t ad;
   size_t attn_np, mlp_np, block_np;         // local parameters
@@ -32,5 +33,12 @@ struct gpt {
   float *work;        // grad, tmp (T x h each), CE work (3T), argmax (2T x tp)
   float *dwte;        // the LM head's gradient of wte, added to layer 0
 };
+
+// model_cp.c: the position of local row `row` in its sequence, and the
+// attention layer (over the context-parallel ring when cp.size > 1).
+int gpt_row_position(const gpt_t *m, int row);
+size_t gpt_attn_nacts(const gpt_t *m);
+ncclResult_t gpt_attn_forward(gpt_t *m, const float *p, const float *x, float *y, float *acts);
+ncclResult_t gpt_attn_backward(gpt_t *m, const float *p, float *g, const float *dy, float *dx, float *acts);
 
 #endif  // WEFT_TRAINER_MODEL_INTERNAL_H

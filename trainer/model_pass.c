@@ -40,7 +40,7 @@ static ncclResult_t block_forward(gpt_t *m, int l, const float *p) {
   float *mid = at(m->xmid, th, s), *out = at(m->x, th, l + 1);
   float *ln1 = at(m->ln_out, th, 2 * s), *ln2 = at(m->ln_out, th, 2 * s + 1);
   PAR_CHECK(weft_tp_layernorm_forward(&m->tp, h, p, T, x, ln1, at(m->ln_acts, m->ln_na, 2 * s)));
-  PAR_CHECK(weft_tp_attn_forward(&m->tp, &m->ad, p + m->attn_off, ln1, mid, at(m->attn_acts, m->attn_na, s)));
+  PAR_CHECK(gpt_attn_forward(m, p + m->attn_off, ln1, mid, at(m->attn_acts, m->attn_na, s)));
   add(mid, x, th);
   PAR_CHECK(weft_tp_layernorm_forward(&m->tp, h, p + m->ln2_off, T, mid, ln2, at(m->ln_acts, m->ln_na, 2 * s + 1)));
   PAR_CHECK(weft_tp_mlp_forward(&m->tp, h, m->d.ffn, p + m->mlp_off, T, ln2, out, at(m->mlp_acts, m->mlp_na, s)));
@@ -66,7 +66,7 @@ ncclResult_t gpt_forward_stage(gpt_t *m, const gpt_store_t *st, const int *ids, 
     PAR_CHECK(st->params(st->ctx, 0, 1, &p));
     PAR_CHECK(weft_tp_embed_forward(&m->tp, m->d.vocab, h, p, T, ids, m->x, NULL));
     const float *wpe = p + (size_t)m->vrows * h;
-    for (int r = 0; r < T; r++) add(m->x + (size_t)r * h, wpe + (size_t)(r / m->batch) * h, (size_t)h);
+    for (int r = 0; r < T; r++) add(m->x + (size_t)r * h, wpe + (size_t)gpt_row_position(m, r) * h, (size_t)h);
     PAR_CHECK(st->release(st->ctx, 0));
   } else {
     memcpy(m->x, in, th * sizeof(float));
@@ -105,8 +105,7 @@ static ncclResult_t block_backward(gpt_t *m, int l, const float *p, float *g, fl
   PAR_CHECK(weft_tp_layernorm_backward(&m->tp, h, p + m->ln2_off, g + m->ln2_off, T, tmp, tmp,
                                        at(m->ln_acts, m->ln_na, 2 * l + 1)));
   add(grad, tmp, th);
-  PAR_CHECK(weft_tp_attn_backward(&m->tp, &m->ad, p + m->attn_off, g + m->attn_off, grad, tmp,
-                                  at(m->attn_acts, m->attn_na, l)));
+  PAR_CHECK(gpt_attn_backward(m, p + m->attn_off, g + m->attn_off, grad, tmp, at(m->attn_acts, m->attn_na, l)));
   PAR_CHECK(weft_tp_layernorm_backward(&m->tp, h, p, g, T, tmp, tmp, at(m->ln_acts, m->ln_na, 2 * l)));
   add(grad, tmp, th);
   return ncclSuccess;
@@ -155,7 +154,7 @@ ncclResult_t gpt_backward_stage(gpt_t *m, const gpt_store_t *st, const float *do
   if (m->stage.head) add(g, m->dwte, (size_t)V * h);
   PAR_CHECK(weft_tp_embed_backward(&m->tp, m->d.vocab, h, g, T, m->ids, grad, NULL));
   float *gpe = g + (size_t)V * h;
-  for (int r = 0; r < T; r++) add(gpe + (size_t)(r / m->batch) * h, grad + (size_t)r * h, (size_t)h);
+  for (int r = 0; r < T; r++) add(gpe + (size_t)gpt_row_position(m, r) * h, grad + (size_t)r * h, (size_t)h);
   PAR_CHECK(st->grads_done(st->ctx, 0));
   return ncclSuccess;
 }

@@ -20,6 +20,8 @@ static ncclResult_t check_cfg(const train_cfg_t *c, const data_t *data) {
   if (c->batch < 1 || c->grad_accum < 1 || c->steps < 1 || c->dims.seq < 2)
     PAR_INVALID("--batch, --grad-accum, --steps must be at least 1 and --seq at least 2");
   if (c->zero < 0 || c->zero > 3) PAR_INVALID("--zero %d: must be 0, 1, 2 or 3", c->zero);
+  if (c->cp < 1 || c->dims.seq % (2 * c->cp) != 0)
+    PAR_INVALID("--cp %d: --seq %d must split into 2 * cp = %d equal chunks", c->cp, c->dims.seq, 2 * c->cp);
   if (c->pp > c->dims.layers)
     PAR_INVALID("--pp %d: every stage needs a block, but the model has %d (--layers)", c->pp, c->dims.layers);
   if (!(c->lr.lr > 0) || c->lr.warmup < 0 || !(c->weight_decay >= 0) || !(c->beta1 >= 0 && c->beta1 < 1) ||
@@ -65,9 +67,10 @@ ncclResult_t trainer_create(const train_cfg_t *cfg, ncclComm_t world, trainer_t 
   }
   t->cfg.dims.vocab = data_vocab(t->data);
   if ((res = check_cfg(&t->cfg, t->data)) != ncclSuccess) goto fail;
-  weft_mesh_shape_t shape = {cfg->tp, cfg->pp, cfg->dp, 1};
+  weft_mesh_shape_t shape = {cfg->tp, cfg->pp, cfg->dp, cfg->cp};
   PAR_CHECK_GOTO(weft_mesh_create(world, shape, &t->mesh), res, fail);
   PAR_CHECK_GOTO(weft_tp_init(&t->tp, cfg->tp > 1 ? t->mesh->tp_comm : NULL, 0), res, fail);
+  PAR_CHECK_GOTO(train_cp_init(t), res, fail);
   int nl = 0, P = cfg->pp, s = t->mesh->pp_rank;
   PAR_CHECK_GOTO(train_pp_plan(t, &sizes, &nl), res, fail);
   // Activations of the micro-batches in flight: 1F1B P - s at most, GPipe all.
@@ -78,7 +81,7 @@ ncclResult_t trainer_create(const train_cfg_t *cfg, ncclComm_t world, trainer_t 
     goto fail;
   }
   for (int i = 0; i < t->slots; i++)
-    PAR_CHECK_GOTO(gpt_create_stage(&t->cfg.dims, cfg->batch, &t->tp, &t->stage, &t->models[i]), res, fail);
+    PAR_CHECK_GOTO(gpt_create_cp(&t->cfg.dims, cfg->batch, &t->tp, &t->cp, &t->stage, &t->models[i]), res, fail);
   t->model = t->models[0];
   size_t all_n = gpt_local_count(t->model), T = (size_t)cfg->dims.seq * cfg->batch;
   float *all_w = malloc(all_n * sizeof(float));
@@ -104,7 +107,7 @@ ncclResult_t trainer_create(const train_cfg_t *cfg, ncclComm_t world, trainer_t 
   if (P > 1 && t->stage.head)  // the last stage's copy of the tied embedding counts once, on the first
     memset(t->norm_weight, 0, gpt_layer_size(t->model, 0) * sizeof(float));
   weft_dp_config_t dc = {(weft_dp_stage_t)cfg->zero, WEFT_DP_FP32, WEFT_DP_AVG_NCCL, cfg->grad_accum, nl, sizes};
-  PAR_CHECK_GOTO(weft_dp_create(t->mesh->dp_comm, &dc, &t->dp), res, fail);
+  PAR_CHECK_GOTO(weft_dp_create(t->mesh->dp_cp_comm, &dc, &t->dp), res, fail);  // CP ranks: other tokens
   t->store = train_pp_store(t);
   if ((res = load_initial(t)) != ncclSuccess) goto fail;
   free(sizes);
@@ -121,6 +124,7 @@ void trainer_destroy(trainer_t *t) {
   weft_dp_destroy(t->dp);
   for (int i = 0; t->models != NULL && i < t->slots; i++) gpt_destroy(t->models[i]);
   if (t->emb_comm != NULL) ncclCommDestroy(t->emb_comm);
+  train_cp_free(t);
   weft_mesh_destroy(t->mesh);
   data_close(t->data);
   free(t->norm_weight), free(t->seq), free(t->ids), free(t->models), free(t->local), free(t->emb_acc), free(t->act);
@@ -149,6 +153,7 @@ void trainer_fill_batch(trainer_t *t, int split, long first) {
       t->targets[p * B + n] = t->seq[p + 1];
     }
   }
+  train_cp_select(t);
 }
 
 ncclResult_t trainer_step(trainer_t *t, int step, step_result_t *out) {
@@ -174,7 +179,7 @@ ncclResult_t trainer_step(trainer_t *t, int step, step_result_t *out) {
   weft_adamw_t opt = {lr, c->beta1, c->beta2, c->eps, c->weight_decay};
   PAR_CHECK(weft_dp_step(t->dp, &opt));
   float loss = (float)(loss_sum / K);
-  PAR_CHECK(ncclAllReduce(&loss, &loss, 1, ncclFloat32, ncclAvg, t->mesh->dp_comm, NULL));
+  PAR_CHECK(ncclAllReduce(&loss, &loss, 1, ncclFloat32, ncclAvg, t->mesh->dp_cp_comm, NULL));
   *out = (step_result_t){loss, lr, norm, weft_prog_now_s() - start};
   return ncclSuccess;
 }
@@ -187,6 +192,7 @@ static ncclResult_t eval_accuracy(trainer_t *t, int *correct, int *total) {
   int *len = malloc((size_t)B * sizeof(int)), *want = malloc((size_t)B * 16 * sizeof(int));
   int *got = malloc((size_t)B * 16 * sizeof(int)), *next = malloc((size_t)T * sizeof(int));
   ncclResult_t res = ncclSuccess;
+  int *ids = train_cp_ids(t);  // whole sequences; each rank runs its rows of them
   if (!len || !want || !got || !next) res = weft_par_error(ncclSystemError, "out of memory");
   *correct = *total = 0;
   for (int j = 0; j < batches && res == ncclSuccess; j++) {
@@ -196,15 +202,16 @@ static ncclResult_t eval_accuracy(trainer_t *t, int *correct, int *total) {
       int prompt[32];
       len[n] = data_add_prompt(a, b, prompt);
       data_add_answer(a, b, want + n * 16);
-      for (int p = 0; p < S; p++) t->ids[p * B + n] = p < len[n] ? prompt[p] : ADD_NEWLINE;
+      for (int p = 0; p < S; p++) ids[p * B + n] = p < len[n] ? prompt[p] : ADD_NEWLINE;
     }
     for (int k = 0; k < answer_max && res == ncclSuccess; k++) {  // the same count on every rank (ZeRO-3 gathers)
+      train_cp_use_ids(t, ids);
       res = train_forward(t, NULL, NULL);
       if (res == ncclSuccess) res = train_argmax(t, next);
       for (int n = 0; n < B && res == ncclSuccess; n++) {
         int tok = next[(len[n] - 1) * B + n];
         got[n * 16 + k] = tok;
-        if (len[n] < S) t->ids[len[n]++ * B + n] = tok;
+        if (len[n] < S) ids[len[n]++ * B + n] = tok;
       }
     }
     for (int n = 0; n < B; n++) {
@@ -231,7 +238,7 @@ ncclResult_t trainer_eval(trainer_t *t, eval_result_t *out) {
     loss_sum += loss;
   }
   float val = c->eval_batches > 0 ? (float)(loss_sum / c->eval_batches) : NAN;
-  PAR_CHECK(ncclAllReduce(&val, &val, 1, ncclFloat32, ncclAvg, t->mesh->dp_comm, NULL));
+  PAR_CHECK(ncclAllReduce(&val, &val, 1, ncclFloat32, ncclAvg, t->mesh->dp_cp_comm, NULL));
   *out = (eval_result_t){val, -1.0f, 0};
   if (!data_is_addition(t->data) || c->eval_problems < 1) return ncclSuccess;
   int counts[2];

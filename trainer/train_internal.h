@@ -28,9 +28,13 @@ struct trainer {
   float *act;           // a boundary activation (evaluation)
   long batch_first;     // the step's first sequence on this data-parallel rank
   double loss_sum;      // losses of the step's micro-batches (last stage)
+  // cp > 1 (train_cp.c)
+  weft_cp_t cp;
+  int *cp_ids;          // a whole micro-batch of ids (decoding), then work for gathering rows
 };
 
-// Micro-batch of sequences first .. first+B-1 of a split into t->ids, t->targets.
+// Micro-batch of sequences first .. first+B-1 of a split into t->ids, t->targets
+// (with --cp, this rank's rows of them).
 void trainer_fill_batch(trainer_t *t, int split, long first);
 
 // train_pp.c. Plans this rank's stage (balanced blocks), the layer map and
@@ -55,5 +59,20 @@ ncclResult_t train_pp_step(trainer_t *t, long first, double *loss_sum);
 ncclResult_t train_forward(trainer_t *t, const int *targets, float *loss);
 // After train_forward: the greedy next token of every row on every stage.
 ncclResult_t train_argmax(trainer_t *t, int *next);
+
+// train_cp.c. The context-parallel group and its buffers (collective-free).
+ncclResult_t train_cp_init(trainer_t *t);
+void train_cp_free(trainer_t *t);
+// Rows of a micro-batch on this rank: seq / cp * batch.
+int train_tokens(const trainer_t *t);
+// After filling t->ids, t->targets for whole sequences: keep this rank's rows.
+void train_cp_select(trainer_t *t);
+// Where decoding writes whole sequences of ids (t->ids when cp = 1), and
+// the step that puts this rank's rows of them into t->ids.
+int *train_cp_ids(trainer_t *t);
+void train_cp_use_ids(trainer_t *t, const int *ids);
+// Every rank's rows (train_tokens ints at the start of `rows`) into all
+// seq * batch rows of `rows`, on every rank of the group.
+ncclResult_t train_cp_gather(trainer_t *t, int *rows);
 
 #endif // WEFT_TRAINER_TRAIN_INTERNAL_H

@@ -71,8 +71,8 @@ ncclResult_t train_pp_plan(trainer_t *t, size_t **sizes, int *nlocal) {
                       : l == L + 1 ? t->stage.head : l - 1 >= t->stage.first && l - 1 < t->stage.last;
     t->local[l] = mine ? (*nlocal)++ : -1;
   }
-  int color = P > 1 && (t->stage.embed || t->stage.head) ? t->mesh->tp_rank + t->cfg.tp * t->mesh->dp_rank
-                                                         : NCCL_SPLIT_NOCOLOR;
+  int tcd = t->mesh->tp_rank + t->cfg.tp * (t->mesh->cp_rank + t->cfg.cp * t->mesh->dp_rank);
+  int color = P > 1 && (t->stage.embed || t->stage.head) ? tcd : NCCL_SPLIT_NOCOLOR;
   if (P > 1) PAR_CHECK_GOTO(ncclCommSplit(t->mesh->world, color, s, &t->emb_comm, NULL), res, out);
 out:
   free(cost), free(first);
@@ -153,7 +153,7 @@ static ncclResult_t stage_backward(void *user, int micro, const float *dout, flo
 }
 
 ncclResult_t train_pp_step(trainer_t *t, long first, double *loss_sum) {
-  size_t act = (size_t)t->cfg.dims.seq * t->cfg.batch * t->cfg.dims.hidden, emb = gpt_layer_size(t->model, 0);
+  size_t act = (size_t)train_tokens(t) * t->cfg.dims.hidden, emb = gpt_layer_size(t->model, 0);
   t->batch_first = first;
   t->loss_sum = 0;
   if (t->emb_acc != NULL) memset(t->emb_acc, 0, emb * sizeof(float));
@@ -173,7 +173,7 @@ ncclResult_t train_pp_step(trainer_t *t, long first, double *loss_sum) {
 
 ncclResult_t train_forward(trainer_t *t, const int *targets, float *loss) {
   if (t->cfg.pp == 1) return gpt_forward(t->model, &t->store, t->ids, targets, loss);
-  size_t n = (size_t)t->cfg.dims.seq * t->cfg.batch * t->cfg.dims.hidden;
+  size_t n = (size_t)train_tokens(t) * t->cfg.dims.hidden;
   int s = t->mesh->pp_rank;
   float l = 0;
   ncclComm_t pp = t->mesh->pp_comm;
@@ -190,7 +190,6 @@ ncclResult_t train_forward(trainer_t *t, const int *targets, float *loss) {
 ncclResult_t train_argmax(trainer_t *t, int *next) {
   if (t->stage.head) PAR_CHECK(gpt_argmax(t->model, next));
   if (t->cfg.pp > 1)
-    PAR_CHECK(ncclBroadcast(next, next, (size_t)t->cfg.dims.seq * t->cfg.batch, ncclInt32, t->cfg.pp - 1,
-                            t->mesh->pp_comm, NULL));
-  return ncclSuccess;
+    PAR_CHECK(ncclBroadcast(next, next, (size_t)train_tokens(t), ncclInt32, t->cfg.pp - 1, t->mesh->pp_comm, NULL));
+  return train_cp_gather(t, next);
 }

@@ -3,8 +3,9 @@
  * split by --stop-after / --save / --resume prints exactly the losses of
  * the run it was cut from (same layout, pipeline stages included:
  * bitwise, compared as the CSV's text); a checkpoint written in one layout
- * (DP2 ZeRO-1, PP2 x DP2 ZeRO-3, TP2) resumes in another (TP2, one rank,
- * TP2 x PP2) with the one-rank losses to 1e-5 relative; bad files exit 2 with a message;
+ * (DP2 ZeRO-1, PP2 x DP2 ZeRO-3, TP2, CP2 x DP2 ZeRO-3) resumes in another
+ * (TP2, one rank, TP2 x PP2, CP4) with the one-rank losses to 1e-5
+ * relative, and CP2 splits bitwise like the others; bad files exit 2 with a message;
  * --plot writes a PNG, or says gnuplot is missing and still succeeds.
  */
 #include <criterion/criterion.h>
@@ -144,6 +145,11 @@ Test(trainer_ckpt, pp2_dp2_to_one_rank) {
 Test(trainer_ckpt, tp2_to_tp2_pp2) {
   resumes_like_one_rank(2, 4, "--tp 2", 4, 4, "--tp 2 --pp 2");
 }
+// Context parallel ranks share the parameters; the file is the same model.
+Test(trainer_ckpt, cp2_dp2_to_cp4) {
+  resumes_like_one_rank(4, 2, "--cp 2 --dp 2 --zero 3", 4, 4, "--cp 4");
+}
+Test(trainer_ckpt, cp2_bitwise) { split_equals_straight(2, 4, "--cp 2"); }
 
 static void write_file(const char *name, const void *data, size_t n) {
   char path[128];

@@ -5,7 +5,8 @@
  * 0-3), TP, PP (1F1B and GPipe over the accumulation's micro-batches) and
  * their products under weftrun equal the one-rank run to 1e-5 relative
  * (fp32; in practice they agree to the printed digit). Every (tp, pp, dp)
- * factorisation of 4 ranks runs, and a representative set of 8; with
+ * factorisation of 4 ranks runs, and a representative set of 8; context
+ * parallelism (CP2, CP2 x DP2, TP2 x CP2) learns like one rank too; with
  * activation recomputation the one-rank losses are bitwise the same; and
  * ranks launched by torchrun- or Slurm-style environment variables learn
  * like ranks launched by weftrun.
@@ -96,6 +97,10 @@ Test(trainer_layouts, dp2_zero3, .timeout = 240) { expect_same("dp2 zero3", 2, "
 Test(trainer_layouts, tp2, .timeout = 240) { expect_same("tp2", 2, "--tp 2", 1); }
 Test(trainer_layouts, pp2, .timeout = 240) { expect_same("pp2", 2, "--pp 2", 1); }
 Test(trainer_layouts, pp2_gpipe, .timeout = 240) { expect_same("pp2 gpipe", 2, "--pp 2 --schedule gpipe", 1); }
+// Context parallel: each sequence in 2 * cp chunks, attention over the ring.
+Test(trainer_layouts, cp2, .timeout = 240) { expect_same("cp2", 2, "--cp 2", 1); }
+Test(trainer_layouts, cp2_dp2_zero1, .timeout = 240) { expect_same("cp2 dp2 zero1", 4, "--cp 2 --dp 2 --zero 1", 2); }
+Test(trainer_layouts, tp2_cp2, .timeout = 240) { expect_same("tp2 cp2", 4, "--tp 2 --cp 2", 1); }
 // Every (tp, pp, dp) factorisation of four ranks, ZeRO 0-3 among them.
 Test(trainer_layouts, tp4, .timeout = 240) { expect_same("tp4", 4, "--tp 4", 1); }
 Test(trainer_layouts, pp4, .timeout = 240) { expect_same("pp4", 4, "--pp 4", 1); }
@@ -174,7 +179,7 @@ Test(trainer_layouts, slurm_environment, .timeout = 240) {
 Test(trainer_layouts, bad_input, .timeout = 60) {
   char cmd[512];
   const char *cases[] = {"--zero 7", "--steps x", "--bogus 1", "--data /nonexistent/file.txt", "--pp 2",
-                         "--heads 3", "--lr", "--pp 3", "--schedule zigzag", "--recompute 2"};
+                         "--heads 3", "--lr", "--pp 3", "--schedule zigzag", "--recompute 2", "--cp 3", "--cp 0"};
   for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
     snprintf(cmd, sizeof(cmd), "%s/bin/weft-train --steps 1 %s >/dev/null 2>&1", build_dir(), cases[i]);
     int status = system(cmd);
