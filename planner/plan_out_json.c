@@ -107,6 +107,7 @@ void plan_print_json(FILE *f, const plan_model_t *m, const plan_cluster_t *c, co
   num(f, "gemm_eff", c->gemm_eff);
   num(f, "attn_fwd_eff", c->attn_fwd_eff);
   num(f, "attn_bwd_eff", c->attn_bwd_eff);
+  num(f, "clock_sustain", c->clock_sustain);
   fprintf(f, "},\"job\":{\"gpus\":%d", j->gpus);
   num(f, "global_batch", j->global_batch);
   num(f, "tokens", plan_training_tokens(m, j));

@@ -32,7 +32,7 @@ typedef struct {
   plan_model_t model;
   plan_cluster_t cluster;
   plan_job_t job;
-  int have_cluster, nodes, json, explain, top, zero_table, act_table;
+  int have_cluster, default_cluster, nodes, json, explain, top, zero_table, act_table;
   int time_gpus[MAX_LIST], ntime, act_seqs[MAX_LIST], nact;
   double batch_tokens, mfu, act_k;
   const char *intra_json, *inter_json;
@@ -72,7 +72,7 @@ static const opt_t opts[] = {
     {"--q-lora", "N", "latent attention: query rank (0: a full query projection)", T_MODEL_INT, NULL},
     {"--kv-lora", "N", "latent attention: key/value rank (0: ordinary attention)", T_MODEL_INT, NULL},
     {"--rope-dim", "N", "latent attention: rotary channels per head added to queries and keys", T_MODEL_INT, NULL},
-    {"--cluster", "NAME", "node preset (see --list)", T_NAME, "cluster"},
+    {"--cluster", "NAME", "node preset (see --list; default h100-80g)", T_NAME, "cluster"},
     {"--cluster-file", "PATH", "key=value node description (docs/planner.md)", T_NAME, NULL},
     {"--intra-json", "PATH", "perf -J AllReduce inside a node: measured NVLink bus bandwidth", T_NAME, NULL},
     {"--inter-json", "PATH", "perf -J AllReduce, one rank per node: measured per-GPU network bandwidth", T_NAME, NULL},
@@ -86,8 +86,9 @@ static const opt_t opts[] = {
     {"--nics", "N", "override: NICs per node", T_CLUSTER, NULL},
     {"--nic-gbps", "X", "override: speed of each NIC, Gb/s", T_CLUSTER, NULL},
     {"--sms", "N", "override: streaming multiprocessors per GPU (0 turns off the wave model)", T_CLUSTER, NULL},
+    {"--clock-sustain", "X", "override: clock held under load / clock of the kernel benchmarks", T_CLUSTER, NULL},
     {"--gemm-gflops", "X", "measured GEMM rate per GPU, GFLOP/s (replaces peak x --gemm-eff)", T_CLUSTER, NULL},
-    {"--batch", "N", "global batch, sequences per optimizer step", T_NUM, "training"},
+    {"--batch", "N", "global batch, sequences per optimizer step (default: 16M tokens)", T_NUM, "training"},
     {"--batch-tokens", "N", "global batch in tokens (rounded to whole sequences)", T_NUM, NULL},
     {"--tokens", "N", "tokens to train on (default 20 per parameter)", T_NUM, NULL},
     {"--weight-bytes", "X", "bytes per parameter for weights (default 2)", T_NUM, NULL},
@@ -143,10 +144,10 @@ static int usage_error(const char *fmt, ...) {
 
 static void print_help(void) {
   printf("usage: weft-plan [flags]\n"
-         "Plans tensor/context/pipeline/data/expert parallelism for a transformer (dense or mixture of\n"
-         "experts) on a GPU cluster: memory per GPU,\n"
-         "traffic per dimension, step time, MFU and days to train, with the rejected layouts and\n"
-         "why. Numbers take k, M, G (or B) and T suffixes (1e3 .. 1e12). See docs/planner.md.\n");
+         "Plans tensor, context, pipeline, data and expert parallelism for a transformer (dense or\n"
+         "mixture of experts) on a GPU cluster: memory per GPU, traffic per dimension, step time,\n"
+         "MFU and days to train, with the rejected layouts and why. Numbers take k, M, G (or B)\n"
+         "and T suffixes (1e3 .. 1e12). See docs/planner.md.\n");
   for (int i = 0; i < NOPTS; i++) {
     if (opts[i].section) printf("\n%s:\n", opts[i].section);
     char left[64];
@@ -270,11 +271,11 @@ static int apply(cli_t *c, const opt_t *o, const char *v) {
       {"--mfu", &c->mfu, 1, 1}, {"--gpu-mem-gib", &k->mem_bytes, PLAN_GIB, 1},
       {"--peak-tflops", &k->peak_flops, 1e12, 1}, {"--hbm-gbs", &k->hbm_bw, 1e9, 1},
       {"--nvlink-gbs", &k->nvlink_bw, 1e9, 1}, {"--nic-gbps", &k->nic_bw, 1e9 / 8, 1},
-      {"--gemm-gflops", &k->gemm_flops, 1e9, 1}};
+      {"--gemm-gflops", &k->gemm_flops, 1e9, 1}, {"--clock-sustain", &k->clock_sustain, 1, 1}};
   for (size_t n = 0; n < sizeof(nums) / sizeof(nums[0]); n++)
     if (strcmp(name, nums[n].name) == 0) {
       if (nums[n].positive && x <= 0) return usage_error("%s must be > 0 (got %s)", name, v);
-      if ((strstr(name, "-eff") || strcmp(name, "--mfu") == 0) && x > 1)
+      if ((strstr(name, "-eff") || !strcmp(name, "--mfu") || !strcmp(name, "--clock-sustain")) && x > 1)
         return usage_error("%s is a fraction of peak, at most 1 (got %s)", name, v);
       *nums[n].dst = x * nums[n].scale;
       if (strcmp(name, "--link-eff") == 0) j->calib.nic_eff = x;
@@ -352,6 +353,10 @@ static int apply_presets(cli_t *c, int argc, char **argv) {
       return usage_error("%s", err);
     c->have_cluster = 1;
   }
+  if (!c->have_cluster) {  // the override flags then apply to the default
+    plan_cluster_preset(DEFAULT_CLUSTER, &c->cluster);
+    c->default_cluster = 1;
+  }
   return 0;
 }
 
@@ -420,7 +425,7 @@ static int plan(cli_t *c) {
   if (plan_model_is_bare(m))
     return usage_error("a bare --params gives --zero-table and --time-table only; a plan needs "
                        "--model or the shape flags");
-  if (!c->have_cluster)
+  if (c->default_cluster)
     fprintf(stderr, "weft-plan: no --cluster given: %s assumed\n", DEFAULT_CLUSTER);
   if (plan_cluster_check(&c->cluster, err, sizeof(err)) != 0) return usage_error("%s", err);
   if (c->nodes > 0) {
@@ -476,7 +481,6 @@ int main(int argc, char **argv) {
     if (strcmp(argv[i], "--list") == 0) return print_list(), 0;
   }
   if (argc == 1) return print_help(), 2;
-  plan_cluster_preset(DEFAULT_CLUSTER, &c.cluster);
   int rc = apply_presets(&c, argc, argv);
   if (rc == 0) rc = apply_flags(&c, argc, argv);
   if (rc != 0) return rc;

@@ -213,7 +213,7 @@ Test(plan_cli, help_documents_every_flag, .timeout = 30) {
       "--vocab", "--seq", "--mlp", "--tied", "--positions", "--biases", "--flash", "--dropout",
       "--experts", "--topk", "--expert-ffn", "--shared-experts", "--moe-every", "--dense-layers",
       "--q-lora", "--kv-lora", "--rope-dim", "--cp", "--ep", "--dp-overlap", "--attn-bwd-eff",
-      "--nvlink-eff", "--nic-eff",
+      "--nvlink-eff", "--nic-eff", "--clock-sustain",
       "--cluster", "--cluster-file", "--intra-json", "--inter-json", "--gpus", "--nodes",
       "--gpus-per-node", "--gpu-mem-gib", "--peak-tflops", "--hbm-gbs", "--nvlink-gbs", "--nics",
       "--nic-gbps", "--sms", "--gemm-gflops", "--batch", "--batch-tokens", "--tokens",
