@@ -156,8 +156,10 @@ static double stage_memory(const plan_model_t *m, const plan_job_t *j, const pla
   int p = l->pp, t = l->tp, cp = l->cp > 0 ? l->cp : 1, ep = l->ep > 0 ? l->ep : 1, last = i == p - 1;
   double dense, expert;
   stage_params(m, l, &st, i, &dense, &expert);
+  if (why && expert > 0) fprintf(why, "  dense parameters, sharded over dp x cp:\n");
   plan_states_t sd = plan_model_states(dense, l->dp * cp, l->zero, &j->bytes, why);
-  plan_states_t se = plan_model_states(expert, l->dp * cp / ep, l->zero, &j->bytes, why && expert > 0 ? why : NULL);
+  if (why && expert > 0) fprintf(why, "  routed experts (1/ep of them), sharded over dp x cp / ep:\n");
+  plan_states_t se = plan_model_states(expert, l->dp * cp / ep, l->zero, &j->bytes, expert > 0 ? why : NULL);
   double inflight = plan_inflight_layers(l->schedule, p, l->interleave, i, st.count, mbs);
   double share_moe = st.count ? (double)st.moe / st.count : 0;
   double per_layer = share_moe * a->act_moe + (1 - share_moe) * a->act_dense;
