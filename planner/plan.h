@@ -1,26 +1,36 @@
 /*
- * plan.h — weft-plan's model of training a dense transformer on a GPU cluster.
+ * plan.h — weft-plan's model of training a transformer (dense or mixture of
+ * experts) on a GPU cluster.
  *
  * The planner answers "how should I lay out model X on cluster Y, and how
  * long will it take?". It is a tool on top of weft, not part of libweft: it
  * uses libm only and no library symbol, so it builds and runs anywhere.
  *
- *   plan_model.c    presets, parameter count (GQA, SwiGLU/GELU), FLOPs per token
- *   plan_cluster.c  node presets, key=value cluster files, perf -J bandwidths
+ *   plan_model.c    presets, parameter count (GQA, MLA, SwiGLU/GELU, MoE),
+ *                   FLOPs per token
+ *   plan_cluster.c  node presets (with the measured kernel efficiencies and
+ *                   their sources), key=value cluster files, perf -J bandwidths
  *   plan_json.c     a small JSON reader for the perf files (and the tests)
  *   plan_memory.c   model states per ZeRO stage, activations (Korthikanti
  *                   et al. 2022), micro-batches held per pipeline stage
- *   plan_comm.c     alpha-beta collectives and the traffic of each dimension
- *   plan_time.c     per-layer roofline cost, step time, bubble, MFU, days
- *   plan_search.c   enumerate (tp, pp, dp, zero, micro-batch, recompute, v),
- *                   reject with reasons, rank the rest
+ *   plan_comm.c     alpha-beta collectives, all-to-all, and the links each
+ *                   dimension (tp, cp, ep, dp, pp) crosses
+ *   plan_time.c     per-layer kernel times: GEMMs by shape, fused attention,
+ *                   memory-bound kernels, and each layer's TP/CP/EP traffic
+ *   plan_stage.c    which layers each pipeline stage holds, its memory
  *   plan_eval.c     one layout: checks, memory per stage, step time, MFU
+ *   plan_search.c   enumerate (tp, cp, pp, dp, ep, zero, micro-batch,
+ *                   recompute, v), reject with reasons, rank the rest
  *   plan_out.c      human tables; plan_out_json.c the same as JSON
  *
  * Units: bytes, seconds, FLOP and FLOP/s inside; presets are written in the
  * units their data sheets use and converted once on load. Every function that
  * takes a `FILE *why` prints its formula with the numbers substituted there
  * when it is not NULL (that is --explain), so formula and code stay together.
+ *
+ * Ranks are laid out as Megatron-Core does: tp fastest, then cp, then dp
+ * (whose innermost ep ranks form an expert-parallel group), then pp; the
+ * world is tp x cp x pp x dp.
  */
 #ifndef WEFT_PLAN_H
 #define WEFT_PLAN_H
@@ -46,25 +56,57 @@ typedef struct {
   int biases;               // linear layers and norms have biases (GPT, Megatron-LM)
   int flash_attention;      // fused attention: no s x s scores kept or written to memory
   int dropout;              // dropout on attention probabilities and residual branches
+  // Mixture of experts (experts == 0: dense). Layer i (0-based) is an MoE
+  // layer when i >= dense_layers and (i - dense_layers) % moe_every == 0;
+  // its MLP is `experts` routed experts of width expert_ffn, of which each
+  // token uses topk, plus shared_experts always-on experts of the same width
+  // and a router (hidden x experts). `ffn` stays the dense layers' width.
+  int experts, topk, expert_ffn, shared_experts, moe_every, dense_layers;
+  // Multi-head latent attention (DeepSeek-V2/V3): queries through a rank
+  // q_lora bottleneck (0: a full projection), keys and values through a rank
+  // kv_lora bottleneck, and rope_dim extra query/key channels per head that
+  // carry the rotary position. kv_lora == 0: ordinary (grouped-query) attention.
+  int q_lora, kv_lora, rope_dim;
 } plan_model_t;
 
 int plan_model_preset(const char *name, plan_model_t *out);  // 0, or -1 if unknown
 const char *plan_model_preset_name(int i);                   // NULL past the last
 const char *plan_model_preset_about(int i);
-// Fills derived defaults (kv_heads = heads, head_dim = hidden/heads, ffn) and
-// checks every field; on error writes a sentence to err and returns -1.
+// Fills derived defaults (kv_heads = heads, head_dim = hidden/heads, ffn,
+// expert_ffn, moe_every) and checks every field; on error writes a sentence
+// naming the flag to err and returns -1.
 int plan_model_check(plan_model_t *m, char *err, size_t errlen);
 int plan_model_is_bare(const plan_model_t *m);  // only a parameter count is known
+int plan_model_is_moe(const plan_model_t *m);
+int plan_model_layer_is_moe(const plan_model_t *m, int layer);
+int plan_model_moe_layers(const plan_model_t *m);  // how many layers are MoE
 double plan_model_params(const plan_model_t *m);
-double plan_model_layer_params(const plan_model_t *m);       // one transformer layer
-double plan_model_layer_matmul_params(const plan_model_t *m);
-double plan_model_embedding_params(const plan_model_t *m);   // token (+ position) table
-double plan_model_head_params(const plan_model_t *m);        // 0 when tied
-// Forward FLOPs per token of one layer: 2 x matmul weights + 4 s q (scores and
-// context, the full s x s products as Megatron-LM counts them).
-double plan_model_layer_fwd_flops(const plan_model_t *m);
-// Model FLOPs per trained token: 3 x forward (6N for matmul weights incl. the
-// output layer) + 12 L s q attention; with_attention = 0 gives plain 6N.
+double plan_model_active_params(const plan_model_t *m);  // what one token uses
+// One transformer layer (moe: an MoE layer, else a dense one).
+double plan_model_layer_params(const plan_model_t *m, int moe);
+double plan_model_layer_matmul_params(const plan_model_t *m, int moe);
+double plan_model_layer_active_matmul_params(const plan_model_t *m, int moe);
+double plan_model_layer_expert_params(const plan_model_t *m);  // routed experts of one MoE layer
+double plan_model_attention_params(const plan_model_t *m);     // projections of one layer
+double plan_model_embedding_params(const plan_model_t *m);     // token (+ position) table
+double plan_model_head_params(const plan_model_t *m);          // 0 when tied
+
+// Attention widths per token: queries and keys carry head_dim + rope_dim
+// channels per head, values and the output head_dim.
+typedef struct {
+  double qk;   // query width, heads x (head_dim + rope_dim)
+  double k;    // key width, kv_heads x (head_dim + rope_dim)
+  double v;    // value width, kv_heads x head_dim
+  double o;    // attention output width, heads x head_dim
+} plan_attn_widths_t;
+plan_attn_widths_t plan_model_attn_widths(const plan_model_t *m);
+// Forward FLOPs per token of one layer: 2 x active matmul weights + the
+// score and context products counted in full (s x s), as Megatron-LM counts
+// them: 2 s (qk + o) (= 4 s q for ordinary attention).
+double plan_model_layer_fwd_flops(const plan_model_t *m, int moe);
+// Model FLOPs per trained token: 3 x forward (6N over the active matmul
+// weights incl. the output layer) + the attention products; with_attention
+// = 0 gives plain 6N.
 double plan_model_flops_per_token(const plan_model_t *m, int with_attention, FILE *why);
 
 // ---------------------------------------------------------------- cluster
@@ -79,6 +121,15 @@ typedef struct {
   double nvlink_bw;         // bytes/s per GPU, one direction
   int nics;                 // per node
   double nic_bw;            // bytes/s each
+  // Fractions of peak this GPU's kernels were measured to reach (the preset
+  // table in plan_cluster.c names each measurement).
+  double gemm_eff;          // a large, well-shaped GEMM (a short benchmark)
+  double attn_fwd_eff;      // a fused attention kernel, forward (a short benchmark)
+  double attn_bwd_eff;      // and backward
+  // The SM clock the GPU holds under sustained training load, as a fraction
+  // of the clock those short benchmarks ran at (power-limit throttling);
+  // 1 where no measurement is at hand. Scales every tensor-core rate.
+  double clock_sustain;
   // Measured values override the data-sheet ones (0 = not measured).
   double intra_busbw, inter_busbw;  // bytes/s, nccl-tests bus bandwidth
   double intra_lat, inter_lat;      // seconds per ring hop
@@ -129,20 +180,24 @@ typedef struct {
   double weight, grad, optim, act;
 } plan_bytes_t;
 
-// The few global constants of the time model (docs/planner.md states them).
+// The global constants of the time model; docs/planner.md and the comments
+// at their defaults (plan_eval.c) give each one's source. The kernel
+// efficiencies are per GPU (plan_cluster_t); a non-zero value here
+// overrides the cluster's (--gemm-eff, --attn-eff, --attn-bwd-eff).
 typedef struct {
-  double gemm_eff;          // fraction of the tensor peak a large GEMM reaches
-  double attn_eff;          // fraction of the tensor peak a fused attention kernel reaches
+  double gemm_eff;          // 0: the cluster's
+  double attn_fwd_eff;      // 0: the cluster's
+  double attn_bwd_eff;      // 0: the cluster's
   double hbm_eff;           // fraction of HBM bandwidth memory-bound kernels reach
-  double link_eff;          // fraction of NVLink / NIC bandwidth collectives reach
+  double nvlink_eff;        // fraction of NVLink bandwidth collectives reach
+  double nic_eff;           // fraction of a NIC's line rate collectives reach
   double reserve_bytes;     // per-GPU memory kept for the runtime (context, workspaces)
   double kernel_gap;        // seconds between two kernels (launch and tail), per kernel
 } plan_calib_t;
 
-#define PLAN_GEMM_EFF 0.70
-#define PLAN_ATTN_EFF 0.50
-#define PLAN_HBM_EFF 0.70
-#define PLAN_LINK_EFF 0.80
+#define PLAN_HBM_EFF 0.80
+#define PLAN_NVLINK_EFF 0.82
+#define PLAN_NIC_EFF 0.85
 #define PLAN_RESERVE_GIB 2.0
 #define PLAN_KERNEL_GAP_US 5.0
 #define PLAN_MAX_BUBBLE 1.0
@@ -153,10 +208,11 @@ typedef struct {
   double tokens;            // tokens to train on (0 = 20 per parameter)
   plan_bytes_t bytes;
   int sequence_parallel;    // TP with sequence parallelism (Korthikanti et al.)
+  int dp_overlap;           // gradient reduction overlaps the backward (bucketed)
   double max_bubble;        // reject pipelines idle longer than this x the work
   plan_calib_t calib;
   // Constraints: 0 (or -1 for zero, recompute, schedule) lets the search choose.
-  int tp, pp, dp, zero, micro_batch, interleave;
+  int tp, cp, pp, dp, ep, zero, micro_batch, interleave;
   int recompute, schedule;
 } plan_job_t;
 
@@ -167,6 +223,8 @@ typedef struct {
   int interleave;           // v: model chunks per GPU (1 unless interleaved)
   plan_recompute_t recompute;
   plan_sched_t schedule;
+  int cp;                   // context parallel: the sequence split over cp ranks (0 reads as 1)
+  int ep;                   // expert parallel: experts split over ep of the dp ranks (0 reads as 1)
 } plan_layout_t;
 
 // ---------------------------------------------------------------- memory
@@ -177,9 +235,10 @@ typedef struct {
 
 // Model states per GPU for psi parameters sharded over n data-parallel ranks.
 plan_states_t plan_model_states(double psi, int n, int zero, const plan_bytes_t *b, FILE *why);
-// Activation bytes one layer keeps for one micro-batch of b sequences.
-double plan_layer_activation_bytes(const plan_model_t *m, double b, int tp, int sp,
-                                   plan_recompute_t rc, double act_bytes, FILE *why);
+// Activation bytes one layer (an MoE layer when moe) keeps for one
+// micro-batch of b sequences on one GPU of a tp x cp group.
+double plan_layer_activation_bytes(const plan_model_t *m, int moe, double b, int tp, int cp,
+                                   int sp, plan_recompute_t rc, double act_bytes, FILE *why);
 // The rule of thumb M = k b s L h e (k = 30 in the seed text).
 double plan_activation_rule_bytes(const plan_model_t *m, double k, double b, double act_bytes);
 // Layer-micro-batches of activations held at once by pipeline stage `stage`
@@ -191,15 +250,28 @@ double plan_inflight_layers(plan_sched_t s, int p, int v, int stage, int layers,
 double plan_allreduce_time(double bytes, int n, double busbw, double hop_lat);
 double plan_allgather_time(double bytes, int n, double busbw, double hop_lat);  // also reduce-scatter
 double plan_p2p_time(double bytes, double bw, double lat);
+// All-to-all of `bytes` per rank over n ranks, m of them in this rank's node:
+// (m - 1)/n of it over NVLink, (n - m)/n over the network, concurrently.
+double plan_alltoall_time(double bytes, int n, int m, double nvlink_bw, double net_bw,
+                          double lat);
 
 typedef struct {
-  double tp_busbw, dp_busbw, pp_bw;   // bytes/s each dimension's collectives reach
-  double tp_lat, dp_lat, pp_lat;      // seconds per hop
-  int dp_crosses_nodes, pp_crosses_nodes;
+  double busbw, lat;        // bus bandwidth (bytes/s) and per-hop latency of its ring
+  int n, per_node;          // members, and members inside one node
+  int crosses_nodes;
+} plan_group_t;
+
+typedef struct {
+  plan_group_t tp, cp, dp, edp, ep;   // dp: dense gradients (dp x cp ranks); edp: experts' (dp x cp / ep)
+  double cp_bw, cp_lat;               // one ring step of context parallelism (point to point)
+  double ep_nvlink_bw, ep_net_bw, ep_lat;  // all-to-all, inside and across nodes
+  double pp_bw, pp_lat;
+  int pp_crosses_nodes;
 } plan_links_t;
 
-// Which links each dimension uses: tp is innermost, then dp, then pp.
-plan_links_t plan_links(const plan_cluster_t *c, const plan_calib_t *k, int tp, int dp);
+// Which links each dimension uses (tp innermost, then cp, ep, dp, pp).
+plan_links_t plan_links(const plan_cluster_t *c, const plan_calib_t *k, int tp, int cp, int dp,
+                        int ep);
 
 // ---------------------------------------------------------------- evaluation
 
@@ -209,23 +281,31 @@ const char *plan_verdict_name(plan_verdict_t v);
 
 typedef struct {
   plan_verdict_t verdict;
-  char reason[200];
+  char reason[240];
   // Memory per GPU on the fullest stage, bytes.
   double mem_weights, mem_grads, mem_optim, mem_act, mem_work, mem_total, mem_usable;
-  double act_per_layer;     // one layer, one micro-batch
+  double mem_expert_states; // of weights + grads + optim, the routed experts' share
+  double act_per_layer;     // one layer (an MoE layer if any), one micro-batch
   double inflight_layers;   // layer-micro-batches held by the fullest stage
   int stage_layers;         // layers on the busiest stage
-  double params_per_gpu;
+  int fullest_stage;        // the stage whose memory is reported
+  double params_per_gpu;    // on the fullest stage
+  double expert_params_per_gpu;
   // Communication per GPU per step: bytes sent and time each takes.
   double tp_bytes, tp_time, pp_bytes, pp_time, dp_bytes, dp_time, dp_exposed;
+  double cp_bytes, cp_time, cp_exposed, ep_bytes, ep_time;
   // Time.
   double micro_batches;     // per pipeline per step
   double t_fwd, t_bwd, t_recompute, t_tp;   // per micro-batch on the busiest stage
+  double t_cp, t_ep;        // per micro-batch: exposed CP ring time, all-to-all time
   double t_mb;              // one micro-batch through the busiest stage, comm included
   double bubble;            // (p - 1) / (v m)
   double t_pipeline, t_p2p, t_optimizer, step_time;
   double model_flops, hw_flops;             // per step, all GPUs
   double mfu, hfu, model_tflops, hw_tflops; // per GPU
+  double mfu_causal;        // MFU with the attention products counted over the causal half
+  double tokens_per_gpu_s;                  // trained tokens per second per GPU
+  double gpu_hours_per_t_tokens;            // GPU hours per 1e12 trained tokens
   double days;
 } plan_result_t;
 
@@ -236,6 +316,10 @@ void plan_evaluate(const plan_model_t *m, const plan_cluster_t *c, const plan_jo
 // Days to train `flops` on n GPUs of `peak` FLOP/s at utilisation mfu.
 double plan_days_to_train(double flops, int n, double peak, double mfu, FILE *why);
 double plan_training_tokens(const plan_model_t *m, const plan_job_t *job);
+// The bubble of a pipeline schedule as a fraction of the ideal (bubble-free)
+// time: (p - 1)/(v m) for 1F1B and GPipe (v = 1) and interleaved 1F1B
+// (Narayanan et al. 2021, section 2.2.2).
+double plan_bubble_fraction(int p, int v, double m);
 
 // ---------------------------------------------------------------- search
 
@@ -245,16 +329,18 @@ typedef struct {
 } plan_candidate_t;
 
 typedef struct {
-  plan_candidate_t *ranked;    // feasible, fastest first, one per (tp, pp, dp)
+  plan_candidate_t *ranked;    // feasible, fastest first, one per (tp, cp, pp, dp, ep)
   int nranked;
-  plan_candidate_t *rejected;  // (tp, pp, dp) with nothing feasible: the nearest miss
+  plan_candidate_t *rejected;  // (tp, cp, pp, dp, ep) with nothing feasible: the nearest miss
   int nrejected;
   int evaluated;
   int count[5];                // candidates per verdict
 } plan_search_t;
 
 // Searches every layout allowed by the job's constraints; -1 with a sentence
-// when the constraints themselves are impossible (e.g. tp*pp*dp != gpus).
+// naming the flag when the constraints themselves are impossible (e.g.
+// tp x cp x pp x dp != gpus, --ep on a dense model, --cp that does not
+// split the sequence).
 int plan_search(const plan_model_t *m, const plan_cluster_t *c, const plan_job_t *job,
                 plan_search_t *out, char *err, size_t errlen);
 void plan_search_free(plan_search_t *s);

@@ -24,17 +24,55 @@ typedef struct {
   double mem_mib, peak_tflops, hbm_gbs, nvlink_gbs;
   int nics;
   double nic_gbps;
+  double gemm_eff, attn_fwd_eff, attn_bwd_eff, clock_sustain;
 } node_preset_t;
 
+// Data-sheet figures: dense 16-bit tensor peak, HBM bandwidth, NVLink per GPU
+// and direction (half the bidirectional figure NVIDIA quotes), memory as the
+// driver reports it, SMs (NVIDIA A100/H100/H200/H800/B200 data sheets and
+// the A100 and Hopper architecture whitepapers).
+//
+// Kernel efficiencies, fraction of that peak:
+//   gemm_eff: the Maximum Achievable Matmul FLOPS table of Bekman's
+//     ml-engineering (compute/accelerator/README.md), BF16 matmul swept over
+//     shapes with compute/accelerator/benchmarks/mamf-finder.py: A100 SXM
+//     271.2 of 312 (0.869), H100 SXM 794.5 of 989 (0.803, "H200 is the
+//     same"; the H800 has the same die), B200 1745.0 of 2250 (0.776).
+//   attn_*_eff: the fused attention kernel of that generation's paper:
+//     A100, FlashAttention-2 (Dao 2023, arXiv 2307.08691, section 4): "up to
+//     230 TFLOPs/s, 73% of the theoretical maximum" (no separate backward
+//     figure is stated; the same fraction is used for both). Hopper,
+//     FlashAttention-3 (Shah et al. 2024, arXiv 2407.08608, section 1): FP16
+//     forward up to 740 TFLOP/s (0.75), backward up to 450 (0.455). B200: no
+//     published measurement was at hand; Hopper's fractions are assumed.
+//   clock_sustain: those are short benchmarks at boost clock; a GPU held at
+//     its power limit by a training job runs slower. A100: "peak 1410 MHz
+//     --> ~1200 MHz" under FlashAttention-2 load (liangan1/GPU_travel,
+//     performance/flash-attn/README.md, logged with nvidia-smi
+//     --query-gpu=timestamp,clocks.sm,clocks.max.sm,power.draw,power.limit,
+//     clocks_throttle_reasons.active --format=csv -lms 10): 1200/1410 = 0.851.
+//     Hopper and Blackwell: no such measurement was at hand, so 1 (the
+//     planner is optimistic there by whatever the clock loses).
 static const node_preset_t presets[] = {
-    {"a100-80g", "DGX A100: 8x A100-SXM 80GB, NVLink 3, 8x HDR 200 Gb/s", 8, 108, 81920, 312, 2039, 300, 8, 200},
-    {"h100-80g", "DGX H100: 8x H100-SXM 80GB, NVLink 4, 8x NDR 400 Gb/s", 8, 132, 81559, 989, 3350, 450, 8, 400},
-    {"h200", "HGX H200: 8x H200 141GB, NVLink 4, 8x NDR 400 Gb/s", 8, 132, 143771, 989, 4800, 450, 8, 400},
-    {"b200", "DGX B200: 8x B200 180GB, NVLink 5, 8x 400 Gb/s", 8, 148, 183359, 2250, 8000, 900, 8, 400},
+    {"a100-80g", "DGX A100: 8x A100-SXM 80GB, NVLink 3, 8x HDR 200 Gb/s", 8, 108, 81920, 312, 2039,
+     300, 8, 200, 0.869, 0.73, 0.73, 0.851},
+    {"h100-80g", "DGX H100: 8x H100-SXM 80GB, NVLink 4, 8x NDR 400 Gb/s", 8, 132, 81559, 989, 3350,
+     450, 8, 400, 0.803, 0.75, 0.455, 1},
+    {"h200", "HGX H200: 8x H200 141GB, NVLink 4, 8x NDR 400 Gb/s", 8, 132, 143771, 989, 4800, 450, 8,
+     400, 0.803, 0.75, 0.455, 1},
+    // H800: the H100 die with NVLink cut to 400 GB/s both ways; one 400 Gb/s
+    // InfiniBand NIC per GPU as in DeepSeek-AI's clusters (arXiv 2412.19437,
+    // section 3.1: "IB (50 GB/s)").
+    {"h800", "HGX H800: 8x H800-SXM 80GB, NVLink 400 GB/s, 8x NDR 400 Gb/s", 8, 132, 81559, 989,
+     3350, 200, 8, 400, 0.803, 0.75, 0.455, 1},
+    {"b200", "DGX B200: 8x B200 180GB, NVLink 5, 8x 400 Gb/s", 8, 148, 183359, 2250, 8000, 900, 8,
+     400, 0.776, 0.75, 0.455, 1},
 };
 #define NPRESETS ((int)(sizeof(presets) / sizeof(presets[0])))
 
 // Per-hop latency of a ring step: NVLink inside a node, the network across.
+// Assumed values of the order nccl-tests reports for small messages; a
+// measured report replaces them (--intra-json, --inter-json).
 #define INTRA_HOP_US 3.0
 #define INTER_HOP_US 6.0
 
@@ -55,6 +93,10 @@ int plan_cluster_preset(const char *name, plan_cluster_t *out) {
     out->nvlink_bw = p->nvlink_gbs * 1e9;
     out->nics = p->nics;
     out->nic_bw = p->nic_gbps * 1e9 / 8;
+    out->gemm_eff = p->gemm_eff;
+    out->attn_fwd_eff = p->attn_fwd_eff;
+    out->attn_bwd_eff = p->attn_bwd_eff;
+    out->clock_sustain = p->clock_sustain;
     out->intra_lat = INTRA_HOP_US * 1e-6;
     out->inter_lat = INTER_HOP_US * 1e-6;
     return 0;
@@ -68,7 +110,8 @@ int plan_cluster_check(const plan_cluster_t *c, char *err, size_t errlen) {
     double v;
   } need[] = {{"gpus_per_node", c->gpus_per_node}, {"mem_gib", c->mem_bytes},
               {"peak_tflops", c->peak_flops}, {"hbm_gbs", c->hbm_bw},
-              {"nvlink_gbs", c->nvlink_bw}, {"nics", c->nics}, {"nic_gbps", c->nic_bw}};
+              {"nvlink_gbs", c->nvlink_bw}, {"nics", c->nics}, {"nic_gbps", c->nic_bw},
+              {"gemm_eff", c->gemm_flops > 0 ? 1 : c->gemm_eff}};
   for (size_t i = 0; i < sizeof(need) / sizeof(need[0]); i++)
     if (!(need[i].v > 0) || !isfinite(need[i].v)) {
       snprintf(err, errlen, "cluster '%s': %s must be positive (give a preset with --cluster, "
@@ -76,6 +119,11 @@ int plan_cluster_check(const plan_cluster_t *c, char *err, size_t errlen) {
                c->name[0] ? c->name : "?", need[i].key);
       return -1;
     }
+  if (c->attn_fwd_eff < 0 || c->attn_bwd_eff < 0) {
+    snprintf(err, errlen, "cluster '%s': attn_fwd_eff and attn_bwd_eff must be >= 0",
+             c->name[0] ? c->name : "?");
+    return -1;
+  }
   return 0;
 }
 
@@ -135,6 +183,8 @@ static int apply_key(plan_cluster_t *c, const char *key, const char *val, char *
     const char *key;
     double *dst, scale;
   } keys[] = {{"mem_gib", &c->mem_bytes, PLAN_GIB},      {"peak_tflops", &c->peak_flops, 1e12},
+              {"gemm_eff", &c->gemm_eff, 1},             {"attn_fwd_eff", &c->attn_fwd_eff, 1},
+              {"attn_bwd_eff", &c->attn_bwd_eff, 1},     {"clock_sustain", &c->clock_sustain, 1},
               {"hbm_gbs", &c->hbm_bw, 1e9},              {"nvlink_gbs", &c->nvlink_bw, 1e9},
               {"nic_gbps", &c->nic_bw, 1e9 / 8},         {"intra_busbw_gbs", &c->intra_busbw, 1e9},
               {"inter_busbw_gbs", &c->inter_busbw, 1e9}, {"intra_lat_us", &c->intra_lat, 1e-6},
@@ -155,6 +205,10 @@ static int apply_key(plan_cluster_t *c, const char *key, const char *val, char *
   double v = strtod(val, &end);
   if (end == val || *end != '\0' || errno != 0 || !isfinite(v) || v < 0) {
     snprintf(err, errlen, "%s: '%s' is not a non-negative number", key, val);
+    return -1;
+  }
+  if (real >= 0 && (strstr(key, "_eff") != NULL || strcmp(key, "clock_sustain") == 0) && v > 1) {
+    snprintf(err, errlen, "%s: '%s' is a fraction of peak, at most 1", key, val);
     return -1;
   }
   if (real >= 0) {

@@ -10,8 +10,10 @@
  *
  * Activations follow Korthikanti et al. 2022 ("Reducing Activation
  * Recomputation in Large Transformer Models"), generalised to grouped-query
- * attention, SwiGLU, fused (flash) attention and dropout-free models. Per
- * token of one layer, at e bytes per element:
+ * and latent attention, SwiGLU, fused (flash) attention, dropout-free models,
+ * mixture-of-experts layers and context parallelism (a GPU of a cp group
+ * holds s/cp of the tokens, so every term is divided by cp). Per token of
+ * one layer, at e bytes per element:
  *   kept by every TP rank unless sequence parallel:  4 e h (inputs of the two
  *     norms, of QKV and of the first MLP matmul) + 2 h (dropout masks)
  *   split over TP ranks:  e (q + 2 kv) (Q, K, V) + e q (attention output)
@@ -57,39 +59,54 @@ plan_states_t plan_model_states(double psi, int n, int zero, const plan_bytes_t 
   return s;
 }
 
-double plan_layer_activation_bytes(const plan_model_t *m, double b, int tp, int sp,
-                                   plan_recompute_t rc, double e, FILE *why) {
-  double s = m->seq, h = m->hidden, f = m->ffn, a = m->heads, t = tp > 0 ? tp : 1;
-  double q = (double)m->heads * m->head_dim, kv = (double)m->kv_heads * m->head_dim;
+double plan_layer_activation_bytes(const plan_model_t *m, int moe, double b, int tp, int cp,
+                                   int sp, plan_recompute_t rc, double e, FILE *why) {
+  double c = cp > 0 ? cp : 1, s = m->seq / c, h = m->hidden, f = m->ffn, a = m->heads;
+  double t = tp > 0 ? tp : 1;
+  plan_attn_widths_t w = plan_model_attn_widths(m);
   double mask = m->dropout ? 1 : 0;
   double rep_div = sp ? t : 1;  // sequence parallelism shards the replicated part
   if (rc == PLAN_RECOMPUTE_FULL) {
     double bytes = s * b * e * h / rep_div;
     if (why)
-      fprintf(why, "  activations/layer (full recompute: the layer input) = s b e h%s = %.4g MiB\n",
+      fprintf(why, "  activations/layer (full recompute: the layer input) = (s/cp) b e h%s = %.4g MiB\n",
               sp ? " / t" : "", bytes / 1048576);
     return bytes;
   }
-  double rep = 4 * e * h + 2 * mask * h;
-  double split = e * (q + 2 * kv) + e * q + (m->mlp == PLAN_MLP_SWIGLU ? 3 : 2) * e * f;
+  double gate = m->mlp == PLAN_MLP_SWIGLU ? 3 : 2;
+  // Latent attention keeps the two normalised latents its up-projections read.
+  double rep = 4 * e * h + 2 * mask * h + (m->kv_lora > 0 ? e * (m->q_lora + m->kv_lora) : 0);
+  double split = e * (w.qk + w.k + w.v) + e * w.o;
+  // An MoE layer keeps, for each of the topk experts a token visits and for
+  // each shared expert, what a dense MLP keeps; plus the dispatched tokens
+  // and the experts' outputs before they are combined (every tp rank holds
+  // them whole after the all-gather) and the router's fp32 probabilities.
+  double routed = 0;
+  if (moe) {
+    split += (m->topk + m->shared_experts) * gate * e * m->expert_ffn;
+    routed = 2 * e * m->topk * h + 4.0 * m->experts;
+  } else {
+    split += gate * e * f;
+  }
   double scores = 0;
   if (m->flash_attention) split += 4 * a;
-  else if (rc == PLAN_RECOMPUTE_NONE) scores = a * s * (e + mask * (1 + e));
-  double bytes = s * b * (rep / rep_div + (split + scores) / t);
+  else if (rc == PLAN_RECOMPUTE_NONE) scores = a * m->seq * (e + mask * (1 + e));
+  double bytes = s * b * (rep / rep_div + routed + (split + scores) / t);
   if (why) {
     fprintf(why,
-            "  activations/layer = s b [kept/%s + (split + scores)/t]\n"
-            "    kept = 4 e h + 2 h mask = %.0f, split = e (q + 2 kv) + e q + %d e f%s = %.0f,"
-            " scores = %s = %.0f bytes/token\n"
-            "    = %.0f x %g x [%.0f/%g + (%.0f + %.0f)/%g] = %.4g MiB",
-            sp ? "t" : "1", rep, m->mlp == PLAN_MLP_SWIGLU ? 3 : 2,
-            m->flash_attention ? " + 4 a" : "", split,
+            "  activations/layer = (s/cp) b [kept/%s%s + (split + scores)/t]\n"
+            "    kept = 4 e h + 2 h mask%s = %.0f, split = e (qk + k + v) + e o + %s%s = %.0f,"
+            " scores = %s = %.0f bytes/token%s\n"
+            "    = %.0f x %g x [%.0f/%g + %.0f + (%.0f + %.0f)/%g] = %.4g MiB",
+            sp ? "t" : "1", moe ? " + routed" : "", m->kv_lora > 0 ? " + e (latents)" : "", rep,
+            moe ? "(topk + shared) g e f_e" : "g e f", m->flash_attention ? " + 4 a" : "", split,
             m->flash_attention ? "0 (fused attention)" : rc == PLAN_RECOMPUTE_NONE
                                                              ? "a s (e + mask (1 + e))"
                                                              : "0 (selective recompute)",
-            scores, s, b, rep, rep_div, split, scores, t, bytes / 1048576);
-    if (!m->flash_attention && m->dropout && e == 2 && q == h && kv == h && f == 4 * h &&
-        m->mlp == PLAN_MLP_GELU)
+            scores, moe ? ", routed = 2 e k h + 4 E" : "", s, b, rep, rep_div, routed, split,
+            scores, t, bytes / 1048576);
+    if (!m->flash_attention && m->dropout && e == 2 && w.qk == h && w.k == h && f == 4 * h &&
+        m->mlp == PLAN_MLP_GELU && !moe && c == 1)
       fprintf(why, "  (Korthikanti: s b h (%s%s))", sp ? "34/t" : "10 + 24/t",
               rc == PLAN_RECOMPUTE_NONE ? " + 5 a s/(h t)" : "");
     fputc('\n', why);
@@ -113,4 +130,9 @@ double plan_inflight_layers(plan_sched_t sched, int p, int v, int stage, int lay
     }
     default: return layers * fmin(m, (double)(p - stage));  // 1F1B
   }
+}
+
+double plan_bubble_fraction(int p, int v, double m) {
+  if (p <= 1 || !(m > 0)) return 0;
+  return (p - 1.0) / ((v > 0 ? v : 1) * m);
 }

@@ -41,6 +41,14 @@ static void print_header(FILE *f, const plan_model_t *m, const plan_cluster_t *c
           plan_model_params(m), m->layers, m->hidden, m->heads, m->kv_heads, m->head_dim, m->ffn,
           m->mlp == PLAN_MLP_SWIGLU ? "swiglu" : "gelu", m->vocab, m->seq,
           m->flash_attention ? ", fused attention" : "", m->dropout ? ", dropout" : "");
+  if (plan_model_is_moe(m))
+    fprintf(f, "experts    %d MoE layers of %d experts (ffn %d), %d per token, %d shared; %.4g "
+               "parameters active per token\n",
+            plan_model_moe_layers(m), m->experts, m->expert_ffn, m->topk, m->shared_experts,
+            plan_model_active_params(m));
+  if (m->kv_lora > 0)
+    fprintf(f, "attention  latent: query rank %d, key/value rank %d, rotary %d per head\n", m->q_lora,
+            m->kv_lora, m->rope_dim);
   fprintf(f, "compute    %.4g FLOPs/token (6N %.4g + attention %.4g); C = %.4g FLOPs\n", fpt, f6,
           fpt - f6, fpt * tokens);
   fprintf(f, "cluster    %.1f GiB, %.4g TFLOP/s, HBM %.4g GB/s, NVLink %.4g GB/s, %d x %.4g Gb/s NICs"
@@ -53,55 +61,62 @@ static void print_header(FILE *f, const plan_model_t *m, const plan_cluster_t *c
 static void print_row(FILE *f, int rank, const plan_candidate_t *c) {
   const plan_layout_t *l = &c->layout;
   const plan_result_t *r = &c->result;
-  fprintf(f, "%4d %4d %4d %6d  %-11s %3d %4d %4d  %-9s  %6.1f / %-6.1f %7.3f %9.4g %6.3f %8.4g %9.4g\n",
-          rank, l->tp, l->pp, l->dp, plan_sched_name(l->schedule), l->interleave, l->zero,
-          l->micro_batch, plan_recompute_name(l->recompute), r->mem_total / PLAN_GIB,
+  fprintf(f, "%4d %3d %3d %3d %6d %3d  %-11s %3d %4d %4d  %-9s  %6.1f / %-6.1f %7.3f %9.4g %6.3f %8.4g %9.4g\n",
+          rank, l->tp, l->cp, l->pp, l->dp, l->ep, plan_sched_name(l->schedule), l->interleave,
+          l->zero, l->micro_batch, plan_recompute_name(l->recompute), r->mem_total / PLAN_GIB,
           r->mem_usable / PLAN_GIB, r->bubble, r->step_time, r->mfu, r->model_tflops, r->days);
 }
 
 static void print_breakdown(FILE *f, const plan_candidate_t *c) {
   const plan_layout_t *l = &c->layout;
   const plan_result_t *r = &c->result;
-  fprintf(f, "\nlayout %d: tp %d x pp %d x dp %d, ZeRO-%d, micro-batch %d, recompute %s, %s",
-          1, l->tp, l->pp, l->dp, l->zero, l->micro_batch, plan_recompute_name(l->recompute),
-          plan_sched_name(l->schedule));
+  fprintf(f, "\nlayout 1: tp %d x cp %d x pp %d x dp %d (ep %d), ZeRO-%d, micro-batch %d, recompute %s, %s",
+          l->tp, l->cp, l->pp, l->dp, l->ep, l->zero, l->micro_batch,
+          plan_recompute_name(l->recompute), plan_sched_name(l->schedule));
   if (l->interleave > 1) fprintf(f, " v=%d", l->interleave);
-  fprintf(f, "\n  memory/GPU (fullest stage, GiB): weights %.2f, gradients %.2f, optimizer %.2f, "
-             "activations %.2f (%.1f layer-micro-batches x %.1f MiB), working %.2f; total %.2f of "
-             "%.2f usable\n",
-          r->mem_weights / PLAN_GIB, r->mem_grads / PLAN_GIB, r->mem_optim / PLAN_GIB,
-          r->mem_act / PLAN_GIB, r->inflight_layers, r->act_per_layer / 1048576,
-          r->mem_work / PLAN_GIB, r->mem_total / PLAN_GIB, r->mem_usable / PLAN_GIB);
-  fprintf(f, "  traffic/GPU/step: TP %.3g GB (%.3g s, on the critical path), PP %.3g GB (%.3g s), "
-             "DP %.3g GB (%.3g s, %.3g s exposed)\n",
-          r->tp_bytes / PLAN_GB, r->t_tp * r->micro_batches, r->pp_bytes / PLAN_GB, r->t_p2p,
-          r->dp_bytes / PLAN_GB, r->dp_time, r->dp_exposed);
-  fprintf(f, "  time/step: %.0f micro-batches x %.4g s (fwd %.4g, bwd %.4g, recompute %.4g, TP %.4g) "
-             "+ bubble %.3f -> pipeline %.4g s, + DP %.4g s + optimizer %.4g s = %.4g s\n",
-          r->micro_batches, r->t_mb, r->t_fwd, r->t_bwd, r->t_recompute, r->t_tp, r->bubble,
-          r->t_pipeline, r->dp_exposed, r->t_optimizer, r->step_time);
-  fprintf(f, "  MFU %.3f (%.1f TFLOP/s per GPU of model FLOPs), HFU %.3f (%.1f TFLOP/s with "
-             "recompute), %.1f days\n",
-          r->mfu, r->model_tflops, r->hfu, r->hw_tflops, r->days);
+  fprintf(f, "\n  memory/GPU (fullest stage %d, GiB): weights %.2f, gradients %.2f, optimizer %.2f "
+             "(routed experts %.2f of these), activations %.2f (%.1f layer-micro-batches x %.1f MiB),"
+             " working %.2f; total %.2f of %.2f usable\n",
+          r->fullest_stage, r->mem_weights / PLAN_GIB, r->mem_grads / PLAN_GIB, r->mem_optim / PLAN_GIB,
+          r->mem_expert_states / PLAN_GIB, r->mem_act / PLAN_GIB, r->inflight_layers,
+          r->act_per_layer / 1048576, r->mem_work / PLAN_GIB, r->mem_total / PLAN_GIB,
+          r->mem_usable / PLAN_GIB);
+  fprintf(f, "  traffic/GPU/step: TP %.3g GB (%.3g s, on the critical path), CP %.3g GB (%.3g s exposed),"
+             " EP %.3g GB (%.3g s, on the critical path), PP %.3g GB (%.3g s), DP %.3g GB (%.3g s,"
+             " %.3g s exposed)\n",
+          r->tp_bytes / PLAN_GB, r->tp_time, r->cp_bytes / PLAN_GB, r->cp_time, r->ep_bytes / PLAN_GB,
+          r->ep_time, r->pp_bytes / PLAN_GB, r->t_p2p, r->dp_bytes / PLAN_GB, r->dp_time,
+          r->dp_exposed);
+  fprintf(f, "  time/step: %.0f micro-batches x %.4g s (fwd %.4g, bwd %.4g, recompute %.4g, TP %.4g,"
+             " CP %.4g, EP %.4g) + bubble %.3f -> pipeline %.4g s, + DP %.4g s + optimizer %.4g s ="
+             " %.4g s\n",
+          r->micro_batches, r->t_mb, r->t_fwd, r->t_bwd, r->t_recompute, r->t_tp, r->t_cp, r->t_ep,
+          r->bubble, r->t_pipeline, r->dp_exposed, r->t_optimizer, r->step_time);
+  fprintf(f, "  MFU %.3f (%.1f TFLOP/s per GPU of model FLOPs; %.3f counting causal attention as"
+             " half), HFU %.3f (%.1f TFLOP/s with recompute), %.0f tokens/s per GPU (%.4g GPU hours"
+             " per trillion tokens), %.1f days\n",
+          r->mfu, r->model_tflops, r->mfu_causal, r->hfu, r->hw_tflops, r->tokens_per_gpu_s,
+          r->gpu_hours_per_t_tokens, r->days);
 }
 
 void plan_print_table(FILE *f, const plan_model_t *m, const plan_cluster_t *c, const plan_job_t *j,
                       const plan_search_t *s, int top) {
   print_header(f, m, c, j);
-  fprintf(f, "\n%4s %4s %4s %6s  %-11s %3s %4s %4s  %-9s  %-15s %7s %9s %6s %8s %9s\n", "rank", "tp",
-          "pp", "dp", "schedule", "v", "zero", "mbs", "recompute", "mem/GPU GiB", "bubble",
-          "step s", "MFU", "TFLOP/s", "days");
+  fprintf(f, "\n%4s %3s %3s %3s %6s %3s  %-11s %3s %4s %4s  %-9s  %-15s %7s %9s %6s %8s %9s\n",
+          "rank", "tp", "cp", "pp", "dp", "ep", "schedule", "v", "zero", "mbs", "recompute",
+          "mem/GPU GiB", "bubble", "step s", "MFU", "TFLOP/s", "days");
   int shown = top > 0 && top < s->nranked ? top : s->nranked;
   for (int i = 0; i < shown; i++) print_row(f, i + 1, &s->ranked[i]);
   if (s->nranked == 0) fprintf(f, "  (no feasible layout)\n");
   else if (shown < s->nranked) fprintf(f, "  ... %d more feasible (--top N)\n", s->nranked - shown);
   if (s->nranked > 0) print_breakdown(f, &s->ranked[0]);
   if (s->nrejected > 0) {
-    fprintf(f, "\nrejected (tp x pp x dp: the nearest miss)\n");
+    fprintf(f, "\nrejected (tp x cp x pp x dp, ep: the nearest miss)\n");
     for (int i = 0; i < s->nrejected; i++) {
       const plan_candidate_t *r = &s->rejected[i];
-      fprintf(f, "  tp %d x pp %d x dp %d: %s: %s\n", r->layout.tp, r->layout.pp, r->layout.dp,
-              plan_verdict_name(r->result.verdict), r->result.reason);
+      fprintf(f, "  tp %d x cp %d x pp %d x dp %d, ep %d: %s: %s\n", r->layout.tp, r->layout.cp,
+              r->layout.pp, r->layout.dp, r->layout.ep, plan_verdict_name(r->result.verdict),
+              r->result.reason);
     }
   }
   fprintf(f, "\n%d settings evaluated: %d feasible, %d divisibility, %d memory, %d bubble, "
@@ -139,23 +154,27 @@ void plan_print_activation_table(FILE *f, const plan_model_t *model, const plan_
                                  const int *seqs, int nseqs, double k, int json) {
   plan_model_t m = *model;
   int tp = j->tp > 0 ? j->tp : 1, b = j->micro_batch > 0 ? j->micro_batch : 1;
+  int cp = j->cp > 0 ? j->cp : 1, moe_layers = plan_model_moe_layers(&m);
   double e = j->bytes.act;
   if (json) {
     fprintf(f, "{\"model\":");
     plan_json_write_string(f, m.name);
-    fprintf(f, ",\"micro_batch\":%d,\"tp\":%d,\"k\":%g,\"rows\":[", b, tp, k);
+    fprintf(f, ",\"micro_batch\":%d,\"tp\":%d,\"cp\":%d,\"k\":%g,\"rows\":[", b, tp, cp, k);
   }
   if (!json)
-    fprintf(f, "activations of %s, all %d layers, micro-batch %d, tp %d%s, %g-byte elements (GiB)\n"
-               "%7s %12s %10s %10s %10s\n",
-            m.name, m.layers, b, tp, j->sequence_parallel && tp > 1 ? " with SP" : "", e, "seq",
+    fprintf(f, "activations of %s, all %d layers, micro-batch %d, tp %d%s, cp %d, %g-byte elements"
+               " (GiB)\n%7s %12s %10s %10s %10s\n",
+            m.name, m.layers, b, tp, j->sequence_parallel && tp > 1 ? " with SP" : "", cp, e, "seq",
             "k b s L h e", "none", "selective", "full");
   for (int i = 0; i < nseqs; i++) {
     m.seq = seqs[i];
     double rule = plan_activation_rule_bytes(&m, k, b, e), per[PLAN_RECOMPUTE_COUNT];
     for (int rc = 0; rc < PLAN_RECOMPUTE_COUNT; rc++)
-      per[rc] = m.layers * plan_layer_activation_bytes(&m, b, tp, j->sequence_parallel,
-                                                       (plan_recompute_t)rc, e, NULL);
+      per[rc] = (m.layers - moe_layers) * plan_layer_activation_bytes(&m, 0, b, tp, cp,
+                                                                      j->sequence_parallel,
+                                                                      (plan_recompute_t)rc, e, NULL) +
+                moe_layers * plan_layer_activation_bytes(&m, 1, b, tp, cp, j->sequence_parallel,
+                                                         (plan_recompute_t)rc, e, NULL);
     if (json)
       fprintf(f, "%s{\"seq\":%d,\"rule\":%.17g,\"none\":%.17g,\"selective\":%.17g,\"full\":%.17g}",
               i ? "," : "", seqs[i], rule, per[0], per[1], per[2]);

@@ -2,20 +2,27 @@
  * plan_search.c — every layout the job allows, judged and ranked.
  *
  * tp runs over the divisors of a node's GPU count (tensor parallelism stays on
- * NVLink), pp over the divisors of what is left, dp takes the rest; inside
- * each (tp, pp, dp) the search tries ZeRO stages 0-3, micro-batch sizes
- * 1..32, recompute none/selective/full, and 1F1B or the interleaved schedule
- * with every v that splits a stage. Each (tp, pp, dp) keeps its fastest
+ * NVLink), cp over the divisors of what is left that split the sequence into
+ * 2 cp chunks (fused attention only), pp over the divisors of the rest up to
+ * the layer count, dp takes what remains, and for a mixture-of-experts model
+ * ep over the divisors of dp that divide the experts. Inside each (tp, cp,
+ * pp, dp, ep) the search tries ZeRO stages 0-3, micro-batch sizes 1..32,
+ * recompute none/selective/full, and 1F1B or the interleaved schedule with
+ * every v that splits a stage. Each (tp, cp, pp, dp, ep) keeps its fastest
  * feasible setting; one with none keeps its nearest miss (the candidate that
  * passed the most checks — divisibility, then memory, then bubble, then
  * bandwidth — and, among those, needed the least memory) so the report can
- * say why it was rejected. Constraints from the command line narrow each loop.
+ * say why it was rejected. Constraints from the command line narrow each
+ * loop; constraints that cannot hold are refused before the search with a
+ * sentence naming the flag.
  */
 #include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "plan.h"
+#include "plan_internal.h"
 
 typedef struct {
   plan_candidate_t *v;
@@ -59,14 +66,16 @@ static int by_step_time(const void *pa, const void *pb) {
 }
 
 static void try_settings(const plan_model_t *m, const plan_cluster_t *c, const plan_job_t *j,
-                         int tp, int pp, int dp, plan_candidate_t *best, int *have, plan_search_t *out) {
-  int zlo = j->zero >= 0 ? j->zero : 0, zhi = j->zero >= 0 ? j->zero : dp > 1 ? 3 : 0;
+                         const plan_layout_t *dims, plan_candidate_t *best, int *have,
+                         plan_search_t *out) {
+  int dp = dims->dp, pp = dims->pp;
+  int zlo = j->zero >= 0 ? j->zero : 0, zhi = j->zero >= 0 ? j->zero : dp * dims->cp > 1 ? 3 : 0;
   int rlo = j->recompute >= 0 ? j->recompute : 0;
   int rhi = j->recompute >= 0 ? j->recompute : PLAN_RECOMPUTE_FULL;
   double per_replica = j->global_batch / dp;
   // v candidates: 1 (plain schedule) and, for pipelines, every v up to the
-  // layers of a stage; the evaluation rejects the ones that do not divide.
-  int vmax = pp > 1 ? (m->layers + 2) / pp : 1;
+  // layers of the fullest stage; the evaluation rejects the ones that do not divide.
+  int vmax = pp > 1 ? plan_stage_max_layers(m, pp) : 1;
   for (int zero = zlo; zero <= zhi; zero++)
     for (int mb = 1; mb <= 32; mb *= 2) {
       int micro = j->micro_batch > 0 ? j->micro_batch : mb;
@@ -82,7 +91,9 @@ static void try_settings(const plan_model_t *m, const plan_cluster_t *c, const p
             if (j->schedule == PLAN_SCHED_INTERLEAVED && v == 1 && j->interleave == 0) continue;
             sched = (plan_sched_t)j->schedule;
           }
-          plan_candidate_t cand = {.layout = {tp, pp, dp, zero, micro, v, (plan_recompute_t)rc, sched}};
+          plan_candidate_t cand = {.layout = *dims};
+          cand.layout.zero = zero, cand.layout.micro_batch = micro, cand.layout.interleave = v;
+          cand.layout.recompute = (plan_recompute_t)rc, cand.layout.schedule = sched;
           plan_evaluate(m, c, j, &cand.layout, &cand.result, NULL);
           out->evaluated++;
           out->count[cand.result.verdict]++;
@@ -92,40 +103,97 @@ static void try_settings(const plan_model_t *m, const plan_cluster_t *c, const p
     }
 }
 
+static int fail(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int fail(char *err, size_t errlen, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(err, errlen, fmt, ap);
+  va_end(ap);
+  return -1;
+}
+
+// Constraints from the command line that no layout can meet.
+static int check_constraints(const plan_model_t *m, const plan_job_t *j, char *err, size_t errlen) {
+  int g = j->gpus;
+  if (g < 1) return fail(err, errlen, "the number of GPUs must be >= 1 (give --gpus or --nodes)");
+  if (!(j->global_batch >= 1) || j->global_batch != floor(j->global_batch))
+    return fail(err, errlen, "the global batch must be a whole number of sequences >= 1 (got %g)",
+                j->global_batch);
+  long long forced = (long long)(j->tp ? j->tp : 1) * (j->cp ? j->cp : 1) * (j->pp ? j->pp : 1) *
+                     (j->dp ? j->dp : 1);
+  if (forced > g || g % forced != 0 || (j->tp && j->cp && j->pp && j->dp && forced != g)) {
+    char given[96] = "";
+    const struct { const char *flag; int v; } dims[] = {
+        {"--tp", j->tp}, {"--cp", j->cp}, {"--pp", j->pp}, {"--dp", j->dp}};
+    for (size_t i = 0; i < sizeof(dims) / sizeof(dims[0]); i++)
+      if (dims[i].v)
+        snprintf(given + strlen(given), sizeof(given) - strlen(given), "%s%s %d",
+                 given[0] ? " x " : "", dims[i].flag, dims[i].v);
+    return fail(err, errlen, "the forced layout (%s = %lld) %s %d GPUs (world = tp x cp x pp x dp)",
+                given, forced,
+                forced > g                          ? "is more than the"
+                : j->tp && j->cp && j->pp && j->dp ? "does not multiply out to"
+                                                    : "does not divide the",
+                g);
+  }
+  if (j->cp > 1 && !m->flash_attention)
+    return fail(err, errlen, "--cp %d needs fused attention (--flash on): context parallelism "
+                             "passes K and V blocks between flash-attention steps", j->cp);
+  if (j->cp > 1 && m->seq % (2 * j->cp))
+    return fail(err, errlen, "--cp %d does not split --seq %d into 2 x cp = %d equal chunks", j->cp,
+                m->seq, 2 * j->cp);
+  if (j->cp > 1 && j->tp > 1 && j->sequence_parallel && (m->seq / j->cp) % j->tp)
+    return fail(err, errlen, "--tp %d does not divide the %d tokens each of --cp %d ranks holds",
+                j->tp, m->seq / j->cp, j->cp);
+  if (j->ep > 1 && !plan_model_is_moe(m))
+    return fail(err, errlen, "--ep %d needs a mixture-of-experts model (--experts N, or an MoE "
+                             "preset such as mixtral-8x7b)", j->ep);
+  if (j->ep > 1 && m->experts % j->ep)
+    return fail(err, errlen, "--ep %d does not divide --experts %d", j->ep, m->experts);
+  if (j->ep > 1 && j->dp && j->dp % j->ep)
+    return fail(err, errlen, "--ep %d does not divide --dp %d (expert parallelism splits the "
+                             "data-parallel ranks)", j->ep, j->dp);
+  if (j->ep > 1 && g / (j->tp ? j->tp : 1) / (j->cp ? j->cp : 1) / (j->pp ? j->pp : 1) < j->ep)
+    return fail(err, errlen, "--ep %d is more than the %d data-parallel ranks left", j->ep,
+                g / (j->tp ? j->tp : 1) / (j->cp ? j->cp : 1) / (j->pp ? j->pp : 1));
+  if (j->pp > m->layers)
+    return fail(err, errlen, "--pp %d is more stages than the %d layers", j->pp, m->layers);
+  return 0;
+}
+
+// Context-parallel sizes worth trying: they must split the sequence into
+// 2 cp chunks, need fused attention, and (a bound on the search, not a rule
+// of Megatron-Core's) keep each chunk at least one 128-query attention tile.
+static int cp_allowed(const plan_model_t *m, int cp) {
+  return cp == 1 || (m->flash_attention && m->seq % (2 * cp) == 0 && m->seq / (2 * cp) >= 128);
+}
+
 int plan_search(const plan_model_t *m, const plan_cluster_t *c, const plan_job_t *j,
                 plan_search_t *out, char *err, size_t errlen) {
   memset(out, 0, sizeof(*out));
-  int g = j->gpus, gpn = c->gpus_per_node;
-  if (g < 1) {
-    snprintf(err, errlen, "the number of GPUs must be >= 1 (give --gpus or --nodes)");
-    return -1;
-  }
-  if (!(j->global_batch >= 1) || j->global_batch != floor(j->global_batch)) {
-    snprintf(err, errlen, "the global batch must be a whole number of sequences >= 1 (got %g)",
-             j->global_batch);
-    return -1;
-  }
-  long long forced = (long long)(j->tp ? j->tp : 1) * (j->pp ? j->pp : 1) * (j->dp ? j->dp : 1);
-  if (forced > g || g % forced != 0 || (j->tp && j->pp && j->dp && forced != g)) {
-    snprintf(err, errlen, "the forced layout (tp %d, pp %d, dp %d) does not multiply out to %d GPUs",
-             j->tp, j->pp, j->dp, g);
-    return -1;
-  }
+  if (check_constraints(m, j, err, errlen) != 0) return -1;
+  int g = j->gpus, gpn = c->gpus_per_node, moe = plan_model_is_moe(m);
   list_t ranked = {0}, rejected = {0};
   for (int tp = 1; tp <= g; tp++) {
     if (j->tp ? tp != j->tp : (g % tp != 0 || gpn % tp != 0)) continue;
-    for (int pp = 1; pp <= g / tp; pp++) {
-      if ((g / tp) % pp != 0 || (j->pp && pp != j->pp)) continue;
-      int dp = g / tp / pp;
-      if (j->dp && dp != j->dp) continue;
-      plan_candidate_t best;
-      int have = 0;
-      try_settings(m, c, j, tp, pp, dp, &best, &have, out);
-      if (have && push(best.result.verdict == PLAN_FEASIBLE ? &ranked : &rejected, &best) != 0) {
-        free(ranked.v);
-        free(rejected.v);
-        snprintf(err, errlen, "out of memory");
-        return -1;
+    for (int cp = 1; cp <= g / tp; cp++) {
+      if ((g / tp) % cp != 0 || (j->cp ? cp != j->cp : !cp_allowed(m, cp))) continue;
+      for (int pp = 1; pp <= g / tp / cp && pp <= m->layers; pp++) {
+        if ((g / tp / cp) % pp != 0 || (j->pp && pp != j->pp)) continue;
+        int dp = g / tp / cp / pp;
+        if (j->dp && dp != j->dp) continue;
+        for (int ep = 1; ep <= (moe ? dp : 1); ep++) {
+          if (j->ep ? ep != j->ep : (dp % ep != 0 || (moe && m->experts % ep != 0))) continue;
+          plan_layout_t dims = {.tp = tp, .pp = pp, .dp = dp, .cp = cp, .ep = ep};
+          plan_candidate_t best;
+          int have = 0;
+          try_settings(m, c, j, &dims, &best, &have, out);
+          if (have && push(best.result.verdict == PLAN_FEASIBLE ? &ranked : &rejected, &best) != 0) {
+            free(ranked.v);
+            free(rejected.v);
+            return fail(err, errlen, "out of memory");
+          }
+        }
       }
     }
   }

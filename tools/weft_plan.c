@@ -22,12 +22,17 @@
 #include "plan.h"
 
 #define MAX_LIST 32
+// Without --cluster the plan is for DGX H100 nodes, and without --batch a
+// step is 16M tokens (2^24: the batch of Llama 3 405B's pre-training, Llama
+// Team 2024, Table 4); both are said on stderr when assumed.
+#define DEFAULT_CLUSTER "h100-80g"
+#define DEFAULT_BATCH_TOKENS 16777216.0
 
 typedef struct {
   plan_model_t model;
   plan_cluster_t cluster;
   plan_job_t job;
-  int have_cluster, nodes, json, explain, top, zero_table, act_table;
+  int have_cluster, default_cluster, nodes, json, explain, top, zero_table, act_table;
   int time_gpus[MAX_LIST], ntime, act_seqs[MAX_LIST], nact;
   double batch_tokens, mfu, act_k;
   const char *intra_json, *inter_json;
@@ -58,7 +63,16 @@ static const opt_t opts[] = {
     {"--biases", "on|off", "linear layers and norms have biases", T_SWITCH, NULL},
     {"--flash", "on|off", "fused (flash) attention: no s x s scores in memory", T_SWITCH, NULL},
     {"--dropout", "on|off", "dropout on attention probabilities and residuals", T_SWITCH, NULL},
-    {"--cluster", "NAME", "node preset (see --list)", T_NAME, "cluster"},
+    {"--experts", "N", "routed experts per MoE layer (0: a dense model)", T_MODEL_INT, NULL},
+    {"--topk", "K", "experts each token is routed to", T_MODEL_INT, NULL},
+    {"--expert-ffn", "N", "MLP width of one expert (default --ffn)", T_MODEL_INT, NULL},
+    {"--shared-experts", "N", "always-on experts per MoE layer (DeepSeek; default 0)", T_MODEL_INT, NULL},
+    {"--moe-every", "K", "every K-th layer is MoE (default 1: all)", T_MODEL_INT, NULL},
+    {"--dense-layers", "N", "the first N layers are dense (DeepSeek: 1 or 3; default 0)", T_MODEL_INT, NULL},
+    {"--q-lora", "N", "latent attention: query rank (0: a full query projection)", T_MODEL_INT, NULL},
+    {"--kv-lora", "N", "latent attention: key/value rank (0: ordinary attention)", T_MODEL_INT, NULL},
+    {"--rope-dim", "N", "latent attention: rotary channels per head added to queries and keys", T_MODEL_INT, NULL},
+    {"--cluster", "NAME", "node preset (see --list; default h100-80g)", T_NAME, "cluster"},
     {"--cluster-file", "PATH", "key=value node description (docs/planner.md)", T_NAME, NULL},
     {"--intra-json", "PATH", "perf -J AllReduce inside a node: measured NVLink bus bandwidth", T_NAME, NULL},
     {"--inter-json", "PATH", "perf -J AllReduce, one rank per node: measured per-GPU network bandwidth", T_NAME, NULL},
@@ -72,8 +86,9 @@ static const opt_t opts[] = {
     {"--nics", "N", "override: NICs per node", T_CLUSTER, NULL},
     {"--nic-gbps", "X", "override: speed of each NIC, Gb/s", T_CLUSTER, NULL},
     {"--sms", "N", "override: streaming multiprocessors per GPU (0 turns off the wave model)", T_CLUSTER, NULL},
+    {"--clock-sustain", "X", "override: clock held under load / clock of the kernel benchmarks", T_CLUSTER, NULL},
     {"--gemm-gflops", "X", "measured GEMM rate per GPU, GFLOP/s (replaces peak x --gemm-eff)", T_CLUSTER, NULL},
-    {"--batch", "N", "global batch, sequences per optimizer step", T_NUM, "training"},
+    {"--batch", "N", "global batch, sequences per optimizer step (default: 16M tokens)", T_NUM, "training"},
     {"--batch-tokens", "N", "global batch in tokens (rounded to whole sequences)", T_NUM, NULL},
     {"--tokens", "N", "tokens to train on (default 20 per parameter)", T_NUM, NULL},
     {"--weight-bytes", "X", "bytes per parameter for weights (default 2)", T_NUM, NULL},
@@ -81,19 +96,25 @@ static const opt_t opts[] = {
     {"--optim-bytes", "X", "bytes per parameter for optimizer state (default 12: fp32 master, m, v)", T_NUM, NULL},
     {"--act-bytes", "X", "bytes per activation element (default 2)", T_NUM, NULL},
     {"--sp", "on|off", "sequence parallelism with tensor parallelism (default on)", T_SWITCH, NULL},
-    {"--tp", "N", "force tensor-parallel size", T_JOB_INT, "layout (default: search)"},
+    {"--dp-overlap", "on|off", "gradient reduction overlaps the backward, bucket by bucket (default on)", T_SWITCH, NULL},
+    {"--tp", "N", "force tensor-parallel size", T_JOB_INT, "layout (default: search; GPUs = tp x cp x pp x dp)"},
+    {"--cp", "N", "force context-parallel size (the sequence split over N ranks in 2N chunks)", T_JOB_INT, NULL},
     {"--pp", "N", "force pipeline-parallel size", T_JOB_INT, NULL},
     {"--dp", "N", "force data-parallel size (also N of --zero-table)", T_JOB_INT, NULL},
+    {"--ep", "N", "force expert-parallel size (experts split over N of the dp ranks)", T_JOB_INT, NULL},
     {"--zero", "0-3", "force the ZeRO stage", T_JOB_INT, NULL},
     {"--micro-batch", "N", "force the micro-batch size (sequences)", T_JOB_INT, NULL},
     {"--interleave", "V", "force V model chunks per GPU (interleaved schedule)", T_JOB_INT, NULL},
     {"--recompute", "none|selective|full", "force activation recomputation", T_WORD, NULL},
     {"--schedule", "1f1b|gpipe|interleaved", "force the pipeline schedule", T_WORD, NULL},
     {"--max-bubble", "X", "reject pipelines whose bubble (p-1)/(v m) exceeds X (default 1)", T_NUM, NULL},
-    {"--gemm-eff", "X", "fraction of peak a large GEMM reaches (default 0.70)", T_NUM, "calibration"},
-    {"--attn-eff", "X", "fraction of peak a fused attention kernel reaches (default 0.50)", T_NUM, NULL},
-    {"--hbm-eff", "X", "fraction of HBM bandwidth memory-bound kernels reach (default 0.70)", T_NUM, NULL},
-    {"--link-eff", "X", "fraction of link bandwidth collectives reach (default 0.80)", T_NUM, NULL},
+    {"--gemm-eff", "X", "fraction of peak a large GEMM sustains (default: the cluster preset's)", T_NUM, "calibration"},
+    {"--attn-eff", "X", "fraction of peak a fused attention forward reaches (default: the preset's)", T_NUM, NULL},
+    {"--attn-bwd-eff", "X", "fraction of peak a fused attention backward reaches (default: the preset's)", T_NUM, NULL},
+    {"--hbm-eff", "X", "fraction of HBM bandwidth memory-bound kernels reach (default 0.80)", T_NUM, NULL},
+    {"--nvlink-eff", "X", "fraction of NVLink bandwidth collectives reach (default 0.82)", T_NUM, NULL},
+    {"--nic-eff", "X", "fraction of NIC line rate collectives reach (default 0.85)", T_NUM, NULL},
+    {"--link-eff", "X", "set both --nvlink-eff and --nic-eff", T_NUM, NULL},
     {"--reserve-gib", "X", "memory per GPU kept for the runtime (default 2)", T_NUM, NULL},
     {"--kernel-gap-us", "X", "time between two kernels, microseconds (default 5)", T_NUM, NULL},
     {"--json", NULL, "JSON instead of the table", T_FLAG, "output"},
@@ -123,9 +144,10 @@ static int usage_error(const char *fmt, ...) {
 
 static void print_help(void) {
   printf("usage: weft-plan [flags]\n"
-         "Plans tensor/pipeline/data parallelism for a transformer on a GPU cluster: memory per GPU,\n"
-         "traffic per dimension, step time, MFU and days to train, with the rejected layouts and\n"
-         "why. Numbers take k, M, G (or B) and T suffixes (1e3 .. 1e12). See docs/planner.md.\n");
+         "Plans tensor, context, pipeline, data and expert parallelism for a transformer (dense or\n"
+         "mixture of experts) on a GPU cluster: memory per GPU, traffic per dimension, step time,\n"
+         "MFU and days to train, with the rejected layouts and why. Numbers take k, M, G (or B)\n"
+         "and T suffixes (1e3 .. 1e12). See docs/planner.md.\n");
   for (int i = 0; i < NOPTS; i++) {
     if (opts[i].section) printf("\n%s:\n", opts[i].section);
     char left[64];
@@ -206,19 +228,26 @@ static int apply(cli_t *c, const opt_t *o, const char *v) {
   plan_cluster_t *k = &c->cluster;
   plan_job_t *j = &c->job;
   int *model_ints[] = {&m->layers, &m->hidden, &m->heads, &m->kv_heads, &m->head_dim, &m->ffn,
-                       &m->vocab, &m->seq};
+                       &m->vocab, &m->seq, &m->experts, &m->topk, &m->expert_ffn,
+                       &m->shared_experts, &m->moe_every, &m->dense_layers, &m->q_lora,
+                       &m->kv_lora, &m->rope_dim};
   const char *model_names[] = {"--layers", "--hidden", "--heads", "--kv-heads", "--head-dim",
-                               "--ffn", "--vocab", "--seq"};
-  for (int n = 0; n < 8; n++)
+                               "--ffn", "--vocab", "--seq", "--experts", "--topk", "--expert-ffn",
+                               "--shared-experts", "--moe-every", "--dense-layers", "--q-lora",
+                               "--kv-lora", "--rope-dim"};
+  const int model_min[] = {1, 1, 1, 1, 1, 1, 1, 1, 0, 1, 1, 0, 1, 0, 0, 0, 0};
+  for (int n = 0; n < (int)(sizeof(model_min) / sizeof(model_min[0])); n++)
     if (strcmp(name, model_names[n]) == 0) {
-      if (i < 1) return usage_error("%s must be >= 1 (got %s)", name, v);
+      if (i < model_min[n]) return usage_error("%s must be >= %d (got %s)", name, model_min[n], v);
       *model_ints[n] = i;
       if (n == 1 || n == 2) m->head_dim = 0;  // re-derived from the new shape
+      if (n == 8 && i == 0) m->topk = m->expert_ffn = m->shared_experts = m->dense_layers = 0;
       return 0;
     }
   struct { const char *name; int *dst; int min, max; } job_ints[] = {
       {"--gpus", &j->gpus, 1, INT_MAX}, {"--nodes", &c->nodes, 1, INT_MAX},
-      {"--tp", &j->tp, 1, 65536}, {"--pp", &j->pp, 1, 65536}, {"--dp", &j->dp, 1, INT_MAX},
+      {"--tp", &j->tp, 1, 65536}, {"--cp", &j->cp, 1, 65536}, {"--pp", &j->pp, 1, 65536},
+      {"--dp", &j->dp, 1, INT_MAX}, {"--ep", &j->ep, 1, 65536},
       {"--zero", &j->zero, 0, 3}, {"--micro-batch", &j->micro_batch, 1, 65536},
       {"--interleave", &j->interleave, 1, 4096}, {"--top", &c->top, 0, INT_MAX}};
   for (size_t n = 0; n < sizeof(job_ints) / sizeof(job_ints[0]); n++)
@@ -234,20 +263,22 @@ static int apply(cli_t *c, const opt_t *o, const char *v) {
       {"--weight-bytes", &j->bytes.weight, 1, 0}, {"--grad-bytes", &j->bytes.grad, 1, 0},
       {"--optim-bytes", &j->bytes.optim, 1, 0}, {"--act-bytes", &j->bytes.act, 1, 1},
       {"--max-bubble", &j->max_bubble, 1, 0}, {"--gemm-eff", &j->calib.gemm_eff, 1, 1},
-      {"--hbm-eff", &j->calib.hbm_eff, 1, 1}, {"--attn-eff", &j->calib.attn_eff, 1, 1},
-      {"--link-eff", &j->calib.link_eff, 1, 1},
+      {"--hbm-eff", &j->calib.hbm_eff, 1, 1}, {"--attn-eff", &j->calib.attn_fwd_eff, 1, 1},
+      {"--attn-bwd-eff", &j->calib.attn_bwd_eff, 1, 1}, {"--nvlink-eff", &j->calib.nvlink_eff, 1, 1},
+      {"--nic-eff", &j->calib.nic_eff, 1, 1}, {"--link-eff", &j->calib.nvlink_eff, 1, 1},
       {"--reserve-gib", &j->calib.reserve_bytes, PLAN_GIB, 0},
       {"--kernel-gap-us", &j->calib.kernel_gap, 1e-6, 0}, {"--act-k", &c->act_k, 1, 1},
       {"--mfu", &c->mfu, 1, 1}, {"--gpu-mem-gib", &k->mem_bytes, PLAN_GIB, 1},
       {"--peak-tflops", &k->peak_flops, 1e12, 1}, {"--hbm-gbs", &k->hbm_bw, 1e9, 1},
       {"--nvlink-gbs", &k->nvlink_bw, 1e9, 1}, {"--nic-gbps", &k->nic_bw, 1e9 / 8, 1},
-      {"--gemm-gflops", &k->gemm_flops, 1e9, 1}};
+      {"--gemm-gflops", &k->gemm_flops, 1e9, 1}, {"--clock-sustain", &k->clock_sustain, 1, 1}};
   for (size_t n = 0; n < sizeof(nums) / sizeof(nums[0]); n++)
     if (strcmp(name, nums[n].name) == 0) {
       if (nums[n].positive && x <= 0) return usage_error("%s must be > 0 (got %s)", name, v);
-      if ((strstr(name, "-eff") || strcmp(name, "--mfu") == 0) && x > 1)
+      if ((strstr(name, "-eff") || !strcmp(name, "--mfu") || !strcmp(name, "--clock-sustain")) && x > 1)
         return usage_error("%s is a fraction of peak, at most 1 (got %s)", name, v);
       *nums[n].dst = x * nums[n].scale;
+      if (strcmp(name, "--link-eff") == 0) j->calib.nic_eff = x;
       return 0;
     }
   if (!strcmp(name, "--gpus-per-node") || !strcmp(name, "--nics") || !strcmp(name, "--sms")) {
@@ -259,7 +290,7 @@ static int apply(cli_t *c, const opt_t *o, const char *v) {
   }
   struct { const char *name; int *dst; } switches[] = {
       {"--tied", &m->tied_embeddings}, {"--biases", &m->biases}, {"--flash", &m->flash_attention},
-      {"--dropout", &m->dropout}, {"--sp", &j->sequence_parallel}};
+      {"--dropout", &m->dropout}, {"--sp", &j->sequence_parallel}, {"--dp-overlap", &j->dp_overlap}};
   for (size_t n = 0; n < sizeof(switches) / sizeof(switches[0]); n++)
     if (strcmp(name, switches[n].name) == 0) {
       *switches[n].dst = i;
@@ -321,6 +352,10 @@ static int apply_presets(cli_t *c, int argc, char **argv) {
     if (plan_cluster_load_file(file, &c->cluster, err, sizeof(err)) != 0)
       return usage_error("%s", err);
     c->have_cluster = 1;
+  }
+  if (!c->have_cluster) {  // the override flags then apply to the default
+    plan_cluster_preset(DEFAULT_CLUSTER, &c->cluster);
+    c->default_cluster = 1;
   }
   return 0;
 }
@@ -390,8 +425,8 @@ static int plan(cli_t *c) {
   if (plan_model_is_bare(m))
     return usage_error("a bare --params gives --zero-table and --time-table only; a plan needs "
                        "--model or the shape flags");
-  if (!c->have_cluster)
-    return usage_error("a plan needs a cluster: --cluster NAME or --cluster-file PATH");
+  if (c->default_cluster)
+    fprintf(stderr, "weft-plan: no --cluster given: %s assumed\n", DEFAULT_CLUSTER);
   if (plan_cluster_check(&c->cluster, err, sizeof(err)) != 0) return usage_error("%s", err);
   if (c->nodes > 0) {
     if ((long long)c->nodes * c->cluster.gpus_per_node > INT_MAX)
@@ -400,11 +435,14 @@ static int plan(cli_t *c) {
       return usage_error("--gpus and --nodes disagree");
     j->gpus = c->nodes * c->cluster.gpus_per_node;
   }
-  if (j->gpus == 0 && j->tp && j->pp && j->dp) j->gpus = j->tp * j->pp * j->dp;
+  if (j->gpus == 0 && j->tp && j->pp && j->dp) j->gpus = j->tp * (j->cp ? j->cp : 1) * j->pp * j->dp;
   if (j->gpus == 0) return usage_error("give the job size: --gpus N or --nodes N");
+  if (!(j->global_batch > 0) && !(c->batch_tokens > 0)) {
+    c->batch_tokens = DEFAULT_BATCH_TOKENS;
+    fprintf(stderr, "weft-plan: no --batch given: %.0f tokens per step assumed (--batch-tokens 16M,"
+                    " Llama 3 405B's)\n", c->batch_tokens);
+  }
   if (c->batch_tokens > 0) j->global_batch = fmax(1, round(c->batch_tokens / m->seq));
-  if (!(j->global_batch > 0))
-    return usage_error("give the global batch: --batch SEQUENCES or --batch-tokens N");
   plan_search_t s;
   if (plan_search(m, &c->cluster, j, &s, err, sizeof(err)) != 0) return usage_error("%s", err);
   if (c->json) plan_print_json(stdout, m, &c->cluster, j, &s, c->top);
@@ -413,16 +451,18 @@ static int plan(cli_t *c) {
   if (c->explain && best != NULL) {
     FILE *why = c->json ? stderr : stdout;
     plan_result_t r;
-    fprintf(why, "\nexplain: tp %d x pp %d x dp %d (%s)\n", best->layout.tp, best->layout.pp,
-            best->layout.dp, s.nranked ? "the best layout" : "the nearest miss");
+    fprintf(why, "\nexplain: tp %d x cp %d x pp %d x dp %d, ep %d (%s)\n", best->layout.tp,
+            best->layout.cp, best->layout.pp, best->layout.dp, best->layout.ep,
+            s.nranked ? "the best layout" : "the nearest miss");
     plan_evaluate(m, &c->cluster, j, &best->layout, &r, why);
   }
   int rc = 0;
   if (s.nranked == 0) {
     fprintf(stderr, "weft-plan: no feasible layout");
     if (s.nrejected == 1)
-      fprintf(stderr, ": tp %d x pp %d x dp %d: %s: %s", s.rejected[0].layout.tp,
-              s.rejected[0].layout.pp, s.rejected[0].layout.dp,
+      fprintf(stderr, ": tp %d x cp %d x pp %d x dp %d, ep %d: %s: %s", s.rejected[0].layout.tp,
+              s.rejected[0].layout.cp, s.rejected[0].layout.pp, s.rejected[0].layout.dp,
+              s.rejected[0].layout.ep,
               plan_verdict_name(s.rejected[0].result.verdict), s.rejected[0].result.reason);
     fprintf(stderr, "\n");
     rc = 1;
