@@ -22,6 +22,8 @@ typedef struct {
   gpt_dims_t dims;            // vocab comes from the data
   int batch, grad_accum;      // sequences per micro-batch, micro-batches per step
   int tp, pp, dp, zero;
+  int sp;                     // 1: sequence parallelism in the tensor-parallel group (--sp)
+  int chunks;                 // model chunks per pipeline stage (--chunks, --schedule interleaved)
   weft_pp_kind_t schedule;    // pipeline schedule (pp > 1); its micro-batches are grad_accum
   int recompute;              // 1: keep block inputs only, recompute activations in backward
   int steps, eval_every, eval_batches, eval_problems, print_every;
