@@ -7,7 +7,7 @@
  *  - 8 ranks as tp 2 x pp 2 x dp 2 (with and without sequence parallel,
  *    ZeRO-1 and ZeRO-3) equal one rank running all micro-batches, within
  *    1e-5 relative;
- *  - the interleaved schedule on 2 and 4 stages with V = 1, 2, 3 chunks and
+ *  - the interleaved schedule on 1, 2 and 4 stages with V = 1, 2, 3 chunks and
  *    M = P, 2P, 3P micro-batches: a chain of P*V virtual stages has
  *    bitwise one rank's losses and gradients (see chain_case).
  * Each rank computes the one-rank reference itself on a communicator of
@@ -342,9 +342,15 @@ static int interleaved_body(int rank, int nranks, ncclUniqueId id, void *arg) {
     for (int k = 1; k <= 3; k++) chain_case(world, nranks, rank, V, k * nranks, 4);
   chain_case(world, nranks, rank, 2, 2 * nranks, 2048);  // 64 KiB boundary tensors
   weft_pp_chunk_stage_t none = {chain_forward, chain_backward, NULL};  // M not a multiple of P: refused
-  WEFT_TEST_CHECK_RES(weft_pp_interleaved_run(world, 2, nranks + 1, 8, &none, NULL), ncclInvalidArgument);
+  if (nranks > 1) WEFT_TEST_CHECK_RES(weft_pp_interleaved_run(world, 2, nranks + 1, 8, &none, NULL), ncclInvalidArgument);
   ncclCommDestroy(world);
   return weft_test_failures();
+}
+
+// One stage holding every chunk: results are handed over without communication.
+Test(parallel_pp, interleaved_one_stage_hands_results_to_itself, .timeout = 60) {
+  weft_test_env_defaults();
+  cr_expect_eq(weft_test_fork_ranks(1, interleaved_body, NULL, 50), 0, "see stderr");
 }
 
 Test(parallel_pp, interleaved_two_stages_equal_one, .timeout = 120) {
