@@ -16,7 +16,9 @@
 
 #include "nccl.h"
 
-typedef enum { WEFT_PP_GPIPE = 0, WEFT_PP_1F1B = 1 } weft_pp_kind_t;
+// WEFT_PP_INTERLEAVED: 1F1B over model chunks, run by pp_interleaved.h's
+// calls (the ones below refuse it: they know of one chunk per stage).
+typedef enum { WEFT_PP_GPIPE = 0, WEFT_PP_1F1B = 1, WEFT_PP_INTERLEAVED = 2 } weft_pp_kind_t;
 
 typedef struct {
   int backward;  // 0: forward, 1: backward

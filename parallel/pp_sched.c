@@ -14,6 +14,8 @@
 #include "pp.h"
 
 static ncclResult_t check_shape(const char *api, weft_pp_kind_t kind, int stages, int micro) {
+  if ((int)kind == WEFT_PP_INTERLEAVED)
+    PAR_INVALID("%s: the interleaved schedule has model chunks: use weft_pp_interleaved_* (pp_interleaved.h)", api);
   if ((int)kind != WEFT_PP_GPIPE && (int)kind != WEFT_PP_1F1B) PAR_INVALID("%s: kind=%d is not a schedule", api, (int)kind);
   if (stages < 1 || micro < 1) PAR_INVALID("%s: stages=%d micro=%d, both must be at least 1", api, stages, micro);
   return ncclSuccess;

@@ -5,6 +5,7 @@
  *   build/bin/weft-train                                 one process, the addition task
  *   build/bin/weftrun -n 4 build/bin/weft-train --tp 2 --dp 2 --zero 1
  *   build/bin/weftrun -n 4 build/bin/weft-train --pp 2 --dp 2 --micro-batches 4
+ *   build/bin/weftrun -n 4 build/bin/weft-train --tp 2 --sp 1 --pp 2 --schedule interleaved --chunks 2 --layers 4
  *   build/bin/weft-train --data file.txt | --data tokens.bin (llm.c format)
  *
  * Ranks come from a launcher's environment (weftInitFromEnv: weftrun,
@@ -28,7 +29,11 @@ static void usage(FILE *out) {
           "usage: weft-train [options]   (under weftrun -n N for several ranks)\n"
           "  parallelism: --tp T --pp P --dp D (T*C*P*D = ranks)  --zero 0..3  --grad-accum K\n"
           "               --micro-batches M (the same as --grad-accum; the pipeline's micro-batches)\n"
-          "               --schedule 1f1b|gpipe (pipeline schedule, default 1f1b)\n"
+          "               --schedule 1f1b|gpipe|interleaved (pipeline schedule, default 1f1b)\n"
+          "               --chunks V (interleaved: model chunks per stage; V divides the layers per stage,\n"
+          "               and --micro-batches is a multiple of --pp)\n"
+          "               --sp 1 (sequence parallelism with --tp: activations between blocks are sequence\n"
+          "               shards; --tp divides --seq x --batch)\n"
           "               --cp C (context parallel: ring attention, --seq split in 2*C chunks)\n"
           "  model:       --layers L --hidden H --heads A --ffn F --seq S\n"
           "               --recompute 1 (keep block inputs only; recompute activations in backward)\n"
@@ -74,6 +79,7 @@ static void defaults(train_cfg_t *c) {
   c->tp = c->pp = c->dp = 1;
   c->cp = 1;
   c->schedule = WEFT_PP_1F1B;
+  c->chunks = 1;
   c->steps = 1500;
   c->eval_every = 500;
   c->eval_batches = 4;
@@ -104,6 +110,7 @@ static int parse_args(int argc, char **argv, train_cfg_t *c, int *seed_given) {
       {"--save-every", &c->save_every, 0, 1 << 30, NULL}, {"--stop-after", &c->stop_after, 0, 1 << 30, NULL},
       {"--recompute", &c->recompute, 0, 1, NULL},
       {"--cp", &c->cp, 1, 1024, NULL},
+      {"--sp", &c->sp, 0, 1, NULL}, {"--chunks", &c->chunks, 1, 1024, NULL},
   };
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
@@ -122,11 +129,11 @@ static int parse_args(int argc, char **argv, train_cfg_t *c, int *seed_given) {
     if (!strcmp(a, "--resume")) { c->resume_path = v; continue; }
     if (!strcmp(a, "--plot")) { c->plot_path = v; continue; }
     if (!strcmp(a, "--schedule")) {
-      if (strcmp(v, "1f1b") != 0 && strcmp(v, "gpipe") != 0) {
-        fprintf(stderr, "weft-train: --schedule %s: expected 1f1b or gpipe\n", v);
+      if (strcmp(v, "1f1b") != 0 && strcmp(v, "gpipe") != 0 && strcmp(v, "interleaved") != 0) {
+        fprintf(stderr, "weft-train: --schedule %s: expected 1f1b, gpipe or interleaved\n", v);
         return -1;
       }
-      c->schedule = !strcmp(v, "gpipe") ? WEFT_PP_GPIPE : WEFT_PP_1F1B;
+      c->schedule = !strcmp(v, "gpipe") ? WEFT_PP_GPIPE : !strcmp(v, "interleaved") ? WEFT_PP_INTERLEAVED : WEFT_PP_1F1B;
       continue;
     }
     if (!strcmp(a, "--seed")) *seed_given = 1;
@@ -189,8 +196,9 @@ static ncclResult_t run(const train_cfg_t *cfg, trainer_t *t, int rank) {
   double tokens = (double)cfg->dp * cfg->grad_accum * cfg->batch * cfg->dims.seq;
   report_t rep;
   if (rank == 0) {
-    printf("weft-train: %d ranks (tp %d x cp %d x pp %d x dp %d, ZeRO-%d), GPT %zu parameters (L=%d h=%d heads=%d ffn=%d seq=%d)\n",
-           mesh->nranks, cfg->tp, cfg->cp, cfg->pp, cfg->dp, cfg->zero, trainer_param_count(t), cfg->dims.layers,
+    printf("weft-train: %d ranks (tp %d%s x cp %d x pp %d%s x dp %d, ZeRO-%d), GPT %zu parameters (L=%d h=%d heads=%d ffn=%d seq=%d)\n",
+           mesh->nranks, cfg->tp, cfg->sp ? " sp" : "", cfg->cp, cfg->pp,
+           cfg->schedule == WEFT_PP_INTERLEAVED ? " interleaved" : "", cfg->dp, cfg->zero, trainer_param_count(t), cfg->dims.layers,
            cfg->dims.hidden, cfg->dims.heads, cfg->dims.ffn, cfg->dims.seq);
     printf("data: %s\n", data_describe(trainer_data(t)));
     printf("batch: %.0f tokens per step (%d x %d micro-batches x %d sequences x %d), %d steps, sgemm peak %.1f GFLOP/s\n",

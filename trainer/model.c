@@ -10,6 +10,8 @@
 
 int gpt_nlayers(const gpt_t *m) { return m->d.layers + 2; }
 
+int gpt_rows(const gpt_t *m) { return m->rows; }
+
 size_t gpt_layer_size(const gpt_t *m, int l) {
   size_t h = (size_t)m->d.hidden;
   if (l == 0) return (size_t)m->vrows * h + (size_t)m->d.seq * h;
@@ -144,7 +146,9 @@ ncclResult_t gpt_create_cp(const gpt_dims_t *d, int batch, const weft_tp_t *tp, 
   if (d->hidden % d->heads != 0) PAR_INVALID("gpt: hidden=%d is not a multiple of heads=%d", d->hidden, d->heads);
   if (d->heads % tp->size != 0 || d->ffn % tp->size != 0)
     PAR_INVALID("gpt: heads=%d and ffn=%d must be multiples of the tensor-parallel size %d", d->heads, d->ffn, tp->size);
-  if (tp->sequence_parallel) PAR_INVALID("gpt: sequence parallelism is not supported yet");
+  if (tp->sequence_parallel && (d->seq * batch) % tp->size != 0)
+    PAR_INVALID("gpt: sequence parallelism needs the %d rows of a micro-batch (seq %d x batch %d) divisible by the "
+                "tensor-parallel size %d", d->seq * batch, d->seq, batch, tp->size);
   if (stage->first < 0 || stage->last > d->layers || stage->first >= stage->last)
     PAR_INVALID("gpt: stage blocks %d..%d are not a non-empty part of 0..%d", stage->first, stage->last - 1, d->layers - 1);
   gpt_t *m = calloc(1, sizeof(*m));
@@ -154,6 +158,7 @@ ncclResult_t gpt_create_cp(const gpt_dims_t *d, int batch, const weft_tp_t *tp, 
   m->batch = batch;
   m->cp = *cp;
   m->T = weft_cp_local_seq(cp, d->seq) * batch;
+  m->rows = weft_tp_local_rows(tp, m->T);
   m->tp = *tp;
   m->vrows = weft_tp_vocab_rows(tp, d->vocab);
   m->ad = (weft_tp_attn_dims_t){d->hidden, d->heads, d->seq, batch};
@@ -164,23 +169,23 @@ ncclResult_t gpt_create_cp(const gpt_dims_t *d, int batch, const weft_tp_t *tp, 
   m->ln2_off = m->attn_off + m->attn_np;
   m->mlp_off = m->ln2_off + 2 * h;
   m->block_np = m->mlp_off + m->mlp_np;
-  m->ln_na = weft_tp_layernorm_nacts(d->hidden, m->T);
+  m->ln_na = weft_tp_layernorm_nacts(d->hidden, m->rows);
   m->attn_na = gpt_attn_nacts(m);
   m->mlp_na = weft_tp_mlp_nacts(tp, d->hidden, d->ffn, m->T);
-  size_t th = T * h, tv = T * (size_t)m->vrows;
+  size_t th = T * h, tv = T * (size_t)m->vrows, rh = (size_t)m->rows * h, lnf = th + (tp->sequence_parallel ? rh : 0);
   m->ids = malloc(T * sizeof(int));
   m->targets = malloc(T * sizeof(int));
   size_t S = stage->recompute ? 1 : L;  // blocks with activations
   m->slots = (int)S;
-  m->x = malloc((L + 1) * th * sizeof(float));
-  m->xmid = malloc(S * th * sizeof(float));
-  m->ln_out = malloc(2 * S * th * sizeof(float));
+  m->x = malloc((L + 1) * rh * sizeof(float));
+  m->xmid = malloc(S * rh * sizeof(float));
+  m->ln_out = malloc(2 * S * rh * sizeof(float));
   m->ln_acts = malloc((2 * S + 1) * m->ln_na * sizeof(float));
   m->attn_acts = malloc(S * m->attn_na * sizeof(float));
   m->mlp_acts = malloc(S * m->mlp_na * sizeof(float));
-  m->act_bytes = sizeof(float) * ((L + 1) * th + 3 * S * th + (2 * S + 1) * m->ln_na + S * (m->attn_na + m->mlp_na) +
-                                  th + 2 * tv);
-  m->lnf_out = malloc(th * sizeof(float));
+  m->act_bytes = sizeof(float) * ((L + 1) * rh + 3 * S * rh + (2 * S + 1) * m->ln_na + S * (m->attn_na + m->mlp_na) +
+                                  lnf + 2 * tv);
+  m->lnf_out = malloc(lnf * sizeof(float));
   m->logits = malloc(2 * tv * sizeof(float));  // logits | dlogits
   m->work = malloc((2 * th + 3 * T + 2 * T * (1 + (size_t)tp->size)) * sizeof(float));
   m->dwte = malloc((size_t)m->vrows * h * sizeof(float));

@@ -15,7 +15,14 @@
  * ZeRO engine (the trainer).
  *
  * Activations are rows in sequence-major order: row = position * batch +
- * sample, as the tp layers expect.
+ * sample, as the tp layers expect. With sequence parallelism (the tp
+ * group's sequence_parallel) the residual stream between the tensor-
+ * parallel blocks is this rank's contiguous shard of T/tp rows: LayerNorms
+ * and the residual adds run on the shard, each attention and MLP block
+ * all-gathers its input and reduce-scatters its output, the embedding's
+ * sum is reduce-scattered to the shard, the final LayerNorm's output is
+ * all-gathered for the vocabulary-parallel LM head, whose input gradient
+ * is reduce-scattered back. Pipeline boundary tensors are shards too.
  */
 #ifndef WEFT_TRAINER_MODEL_H
 #define WEFT_TRAINER_MODEL_H
@@ -67,6 +74,7 @@ ncclResult_t gpt_create_cp(const gpt_dims_t *dims, int batch, const weft_tp_t *t
 void gpt_destroy(gpt_t *m);
 
 int gpt_nlayers(const gpt_t *m);                 // L + 2
+int gpt_rows(const gpt_t *m);                    // rows of a boundary tensor: T, or T/tp under SP
 size_t gpt_layer_size(const gpt_t *m, int l);    // this rank's parameters of layer l
 size_t gpt_full_layer_size(const gpt_dims_t *d, int l);  // of the unsharded model
 size_t gpt_full_count(const gpt_dims_t *d);      // Ψ of the unsharded model
@@ -94,8 +102,8 @@ ncclResult_t gpt_forward(gpt_t *m, const gpt_store_t *st, const int *ids, const 
 // Backward of the last forward: adds every layer's gradient (of the mean
 // loss) through the store.
 ncclResult_t gpt_backward(gpt_t *m, const gpt_store_t *st);
-// One stage's passes. Without `embed` the stage starts from `in` (T x
-// hidden, the previous stage's output); without `head` it writes its
+// One stage's passes. Without `embed` the stage starts from `in` (rows x
+// hidden, gpt_rows; the previous stage's output); without `head` it writes its
 // output to `out` (may alias `in`), and its backward starts from `dout`
 // and writes the input gradient to `din`. A head-only stage adds the LM
 // head's wte gradient into layer 0 through the store (grads, grads_done).

@@ -12,6 +12,7 @@ struct gpt {
   gpt_dims_t d;
   gpt_stage_t stage;  // blocks first..last-1; activations are indexed from first
   int batch, T;       // sequences and tokens (this rank's rows) per micro-batch
+  int rows;           // rows of the residual stream here: T, or T/tp (this rank's shard) under sequence parallelism
   weft_tp_t tp;
   weft_cp_t cp;       // context parallel (model_cp.c): size 1 when off; comm and stream borrowed
   int vrows;          // vocabulary rows this rank owns (ceil(V/tp))
@@ -23,12 +24,12 @@ struct gpt {
   size_t act_bytes;   // every activation buffer below, in bytes
   int *ids, *targets;
   int has_targets;
-  float *x;           // residual stream entering this stage's block l (l = 0..nb)
+  float *x;           // residual stream entering this stage's block l (l = 0..nb), `rows` rows each
   float *xmid;        // after block l's attention (per slot, as the next three)
   float *ln_out;      // LN1, LN2 outputs of every block
   float *ln_acts;     // LN1, LN2 of every block, then the final one (at 2 slots)
   float *attn_acts, *mlp_acts;
-  float *lnf_out;
+  float *lnf_out;     // final LayerNorm of all T rows (gathered under SP; this rank's rows follow)
   float *logits;      // T x vrows, then dlogits T x vrows
   float *work;        // grad, tmp (T x h each), CE work (3T), argmax (2T x tp)
   float *dwte;        // the LM head's gradient of wte, added to layer 0

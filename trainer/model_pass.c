@@ -9,6 +9,16 @@
  *
  * A pipeline stage runs its blocks only; the first embeds, the last has
  * the final LayerNorm, the LM head and the loss.
+ *
+ * Sequence parallelism (model.h): the residual stream is this rank's
+ * `rows` = T/tp rows. The LM head needs every row (its vocabulary columns
+ * of all tokens), so the final LayerNorm's shard is all-gathered, and the
+ * head's input gradient, a partial sum over the vocabulary shards, is
+ * reduce-scattered instead of all-reduced. In backward the embedding's
+ * output gradient is all-gathered once; the lookup's rows and the
+ * position embedding's are then summed over all T rows on every rank, so
+ * the replicated position embedding gets its whole gradient without an
+ * all-reduce.
  */
 #include <cblas.h>
 #include <math.h>
@@ -23,6 +33,20 @@ static ncclResult_t tp_sum(const weft_tp_t *tp, float *buf, size_t n) {
   return ncclSuccess;
 }
 
+// Under sequence parallelism: every rank's `rows` rows into all T rows,
+// and this rank's rows of the group sum of T rows.
+static ncclResult_t tp_gather(const weft_tp_t *tp, const float *shard, float *full, size_t n) {
+  PAR_CHECK(ncclAllGather(shard, full, n, ncclFloat32, tp->comm, NULL));
+  return ncclSuccess;
+}
+
+static ncclResult_t tp_scatter(const weft_tp_t *tp, const float *full, float *shard, size_t n) {
+  PAR_CHECK(ncclReduceScatter(full, shard, n, ncclFloat32, ncclSum, tp->comm, NULL));
+  return ncclSuccess;
+}
+
+static int sequence_parallel(const gpt_t *m) { return m->tp.sequence_parallel && m->tp.size > 1; }
+
 static void add(float *y, const float *x, size_t n) {
   for (size_t i = 0; i < n; i++) y[i] += x[i];
 }
@@ -34,17 +58,17 @@ static int slot(const gpt_t *m, int l) { return m->slots == 1 ? 0 : l; }
 // Block l from its input x[l] to x[l+1]. Run again in backward when
 // recomputing: the same arithmetic, so the same bits.
 static ncclResult_t block_forward(gpt_t *m, int l, const float *p) {
-  int h = m->d.hidden, T = m->T, s = slot(m, l);
-  size_t th = (size_t)T * h;
-  const float *x = at(m->x, th, l);
-  float *mid = at(m->xmid, th, s), *out = at(m->x, th, l + 1);
-  float *ln1 = at(m->ln_out, th, 2 * s), *ln2 = at(m->ln_out, th, 2 * s + 1);
-  PAR_CHECK(weft_tp_layernorm_forward(&m->tp, h, p, T, x, ln1, at(m->ln_acts, m->ln_na, 2 * s)));
+  int h = m->d.hidden, T = m->T, R = m->rows, s = slot(m, l);
+  size_t rh = (size_t)R * h;
+  const float *x = at(m->x, rh, l);
+  float *mid = at(m->xmid, rh, s), *out = at(m->x, rh, l + 1);
+  float *ln1 = at(m->ln_out, rh, 2 * s), *ln2 = at(m->ln_out, rh, 2 * s + 1);
+  PAR_CHECK(weft_tp_layernorm_forward(&m->tp, h, p, R, x, ln1, at(m->ln_acts, m->ln_na, 2 * s)));
   PAR_CHECK(gpt_attn_forward(m, p + m->attn_off, ln1, mid, at(m->attn_acts, m->attn_na, s)));
-  add(mid, x, th);
-  PAR_CHECK(weft_tp_layernorm_forward(&m->tp, h, p + m->ln2_off, T, mid, ln2, at(m->ln_acts, m->ln_na, 2 * s + 1)));
+  add(mid, x, rh);
+  PAR_CHECK(weft_tp_layernorm_forward(&m->tp, h, p + m->ln2_off, R, mid, ln2, at(m->ln_acts, m->ln_na, 2 * s + 1)));
   PAR_CHECK(weft_tp_mlp_forward(&m->tp, h, m->d.ffn, p + m->mlp_off, T, ln2, out, at(m->mlp_acts, m->mlp_na, s)));
-  add(out, mid, th);
+  add(out, mid, rh);
   return ncclSuccess;
 }
 
@@ -55,8 +79,8 @@ ncclResult_t gpt_forward(gpt_t *m, const gpt_store_t *st, const int *ids, const 
 // Block l (global) of this stage: its activations sit at l - first.
 ncclResult_t gpt_forward_stage(gpt_t *m, const gpt_store_t *st, const int *ids, const int *targets, const float *in,
                                float *out, float *loss) {
-  int h = m->d.hidden, T = m->T, L = m->d.layers, b0 = m->stage.first, nb = m->stage.last - b0;
-  size_t th = (size_t)T * h;
+  int h = m->d.hidden, T = m->T, R = m->rows, L = m->d.layers, b0 = m->stage.first, nb = m->stage.last - b0;
+  size_t th = (size_t)T * h, rh = (size_t)R * h;
   float *p;
   if ((!m->stage.embed && in == NULL) || (!m->stage.head && out == NULL))
     PAR_INVALID("gpt_forward_stage: a stage without %s needs `%s`", m->stage.embed ? "the head" : "embeddings",
@@ -64,12 +88,13 @@ ncclResult_t gpt_forward_stage(gpt_t *m, const gpt_store_t *st, const int *ids, 
   if (m->stage.embed) {
     memcpy(m->ids, ids, (size_t)T * sizeof(int));
     PAR_CHECK(st->params(st->ctx, 0, 1, &p));
-    PAR_CHECK(weft_tp_embed_forward(&m->tp, m->d.vocab, h, p, T, ids, m->x, NULL));
+    PAR_CHECK(weft_tp_embed_forward(&m->tp, m->d.vocab, h, p, T, ids, m->x, m->work + th));  // SP: to the shard
     const float *wpe = p + (size_t)m->vrows * h;
-    for (int r = 0; r < T; r++) add(m->x + (size_t)r * h, wpe + (size_t)gpt_row_position(m, r) * h, (size_t)h);
+    int row0 = sequence_parallel(m) ? m->tp.rank * R : 0;  // this shard's first row of the T
+    for (int r = 0; r < R; r++) add(m->x + (size_t)r * h, wpe + (size_t)gpt_row_position(m, row0 + r) * h, (size_t)h);
     PAR_CHECK(st->release(st->ctx, 0));
   } else {
-    memcpy(m->x, in, th * sizeof(float));
+    memcpy(m->x, in, rh * sizeof(float));
   }
   for (int l = 0; l < nb; l++) {
     PAR_CHECK(st->params(st->ctx, b0 + l + 1, b0 + l + 2, &p));
@@ -78,13 +103,15 @@ ncclResult_t gpt_forward_stage(gpt_t *m, const gpt_store_t *st, const int *ids, 
   }
   m->has_targets = m->stage.head && targets != NULL;
   if (!m->stage.head) {
-    memcpy(out, at(m->x, th, nb), th * sizeof(float));
+    memcpy(out, at(m->x, rh, nb), rh * sizeof(float));
     return ncclSuccess;
   }
   if (targets != NULL) memcpy(m->targets, targets, (size_t)T * sizeof(int));
+  float *lnf = sequence_parallel(m) ? m->lnf_out + th : m->lnf_out;  // this rank's rows
   PAR_CHECK(st->params(st->ctx, L + 1, 0, &p));
-  PAR_CHECK(weft_tp_layernorm_forward(&m->tp, h, p, T, at(m->x, th, nb), m->lnf_out, at(m->ln_acts, m->ln_na, 2 * m->slots)));
+  PAR_CHECK(weft_tp_layernorm_forward(&m->tp, h, p, R, at(m->x, rh, nb), lnf, at(m->ln_acts, m->ln_na, 2 * m->slots)));
   PAR_CHECK(st->release(st->ctx, L + 1));
+  if (sequence_parallel(m)) PAR_CHECK(tp_gather(&m->tp, lnf, m->lnf_out, rh));
   PAR_CHECK(st->params(st->ctx, 0, -1, &p));
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, m->vrows, h, 1.0f, m->lnf_out, h, p, h, 0.0f, m->logits,
               m->vrows);
@@ -95,37 +122,39 @@ ncclResult_t gpt_forward_stage(gpt_t *m, const gpt_store_t *st, const int *ids, 
 }
 
 static ncclResult_t block_backward(gpt_t *m, int l, const float *p, float *g, float *grad, float *tmp) {
-  int h = m->d.hidden, T = m->T;
-  size_t th = (size_t)T * h;
+  int h = m->d.hidden, T = m->T, R = m->rows;
+  size_t rh = (size_t)R * h;
   // The last block's activations are still in the slot from the forward.
   if (m->stage.recompute && l < m->stage.last - m->stage.first - 1) PAR_CHECK(block_forward(m, l, p));
   l = slot(m, l);
   PAR_CHECK(weft_tp_mlp_backward(&m->tp, h, m->d.ffn, p + m->mlp_off, g + m->mlp_off, T, grad, tmp,
                                  at(m->mlp_acts, m->mlp_na, l)));
-  PAR_CHECK(weft_tp_layernorm_backward(&m->tp, h, p + m->ln2_off, g + m->ln2_off, T, tmp, tmp,
+  PAR_CHECK(weft_tp_layernorm_backward(&m->tp, h, p + m->ln2_off, g + m->ln2_off, R, tmp, tmp,
                                        at(m->ln_acts, m->ln_na, 2 * l + 1)));
-  add(grad, tmp, th);
+  add(grad, tmp, rh);
   PAR_CHECK(gpt_attn_backward(m, p + m->attn_off, g + m->attn_off, grad, tmp, at(m->attn_acts, m->attn_na, l)));
-  PAR_CHECK(weft_tp_layernorm_backward(&m->tp, h, p, g, T, tmp, tmp, at(m->ln_acts, m->ln_na, 2 * l)));
-  add(grad, tmp, th);
+  PAR_CHECK(weft_tp_layernorm_backward(&m->tp, h, p, g, R, tmp, tmp, at(m->ln_acts, m->ln_na, 2 * l)));
+  add(grad, tmp, rh);
   return ncclSuccess;
 }
 
 ncclResult_t gpt_backward(gpt_t *m, const gpt_store_t *st) { return gpt_backward_stage(m, st, NULL, NULL); }
 
 ncclResult_t gpt_backward_stage(gpt_t *m, const gpt_store_t *st, const float *dout, float *din) {
-  int h = m->d.hidden, T = m->T, L = m->d.layers, V = m->vrows, b0 = m->stage.first, nb = m->stage.last - b0;
-  size_t th = (size_t)T * h;
+  int h = m->d.hidden, T = m->T, R = m->rows, L = m->d.layers, V = m->vrows, b0 = m->stage.first,
+      nb = m->stage.last - b0;
+  size_t th = (size_t)T * h, rh = (size_t)R * h;
   float *grad = m->work, *tmp = m->work + th, *dlogits = m->logits + (size_t)T * V, *p, *g;
+  int sp = sequence_parallel(m);
   if ((!m->stage.head && dout == NULL) || (!m->stage.embed && din == NULL))
     PAR_INVALID("gpt_backward_stage: a middle stage needs dout and din");
   if (m->stage.head) {
     if (!m->has_targets) PAR_INVALID("gpt_backward: the last forward had no targets");
     PAR_CHECK(st->params(st->ctx, 0, L + 1, &p));
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, h, V, 1.0f, dlogits, V, p, h, 0.0f, grad, h);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, h, V, 1.0f, dlogits, V, p, h, 0.0f, sp ? tmp : grad, h);
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, V, h, T, 1.0f, dlogits, V, m->lnf_out, h, 0.0f, m->dwte, h);
     PAR_CHECK(st->release(st->ctx, 0));
-    PAR_CHECK(tp_sum(&m->tp, grad, th));
+    PAR_CHECK(sp ? tp_scatter(&m->tp, tmp, grad, rh) : tp_sum(&m->tp, grad, th));
     if (!m->stage.embed) {  // the tied weight's LM-head part, on the last stage
       PAR_CHECK(st->grads(st->ctx, 0, &g));
       add(g, m->dwte, (size_t)V * h);
@@ -133,11 +162,11 @@ ncclResult_t gpt_backward_stage(gpt_t *m, const gpt_store_t *st, const float *do
     }
     PAR_CHECK(st->params(st->ctx, L + 1, b0 + nb, &p));
     PAR_CHECK(st->grads(st->ctx, L + 1, &g));
-    PAR_CHECK(weft_tp_layernorm_backward(&m->tp, h, p, g, T, grad, grad, at(m->ln_acts, m->ln_na, 2 * m->slots)));
+    PAR_CHECK(weft_tp_layernorm_backward(&m->tp, h, p, g, R, grad, grad, at(m->ln_acts, m->ln_na, 2 * m->slots)));
     PAR_CHECK(st->grads_done(st->ctx, L + 1));
     PAR_CHECK(st->release(st->ctx, L + 1));
   } else {
-    memcpy(grad, dout, th * sizeof(float));
+    memcpy(grad, dout, rh * sizeof(float));
   }
   for (int l = nb - 1; l >= 0; l--) {
     PAR_CHECK(st->params(st->ctx, b0 + l + 1, b0 + l, &p));
@@ -147,14 +176,18 @@ ncclResult_t gpt_backward_stage(gpt_t *m, const gpt_store_t *st, const float *do
     PAR_CHECK(st->release(st->ctx, b0 + l + 1));
   }
   if (!m->stage.embed) {
-    memcpy(din, grad, th * sizeof(float));
+    memcpy(din, grad, rh * sizeof(float));
     return ncclSuccess;
   }
+  weft_tp_t rows_all = m->tp;  // the lookup's gradient from all T rows
+  rows_all.sequence_parallel = 0;
+  if (sp) PAR_CHECK(tp_gather(&m->tp, grad, tmp, rh));
+  const float *dy = sp ? tmp : grad;
   PAR_CHECK(st->grads(st->ctx, 0, &g));
   if (m->stage.head) add(g, m->dwte, (size_t)V * h);
-  PAR_CHECK(weft_tp_embed_backward(&m->tp, m->d.vocab, h, g, T, m->ids, grad, NULL));
+  PAR_CHECK(weft_tp_embed_backward(&rows_all, m->d.vocab, h, g, T, m->ids, dy, NULL));
   float *gpe = g + (size_t)V * h;
-  for (int r = 0; r < T; r++) add(gpe + (size_t)gpt_row_position(m, r) * h, grad + (size_t)r * h, (size_t)h);
+  for (int r = 0; r < T; r++) add(gpe + (size_t)gpt_row_position(m, r) * h, dy + (size_t)r * h, (size_t)h);
   PAR_CHECK(st->grads_done(st->ctx, 0));
   return ncclSuccess;
 }

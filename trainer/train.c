@@ -20,10 +20,16 @@ static ncclResult_t check_cfg(const train_cfg_t *c, const data_t *data) {
   if (c->batch < 1 || c->grad_accum < 1 || c->steps < 1 || c->dims.seq < 2)
     PAR_INVALID("--batch, --grad-accum, --steps must be at least 1 and --seq at least 2");
   if (c->zero < 0 || c->zero > 3) PAR_INVALID("--zero %d: must be 0, 1, 2 or 3", c->zero);
-  if (c->cp < 1 || c->dims.seq % (2 * c->cp) != 0)
+  if (c->cp < 1 || (c->cp > 1 && c->dims.seq % (2 * c->cp) != 0))  // one rank: no chunks
     PAR_INVALID("--cp %d: --seq %d must split into 2 * cp = %d equal chunks", c->cp, c->dims.seq, 2 * c->cp);
   if (c->pp > c->dims.layers)
     PAR_INVALID("--pp %d: every stage needs a block, but the model has %d (--layers)", c->pp, c->dims.layers);
+  if (c->sp && c->tp < 2) PAR_INVALID("--sp 1 shards the sequence over tensor parallelism: --tp is %d, needs 2 or more", c->tp);
+  if (c->sp && (c->dims.seq * c->batch) % c->tp != 0)
+    PAR_INVALID("--sp 1: a micro-batch's %d rows (--seq %d x --batch %d) do not split over --tp %d", c->dims.seq * c->batch,
+                c->dims.seq, c->batch, c->tp);
+  ncclResult_t vpp = train_vpp_check(c);
+  if (vpp != ncclSuccess) return vpp;
   if (!(c->lr.lr > 0) || c->lr.warmup < 0 || !(c->weight_decay >= 0) || !(c->beta1 >= 0 && c->beta1 < 1) ||
       !(c->beta2 >= 0 && c->beta2 < 1))
     PAR_INVALID("bad optimiser settings: lr=%g warmup=%d weight decay=%g betas %g %g", c->lr.lr, c->lr.warmup,
@@ -69,20 +75,22 @@ ncclResult_t trainer_create(const train_cfg_t *cfg, ncclComm_t world, trainer_t 
   if ((res = check_cfg(&t->cfg, t->data)) != ncclSuccess) goto fail;
   weft_mesh_shape_t shape = {cfg->tp, cfg->pp, cfg->dp, cfg->cp};
   PAR_CHECK_GOTO(weft_mesh_create(world, shape, &t->mesh), res, fail);
-  PAR_CHECK_GOTO(weft_tp_init(&t->tp, cfg->tp > 1 ? t->mesh->tp_comm : NULL, 0), res, fail);
+  PAR_CHECK_GOTO(weft_tp_init(&t->tp, cfg->tp > 1 ? t->mesh->tp_comm : NULL, cfg->sp), res, fail);
   PAR_CHECK_GOTO(train_cp_init(t), res, fail);
   int nl = 0, P = cfg->pp, s = t->mesh->pp_rank;
   PAR_CHECK_GOTO(train_pp_plan(t, &sizes, &nl), res, fail);
-  // Activations of the micro-batches in flight: 1F1B P - s at most, GPipe all.
-  t->slots = P == 1 ? 1 : cfg->schedule == WEFT_PP_1F1B && P - s < cfg->grad_accum ? P - s : cfg->grad_accum;
-  t->models = calloc((size_t)t->slots, sizeof(gpt_t *));
+  // Activations of the micro-batches in flight: 1F1B P - s at most, GPipe all (interleaved: train_vpp_plan).
+  if (cfg->schedule != WEFT_PP_INTERLEAVED)
+    t->slots = P == 1 ? 1 : cfg->schedule == WEFT_PP_1F1B && P - s < cfg->grad_accum ? P - s : cfg->grad_accum;
+  t->models = calloc((size_t)t->slots * t->chunks, sizeof(gpt_t *));
   if (t->models == NULL) {
     res = weft_par_error(ncclSystemError, "out of memory");
     goto fail;
   }
-  for (int i = 0; i < t->slots; i++)
-    PAR_CHECK_GOTO(gpt_create_cp(&t->cfg.dims, cfg->batch, &t->tp, &t->cp, &t->stage, &t->models[i]), res, fail);
-  t->model = t->models[0];
+  for (int i = 0; i < t->slots * t->chunks; i++)  // chunk i / slots
+    PAR_CHECK_GOTO(gpt_create_cp(&t->cfg.dims, cfg->batch, &t->tp, &t->cp, &t->chunk[i / t->slots], &t->models[i]), res,
+                   fail);
+  t->model = t->models[(t->chunks - 1) * t->slots];  // the last chunk: the head's, on the last stage
   size_t all_n = gpt_local_count(t->model), T = (size_t)cfg->dims.seq * cfg->batch;
   float *all_w = malloc(all_n * sizeof(float));
   t->norm_weight = malloc(all_n * sizeof(float));
@@ -122,12 +130,13 @@ fail:
 void trainer_destroy(trainer_t *t) {
   if (t == NULL) return;
   weft_dp_destroy(t->dp);
-  for (int i = 0; t->models != NULL && i < t->slots; i++) gpt_destroy(t->models[i]);
+  for (int i = 0; t->models != NULL && i < t->slots * t->chunks; i++) gpt_destroy(t->models[i]);
   if (t->emb_comm != NULL) ncclCommDestroy(t->emb_comm);
   train_cp_free(t);
   weft_mesh_destroy(t->mesh);
   data_close(t->data);
   free(t->norm_weight), free(t->seq), free(t->ids), free(t->models), free(t->local), free(t->emb_acc), free(t->act);
+  free(t->chunk);
   free(t);
 }
 
@@ -135,7 +144,11 @@ const weft_mesh_t *trainer_mesh(const trainer_t *t) { return t->mesh; }
 const data_t *trainer_data(const trainer_t *t) { return t->data; }
 size_t trainer_param_count(const trainer_t *t) { return gpt_full_count(&t->cfg.dims); }
 
-size_t trainer_activation_bytes(const trainer_t *t) { return gpt_activation_bytes(t->model) * (size_t)t->slots; }
+size_t trainer_activation_bytes(const trainer_t *t) {
+  size_t n = 0;
+  for (int i = 0; i < t->slots * t->chunks; i++) n += gpt_activation_bytes(t->models[i]);
+  return n;
+}
 
 double trainer_flops_per_step(const trainer_t *t) {
   const train_cfg_t *c = &t->cfg;

@@ -23,6 +23,8 @@ typedef struct {
   int batch, grad_accum;      // sequences per micro-batch, micro-batches per step
   int tp, pp, dp, zero;
   int cp;                     // context parallel: each sequence split over cp ranks (2 * cp chunks)
+  int sp;                     // 1: sequence parallelism in the tensor-parallel group (--sp)
+  int chunks;                 // model chunks per pipeline stage (--chunks, --schedule interleaved)
   weft_pp_kind_t schedule;    // pipeline schedule (pp > 1); its micro-batches are grad_accum
   int recompute;              // 1: keep block inputs only, recompute activations in backward
   int steps, eval_every, eval_batches, eval_problems, print_every;

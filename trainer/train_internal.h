@@ -31,6 +31,11 @@ struct trainer {
   // cp > 1 (train_cp.c)
   weft_cp_t cp;
   int *cp_ids;          // a whole micro-batch of ids (decoding), then work for gathering rows
+  // Model chunks (train_vpp.c): chunk v's blocks, its models at models[v * slots ...]
+  int chunks;           // V with --schedule interleaved, else 1
+  gpt_stage_t *chunk;   // chunk[0] = stage without interleaving
+  int micro_begun;      // interleaved: the engine's micro-batch so far this step
+  int defer_done;       // interleaved, DDP/ZeRO-1: this backward is not its layers' last micro-batch
 };
 
 // Micro-batch of sequences first .. first+B-1 of a split into t->ids, t->targets
@@ -74,5 +79,15 @@ void train_cp_use_ids(trainer_t *t, const int *ids);
 // Every rank's rows (train_tokens ints at the start of `rows`) into all
 // seq * batch rows of `rows`, on every rank of the group.
 ncclResult_t train_cp_gather(trainer_t *t, int *rows);
+// train_vpp.c: the interleaved schedule. The flags' check (named in the
+// message); the stage's chunks and, interleaved, t->slots (called by
+// train_pp_plan once t->stage is its balanced run); whether the stage holds
+// a block; one step's micro-batches through weft_pp_interleaved_run; the
+// evaluation's forward through the virtual stages.
+ncclResult_t train_vpp_check(const train_cfg_t *c);
+ncclResult_t train_vpp_plan(trainer_t *t);
+int train_vpp_holds(const trainer_t *t, int block);
+ncclResult_t train_vpp_run(trainer_t *t, size_t act);
+ncclResult_t train_vpp_forward(trainer_t *t, const int *targets, float *loss);
 
 #endif // WEFT_TRAINER_TRAIN_INTERNAL_H

@@ -46,6 +46,7 @@ static ncclResult_t st_grads(void *ctx, int l, float **g) {
 static ncclResult_t st_done(void *ctx, int l) {
   trainer_t *t = ctx;
   if (l == 0 && t->emb_acc != NULL) return ncclSuccess;  // handed over after the schedule
+  if (t->defer_done) return ncclSuccess;                 // interleaved: not the layer's last micro-batch (train_vpp.c)
   return weft_dp_layer_grads_done(t->dp, map(t, l));
 }
 
@@ -65,10 +66,10 @@ ncclResult_t train_pp_plan(trainer_t *t, size_t **sizes, int *nlocal) {
   for (int l = 0; l < L; l++) cost[l] = 1.0;  // identical blocks
   PAR_CHECK_GOTO(weft_pp_balance(cost, L, P, first), res, out);
   t->stage = (gpt_stage_t){first[s], first[s + 1], s == 0, s == P - 1, t->cfg.recompute};
+  PAR_CHECK_GOTO(train_vpp_plan(t), res, out);  // its model chunks (interleaved: V runs of the blocks)
   *nlocal = 0;
   for (int l = 0; l < nl; l++) {
-    int mine = l == 0 ? t->stage.embed || t->stage.head
-                      : l == L + 1 ? t->stage.head : l - 1 >= t->stage.first && l - 1 < t->stage.last;
+    int mine = l == 0 ? t->stage.embed || t->stage.head : l == L + 1 ? t->stage.head : train_vpp_holds(t, l - 1);
     t->local[l] = mine ? (*nlocal)++ : -1;
   }
   int tcd = t->mesh->tp_rank + t->cfg.tp * (t->mesh->cp_rank + t->cfg.cp * t->mesh->dp_rank);
@@ -153,12 +154,15 @@ static ncclResult_t stage_backward(void *user, int micro, const float *dout, flo
 }
 
 ncclResult_t train_pp_step(trainer_t *t, long first, double *loss_sum) {
-  size_t act = (size_t)train_tokens(t) * t->cfg.dims.hidden, emb = gpt_layer_size(t->model, 0);
+  size_t act = (size_t)gpt_rows(t->model) * t->cfg.dims.hidden, emb = gpt_layer_size(t->model, 0);  // CP, SP: this rank's rows
   t->batch_first = first;
   t->loss_sum = 0;
   if (t->emb_acc != NULL) memset(t->emb_acc, 0, emb * sizeof(float));
   weft_pp_stage_t fns = {stage_forward, stage_backward, t};
-  PAR_CHECK(weft_pp_run(t->mesh->pp_comm, (weft_pp_kind_t)t->cfg.schedule, t->cfg.grad_accum, act, &fns, NULL));
+  if (t->cfg.schedule == WEFT_PP_INTERLEAVED)
+    PAR_CHECK(train_vpp_run(t, act));
+  else
+    PAR_CHECK(weft_pp_run(t->mesh->pp_comm, (weft_pp_kind_t)t->cfg.schedule, t->cfg.grad_accum, act, &fns, NULL));
   if (t->emb_acc != NULL) {  // the tied weight: first + last stage, then one data-parallel reduction
     float *g;
     PAR_CHECK(ncclAllReduce(t->emb_acc, t->emb_acc, emb, ncclFloat32, ncclSum, t->emb_comm, NULL));
@@ -173,7 +177,8 @@ ncclResult_t train_pp_step(trainer_t *t, long first, double *loss_sum) {
 
 ncclResult_t train_forward(trainer_t *t, const int *targets, float *loss) {
   if (t->cfg.pp == 1) return gpt_forward(t->model, &t->store, t->ids, targets, loss);
-  size_t n = (size_t)train_tokens(t) * t->cfg.dims.hidden;
+  if (t->cfg.schedule == WEFT_PP_INTERLEAVED) return train_vpp_forward(t, targets, loss);
+  size_t n = (size_t)gpt_rows(t->model) * t->cfg.dims.hidden;
   int s = t->mesh->pp_rank;
   float l = 0;
   ncclComm_t pp = t->mesh->pp_comm;

@@ -6,7 +6,10 @@
  *    and 1F1B, equal the single-stage run (same arithmetic: bitwise);
  *  - 8 ranks as tp 2 x pp 2 x dp 2 (with and without sequence parallel,
  *    ZeRO-1 and ZeRO-3) equal one rank running all micro-batches, within
- *    1e-5 relative.
+ *    1e-5 relative;
+ *  - the interleaved schedule on 1, 2 and 4 stages with V = 1, 2, 3 chunks and
+ *    M = P, 2P, 3P micro-batches: a chain of P*V virtual stages has
+ *    bitwise one rank's losses and gradients (see chain_case).
  * Each rank computes the one-rank reference itself on a communicator of
  * its own and compares its part of the parameters and the losses.
  */
@@ -16,6 +19,7 @@
 #include "harness.h"
 #include "mesh.h"
 #include "mlpstack.h"
+#include "pp_interleaved.h"
 
 enum { STEPS = 2 };
 
@@ -177,4 +181,184 @@ static int three_d_body(int rank, int nranks, ncclUniqueId id, void *arg) {
 Test(parallel_pp, three_d_2x2x2_equals_one_rank, .timeout = 120) {
   weft_test_env_defaults();
   cr_expect_eq(weft_test_fork_ranks(8, three_d_body, NULL, 100), 0, "see stderr");
+}
+
+// ---- The interleaved schedule (pp_interleaved.h) ----------------------
+// A chain of P*V virtual stages, y = tanh(x W_j), loss 0.5 * sum(y^2) / rows
+// on the last: weft_pp_interleaved_run on P ranks with V chunks each must
+// give bitwise the losses and the gradients of every W_j that one rank
+// gets running the chain micro-batch by micro-batch, since each chunk's
+// backwards add into its gradient in micro-batch order. The callbacks also
+// check which boundary buffers they get and that they run in the schedule's
+// order.
+enum { CHAIN_H = 8 };
+
+typedef struct {
+  int P, V, M, s, rows, next_op, bad_order;
+  weft_pp_chunk_op_t *ops;
+  float *w, *gw;     // this rank's chunks' W and dW (chunk-major)
+  float *xs, *ys;    // per (chunk, micro): the chunk's input and output
+  double *loss;      // per micro-batch (last virtual stage)
+} chain_t;
+
+static float chain_weight(int j, int i) {
+  return sinf(0.37f * (float)(j * CHAIN_H * CHAIN_H + i) + 0.11f) * 0.6f;
+}
+
+static void chain_input(int micro, int rows, float *x) {
+  for (int i = 0; i < rows * CHAIN_H; i++) x[i] = cosf(0.013f * (float)(micro * 977 + i));
+}
+
+static void chain_forward_math(const float *w, const float *x, float *y, int rows) {
+  for (int r = 0; r < rows; r++)
+    for (int c = 0; c < CHAIN_H; c++) {
+      float acc = 0;
+      for (int k = 0; k < CHAIN_H; k++) acc += x[r * CHAIN_H + k] * w[k * CHAIN_H + c];
+      y[r * CHAIN_H + c] = tanhf(acc);
+    }
+}
+
+// dy -> dx, adding dW; dy is overwritten with the pre-activation gradient.
+static void chain_backward_math(const float *w, float *gw, const float *x, const float *y, float *dy, float *dx,
+                                int rows) {
+  for (int i = 0; i < rows * CHAIN_H; i++) dy[i] *= 1.0f - y[i] * y[i];
+  for (int k = 0; k < CHAIN_H; k++)
+    for (int c = 0; c < CHAIN_H; c++) {
+      float acc = 0;
+      for (int r = 0; r < rows; r++) acc += x[r * CHAIN_H + k] * dy[r * CHAIN_H + c];
+      gw[k * CHAIN_H + c] += acc;
+    }
+  if (dx == NULL) return;
+  for (int r = 0; r < rows; r++)
+    for (int k = 0; k < CHAIN_H; k++) {
+      float acc = 0;
+      for (int c = 0; c < CHAIN_H; c++) acc += dy[r * CHAIN_H + c] * w[k * CHAIN_H + c];
+      dx[r * CHAIN_H + k] = acc;
+    }
+}
+
+static float chain_loss_grad(const float *y, float *dy, int rows) {
+  double loss = 0;
+  for (int i = 0; i < rows * CHAIN_H; i++) loss += 0.5 * y[i] * y[i] / rows, dy[i] = y[i] / (float)rows;
+  return (float)loss;
+}
+
+static void chain_note_op(chain_t *c, int backward, int chunk, int micro) {
+  const weft_pp_chunk_op_t *want = &c->ops[c->next_op++];
+  if (want->backward != backward || want->chunk != chunk || want->micro != micro) c->bad_order++;
+}
+
+static size_t chain_act(const chain_t *c) { return (size_t)c->rows * CHAIN_H; }
+
+static ncclResult_t chain_forward(void *user, int chunk, int micro, const float *in, float *out) {
+  chain_t *c = user;
+  int vs = chunk * c->P + c->s, last = vs == c->P * c->V - 1;
+  chain_note_op(c, 0, chunk, micro);
+  WEFT_TEST_CHECK((in == NULL) == (vs == 0) && (out == NULL) == last, "forward chunk %d: in %p out %p", chunk,
+                  (const void *)in, (void *)out);
+  size_t n = chain_act(c), slot = ((size_t)chunk * c->M + micro) * n;
+  if (in == NULL)
+    chain_input(micro, c->rows, c->xs + slot);
+  else
+    memcpy(c->xs + slot, in, n * sizeof(float));
+  chain_forward_math(c->w + (size_t)chunk * CHAIN_H * CHAIN_H, c->xs + slot, c->ys + slot, c->rows);
+  if (out != NULL) memcpy(out, c->ys + slot, n * sizeof(float));
+  return ncclSuccess;
+}
+
+static ncclResult_t chain_backward(void *user, int chunk, int micro, const float *dout, float *din) {
+  chain_t *c = user;
+  int vs = chunk * c->P + c->s, last = vs == c->P * c->V - 1;
+  chain_note_op(c, 1, chunk, micro);
+  WEFT_TEST_CHECK((dout == NULL) == last && (din == NULL) == (vs == 0), "backward chunk %d: dout %p din %p", chunk,
+                  (const void *)dout, (void *)din);
+  size_t n = chain_act(c), slot = ((size_t)chunk * c->M + micro) * n;
+  float *dy = malloc(n * sizeof(float));
+  if (dy == NULL) return ncclSystemError;
+  if (dout == NULL)
+    c->loss[micro] = chain_loss_grad(c->ys + slot, dy, c->rows);
+  else
+    memcpy(dy, dout, n * sizeof(float));
+  size_t wo = (size_t)chunk * CHAIN_H * CHAIN_H;
+  chain_backward_math(c->w + wo, c->gw + wo, c->xs + slot, c->ys + slot, dy, din, c->rows);
+  free(dy);
+  return ncclSuccess;
+}
+
+// One rank running the whole chain: the gradients of all P*V matrices, the losses.
+static void chain_reference(int nv, int M, int rows, float *gw, double *loss) {
+  size_t n = (size_t)rows * CHAIN_H, hh = CHAIN_H * CHAIN_H;
+  float *w = malloc(nv * hh * sizeof(float)), *x = malloc((size_t)(nv + 1) * n * sizeof(float));
+  float *dy = malloc(n * sizeof(float)), *dx = malloc(n * sizeof(float));
+  for (int j = 0; j < nv; j++)
+    for (size_t i = 0; i < hh; i++) w[j * hh + i] = chain_weight(j, (int)i);
+  memset(gw, 0, nv * hh * sizeof(float));
+  for (int m = 0; m < M; m++) {
+    chain_input(m, rows, x);
+    for (int j = 0; j < nv; j++) chain_forward_math(w + j * hh, x + j * n, x + (j + 1) * n, rows);
+    loss[m] = chain_loss_grad(x + nv * n, dy, rows);
+    for (int j = nv - 1; j >= 0; j--) {
+      chain_backward_math(w + j * hh, gw + j * hh, x + j * n, x + (j + 1) * n, dy, j > 0 ? dx : NULL, rows);
+      memcpy(dy, dx, n * sizeof(float));
+    }
+  }
+  free(w), free(x), free(dy), free(dx);
+}
+
+static void chain_case(ncclComm_t pp, int P, int s, int V, int M, int rows) {
+  int nv = P * V;
+  size_t n = (size_t)rows * CHAIN_H, hh = CHAIN_H * CHAIN_H;
+  chain_t c = {P, V, M, s, rows, 0, 0, malloc(2 * (size_t)V * M * sizeof(weft_pp_chunk_op_t)),
+               malloc(V * hh * sizeof(float)), calloc(V * hh, sizeof(float)),
+               malloc((size_t)V * M * n * sizeof(float)), malloc((size_t)V * M * n * sizeof(float)),
+               calloc((size_t)M, sizeof(double))};
+  float *ref_gw = malloc(nv * hh * sizeof(float));
+  double *ref_loss = malloc((size_t)M * sizeof(double));
+  WEFT_TEST_CHECK_RES(weft_pp_interleaved_schedule(P, s, V, M, c.ops), ncclSuccess);
+  for (int v = 0; v < V; v++)
+    for (size_t i = 0; i < hh; i++) c.w[v * hh + i] = chain_weight(v * P + s, (int)i);
+  weft_pp_chunk_stage_t fns = {chain_forward, chain_backward, &c};
+  weft_pp_stats_t stats = {0};
+  WEFT_TEST_CHECK_RES(weft_pp_interleaved_run(pp, V, M, n, &fns, &stats), ncclSuccess);
+  chain_reference(nv, M, rows, ref_gw, ref_loss);
+  WEFT_TEST_CHECK(c.next_op == 2 * V * M && c.bad_order == 0, "P=%d V=%d M=%d: %d operations, %d out of order", P, V,
+                  M, c.next_op, c.bad_order);
+  for (int v = 0; v < V; v++)
+    WEFT_TEST_CHECK(memcmp(c.gw + v * hh, ref_gw + (size_t)(v * P + s) * hh, hh * sizeof(float)) == 0,
+                    "P=%d V=%d M=%d rows=%d: the gradient of virtual stage %d is not one rank's", P, V, M, rows, v * P + s);
+  if (s == P - 1)
+    for (int m = 0; m < M; m++)
+      WEFT_TEST_CHECK(c.loss[m] == ref_loss[m], "P=%d V=%d M=%d: micro-batch %d loss %.9g, one rank %.9g", P, V, M, m,
+                      c.loss[m], ref_loss[m]);
+  WEFT_TEST_CHECK(stats.bubble_formula == (double)(P - 1) / ((double)V * M), "bubble formula %g", stats.bubble_formula);
+  free(c.ops), free(c.w), free(c.gw), free(c.xs), free(c.ys), free(c.loss), free(ref_gw), free(ref_loss);
+}
+
+static int interleaved_body(int rank, int nranks, ncclUniqueId id, void *arg) {
+  (void)arg;
+  ncclComm_t world = weft_test_init_rank(nranks, id, rank);
+  if (world == NULL) return weft_test_failures();
+  for (int V = 1; V <= 3; V++)
+    for (int k = 1; k <= 3; k++) chain_case(world, nranks, rank, V, k * nranks, 4);
+  chain_case(world, nranks, rank, 2, 2 * nranks, 2048);  // 64 KiB boundary tensors
+  weft_pp_chunk_stage_t none = {chain_forward, chain_backward, NULL};  // M not a multiple of P: refused
+  if (nranks > 1) WEFT_TEST_CHECK_RES(weft_pp_interleaved_run(world, 2, nranks + 1, 8, &none, NULL), ncclInvalidArgument);
+  ncclCommDestroy(world);
+  return weft_test_failures();
+}
+
+// One stage holding every chunk: results are handed over without communication.
+Test(parallel_pp, interleaved_one_stage_hands_results_to_itself, .timeout = 60) {
+  weft_test_env_defaults();
+  cr_expect_eq(weft_test_fork_ranks(1, interleaved_body, NULL, 50), 0, "see stderr");
+}
+
+Test(parallel_pp, interleaved_two_stages_equal_one, .timeout = 120) {
+  weft_test_env_defaults();
+  cr_expect_eq(weft_test_fork_ranks(2, interleaved_body, NULL, 100), 0, "see stderr");
+}
+
+Test(parallel_pp, interleaved_four_stages_equal_one, .timeout = 120) {
+  weft_test_env_defaults();
+  cr_expect_eq(weft_test_fork_ranks(4, interleaved_body, NULL, 100), 0, "see stderr");
 }

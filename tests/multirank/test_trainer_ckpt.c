@@ -5,7 +5,10 @@
  * bitwise, compared as the CSV's text); a checkpoint written in one layout
  * (DP2 ZeRO-1, PP2 x DP2 ZeRO-3, TP2, CP2 x DP2 ZeRO-3) resumes in another
  * (TP2, one rank, TP2 x PP2, CP4) with the one-rank losses to 1e-5
- * relative, and CP2 splits bitwise like the others; bad files exit 2 with a message;
+ * relative, and CP2 splits bitwise like the others; the same with
+ * sequence parallelism and the interleaved schedule (TP2 SP x PP2
+ * interleaved bitwise; PP2 interleaved x DP2 -> TP2 SP x DP2 ZeRO-3, TP2
+ * SP -> PP2 interleaved); bad files exit 2 with a message;
  * --plot writes a PNG, or says gnuplot is missing and still succeeds.
  */
 #include <criterion/criterion.h>
@@ -150,6 +153,35 @@ Test(trainer_ckpt, cp2_dp2_to_cp4) {
   resumes_like_one_rank(4, 2, "--cp 2 --dp 2 --zero 3", 4, 4, "--cp 4");
 }
 Test(trainer_ckpt, cp2_bitwise) { split_equals_straight(2, 4, "--cp 2"); }
+
+// Sequence parallelism and the interleaved schedule, on a model of four
+// layers (two chunks of one layer per stage): bitwise in their own layout,
+// and across layouts with the one-rank losses.
+static void resumes_four_layers_like_one_rank(int save_ranks, int save_accum, const char *save, int ranks, int accum,
+                                              const char *layout) {
+  char a[STEPS][MAXL], b[STEPS][MAXL], flags[256];
+  double la[STEPS], lb[STEPS];
+  cr_assert_eq(train(1, 4, "--layers 4 --log straight.csv"), 0);
+  snprintf(flags, sizeof(flags), "--layers 4 %s --stop-after %d --save ck.bin", save, HALF);
+  cr_assert_eq(train(save_ranks, save_accum, flags), 0);
+  snprintf(flags, sizeof(flags), "--layers 4 %s --resume ck.bin --log resumed.csv", layout);
+  cr_assert_eq(train(ranks, accum, flags), 0);
+  cr_assert_eq(read_steps("straight.csv", a, la), STEPS);
+  cr_assert_eq(read_steps("resumed.csv", b, lb), STEPS - HALF);
+  for (int s = 0; s < STEPS - HALF; s++)
+    cr_expect(fabs(lb[s] - la[HALF + s]) <= 1e-5 * fabs(la[HALF + s]), "'%s' -> '%s' step %d: %.6f, one rank %.6f",
+              save, layout, HALF + s + 1, lb[s], la[HALF + s]);
+}
+Test(trainer_ckpt, tp2_sp_pp2_interleaved_bitwise) {
+  split_equals_straight(4, 2, "--layers 4 --tp 2 --sp 1 --pp 2 --schedule interleaved --chunks 2");
+}
+Test(trainer_ckpt, pp2_interleaved_dp2_to_tp2_sp_dp2) {
+  resumes_four_layers_like_one_rank(4, 2, "--pp 2 --schedule interleaved --chunks 2 --dp 2 --zero 1", 4, 2,
+                                    "--tp 2 --sp 1 --dp 2 --zero 3");
+}
+Test(trainer_ckpt, tp2_sp_to_pp2_interleaved) {
+  resumes_four_layers_like_one_rank(2, 4, "--tp 2 --sp 1", 2, 4, "--pp 2 --schedule interleaved --chunks 2");
+}
 
 static void write_file(const char *name, const void *data, size_t n) {
   char path[128];

@@ -9,7 +9,9 @@
  * parallelism (CP2, CP2 x DP2, TP2 x CP2) learns like one rank too; with
  * activation recomputation the one-rank losses are bitwise the same; and
  * ranks launched by torchrun- or Slurm-style environment variables learn
- * like ranks launched by weftrun.
+ * like ranks launched by weftrun. Sequence parallelism (--sp) and the
+ * interleaved schedule (--schedule interleaved --chunks 2) alone, with DP
+ * and ZeRO, and all together on 8 ranks, learn like one rank too.
  * Gradient clipping is on, so the global norm is checked across layouts.
  */
 #include <criterion/criterion.h>
@@ -130,6 +132,29 @@ Test(trainer_layouts, pp4_dp2_gpipe, .timeout = 240) {
 }
 Test(trainer_layouts, tp2_pp4, .timeout = 240) { expect_same("tp2 pp4", 8, "--tp 2 --pp 4", 1); }
 Test(trainer_layouts, pp2_dp4_zero3, .timeout = 240) { expect_same("pp2 dp4 zero3", 8, "--pp 2 --dp 4 --zero 3", 4); }
+// Sequence parallelism and the interleaved schedule (2 chunks of the 4 layers' 2 per stage), alone and combined.
+Test(trainer_layouts, tp2_sp, .timeout = 240) { expect_same("tp2 sp", 2, "--tp 2 --sp 1", 1); }
+Test(trainer_layouts, pp2_interleaved, .timeout = 240) {
+  expect_same("pp2 interleaved", 2, "--pp 2 --schedule interleaved --chunks 2", 1);
+}
+Test(trainer_layouts, tp2_sp_dp2_zero1, .timeout = 240) {
+  expect_same("tp2 sp dp2 zero1", 4, "--tp 2 --sp 1 --dp 2 --zero 1", 2);
+}
+Test(trainer_layouts, pp2_interleaved_dp2, .timeout = 240) {
+  expect_same("pp2 interleaved dp2", 4, "--pp 2 --schedule interleaved --chunks 2 --dp 2", 2);
+}
+Test(trainer_layouts, pp2_interleaved_dp2_zero2, .timeout = 240) {
+  expect_same("pp2 interleaved dp2 zero2", 4, "--pp 2 --schedule interleaved --chunks 2 --dp 2 --zero 2", 2);
+}
+// Context parallelism with the sequence-parallel TP group and with the interleaved pipeline.
+Test(trainer_layouts, tp2_sp_cp2, .timeout = 240) { expect_same("tp2 sp cp2", 4, "--tp 2 --sp 1 --cp 2", 1); }
+Test(trainer_layouts, cp2_pp2_interleaved, .timeout = 240) {
+  expect_same("cp2 pp2 interleaved", 4, "--cp 2 --pp 2 --schedule interleaved --chunks 2", 1);
+}
+Test(trainer_layouts, tp2_sp_pp2_interleaved_dp2_zero3, .timeout = 240) {
+  expect_same("tp2 sp pp2 interleaved dp2 zero3", 8,
+              "--tp 2 --sp 1 --pp 2 --schedule interleaved --chunks 2 --dp 2 --zero 3 --recompute 1", 2);
+}
 
 // Launched the way torchrun and Slurm launch ranks (environment variables
 // and a rendezvous at MASTER_ADDR:MASTER_PORT) instead of weftrun: DP2
@@ -188,4 +213,35 @@ Test(trainer_layouts, bad_input, .timeout = 60) {
   snprintf(cmd, sizeof(cmd), "NCCL_SOCKET_IFNAME=lo %s/bin/weftrun -n 2 %s/bin/weft-train --dp 3 --steps 1 >/dev/null 2>&1",
            build_dir(), build_dir());
   cr_expect_neq(system(cmd), 0, "a layout that does not match the ranks fails");
+}
+
+// --sp and the interleaved schedule refuse what cannot work, naming the flags and the numbers.
+Test(trainer_layouts, bad_sp_and_interleaved_flags, .timeout = 60) {
+  struct { const char *flags, *says; } cases[] = {
+      {"--sp 1", "--tp is 1"},
+      {"--tp 2 --sp 1 --seq 15 --batch 1", "15 rows (--seq 15 x --batch 1) do not split over --tp 2"},
+      {"--pp 2 --schedule interleaved --chunks 3", "--chunks 3 does not divide the 2 layers per stage"},
+      {"--pp 2 --schedule interleaved --chunks 2 --micro-batches 3", "--micro-batches 3 is not a multiple of --pp 2"},
+      {"--pp 3 --schedule interleaved --chunks 2", "--layers 4 does not split into --pp 3"},
+      {"--schedule interleaved --chunks 2", "--pp is 1"},
+      {"--chunks 2", "--chunks 2 needs --schedule interleaved"},
+      {"--schedule zigzag", "expected 1f1b, gpipe or interleaved"},
+  };
+  char out[] = "/tmp/weft-train-bad-XXXXXX";
+  int fd = mkstemp(out);
+  cr_assert(fd >= 0);
+  close(fd);
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    char cmd[512], text[4096] = "";
+    snprintf(cmd, sizeof(cmd), "%s/bin/weft-train --steps 1 --layers 4 %s >%s 2>&1", build_dir(), cases[i].flags, out);
+    int status = system(cmd);
+    FILE *f = fopen(out, "r");
+    cr_assert_not_null(f);
+    size_t n = fread(text, 1, sizeof(text) - 1, f);
+    text[n] = '\0';
+    fclose(f);
+    cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 2, "'%s' exited with status %d", cases[i].flags, status);
+    cr_expect(strstr(text, cases[i].says) != NULL, "'%s' should say '%s', said: %s", cases[i].flags, cases[i].says, text);
+  }
+  unlink(out);
 }
