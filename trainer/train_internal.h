@@ -28,6 +28,7 @@ struct trainer {
   float *act;           // a boundary activation (evaluation)
   long batch_first;     // the step's first sequence on this data-parallel rank
   double loss_sum;      // losses of the step's micro-batches (last stage)
+  struct train_moe *moe;  // --experts: EP groups and the experts' engine (train_moe.c), else NULL
 };
 
 // Micro-batch of sequences first .. first+B-1 of a split into t->ids, t->targets.
