@@ -34,7 +34,9 @@ static void encode(const ckpt_header_t *h, unsigned char *buf) {
   memcpy(buf + 8, v32, sizeof(v32));
   memcpy(buf + 16, dims, sizeof(dims));
   memcpy(buf + 40, v64,
-         sizeof(v64)); // up to byte 80; the rest is reserved (zero)
+         sizeof(v64)); // up to byte 80
+  int32_t moe[2] = {h->dims.experts, h->dims.experts > 0 ? h->dims.moe_every : 0};
+  memcpy(buf + 80, moe, sizeof(moe)); // a dense model's are zero; 88..95 reserved
 }
 
 static int decode(const unsigned char *buf, ckpt_header_t *h, char *err,
@@ -42,24 +44,28 @@ static int decode(const unsigned char *buf, ckpt_header_t *h, char *err,
   uint32_t v32[2];
   int32_t dims[6];
   int64_t v64[5];
+  int32_t moe[2];
   if (memcmp(buf, MAGIC, 8) != 0)
     return snprintf(err, errlen, "not a weft-train checkpoint (bad magic)"), -1;
   memcpy(v32, buf + 8, sizeof(v32));
   memcpy(dims, buf + 16, sizeof(dims));
   memcpy(v64, buf + 40, sizeof(v64));
+  memcpy(moe, buf + 80, sizeof(moe));
   if (v32[0] != CKPT_VERSION || v32[1] != CKPT_HEADER_BYTES)
     return snprintf(err, errlen,
                     "checkpoint version %u (header %u bytes); this weft-train "
                     "reads version %d",
                     v32[0], v32[1], CKPT_VERSION),
            -1;
-  h->dims = (gpt_dims_t){dims[0], dims[1], dims[2], dims[3], dims[4], dims[5]};
+  h->dims = (gpt_dims_t){dims[0], dims[1], dims[2], dims[3], dims[4], dims[5],
+                         moe[0],  0,       moe[1],  0.0f,    0.0f};
   h->step = v64[0], h->seed = (uint64_t)v64[1], h->adam_steps = v64[2],
   h->global_batch = v64[3];
   h->nparams = (uint64_t)v64[4];
   const gpt_dims_t *d = &h->dims;
   if (d->vocab < 2 || d->seq < 1 || d->layers < 1 || d->hidden < 1 ||
-      d->heads < 1 || d->ffn < 1 || h->step < 0 || h->adam_steps < 0 ||
+      d->heads < 1 || d->ffn < 1 || d->experts < 0 ||
+      (d->experts > 0 && d->moe_every < 1) || h->step < 0 || h->adam_steps < 0 ||
       h->global_batch < 1 || h->nparams != gpt_full_count(d))
     return snprintf(err, errlen,
                     "corrupt checkpoint header (model shape and parameter "

@@ -5,9 +5,11 @@
  *   header (little-endian, 96 bytes): magic "WEFTCKPT", version, header
  *     bytes, the model's dims (vocab seq layers hidden heads ffn), steps
  *     done, data seed, AdamW steps, global batch (sequences per step),
- *     parameter count Ψ
+ *     parameter count Ψ, then experts and MoE block frequency (zero for a
+ *     dense model, as files from before MoE have them)
  *   payload: Ψ fp32 parameters, Ψ fp32 Adam m, Ψ fp32 Adam v, all of the
- *     unsharded model (layers one after another, as gpt_init_full)
+ *     unsharded model (layers one after another, as gpt_init_full; every
+ *     expert of every MoE block last)
  *   trailer: FNV-1a 64 of the payload
  *
  * The data position is a pure function of (seed, step, global batch), so

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "ckpt.h"
+#include "model_moe.h"
 #include "plot.h"
 #include "report.h"
 #include "train.h"
@@ -37,6 +38,10 @@ static void usage(FILE *out) {
           "               --cp C (context parallel: ring attention, --seq split in 2*C chunks)\n"
           "  model:       --layers L --hidden H --heads A --ffn F --seq S\n"
           "               --recompute 1 (keep block inputs only; recompute activations in backward)\n"
+          "  experts:     --experts E (MoE MLPs; 0: dense) --topk K (default 2) --moe-every N (MoE in blocks\n"
+          "               0, N, 2N..; default 1) --ep N (expert parallel: divides --dp and E; E/N experts a rank)\n"
+          "               --capacity-factor X (C = ceil(X*tokens*K/E) per expert and micro-batch; 0: dropless)\n"
+          "               --aux-loss-coef X (Switch load-balancing loss, default 0.01)\n"
           "  data:        --data FILE (text bytes, or an llm.c token file)  --digits N (addition task)\n"
           "  training:    --steps N --batch B (sequences per micro-batch) --lr X --min-lr X --warmup N\n"
           "               --weight-decay X --clip X (0: off) --beta1 X --beta2 X --seed N\n"
@@ -73,10 +78,10 @@ static int parse_float(const char *flag, const char *text, float *out) {
 
 static void defaults(train_cfg_t *c) {
   memset(c, 0, sizeof(*c));
-  c->dims = (gpt_dims_t){0, 32, 2, 64, 4, 256};
+  c->dims = (gpt_dims_t){0, 32, 2, 64, 4, 256, 0, 2, 1, 0.0f, 0.01f};  // dense; MoE: top-2, every block, dropless
   c->batch = 16;
   c->grad_accum = 1;
-  c->tp = c->pp = c->dp = 1;
+  c->tp = c->pp = c->dp = c->ep = 1;
   c->cp = 1;
   c->schedule = WEFT_PP_1F1B;
   c->chunks = 1;
@@ -111,6 +116,9 @@ static int parse_args(int argc, char **argv, train_cfg_t *c, int *seed_given) {
       {"--recompute", &c->recompute, 0, 1, NULL},
       {"--cp", &c->cp, 1, 1024, NULL},
       {"--sp", &c->sp, 0, 1, NULL}, {"--chunks", &c->chunks, 1, 1024, NULL},
+      {"--ep", &c->ep, 1, 1024, NULL}, {"--experts", &c->dims.experts, 0, 1024, NULL},
+      {"--topk", &c->dims.topk, 1, 1024, NULL}, {"--moe-every", &c->dims.moe_every, 1, 1024, NULL},
+      {"--capacity-factor", NULL, 0, 0, &c->dims.capacity_factor}, {"--aux-loss-coef", NULL, 0, 0, &c->dims.aux_coef},
   };
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
@@ -200,6 +208,18 @@ static ncclResult_t run(const train_cfg_t *cfg, trainer_t *t, int rank) {
            mesh->nranks, cfg->tp, cfg->sp ? " sp" : "", cfg->cp, cfg->pp,
            cfg->schedule == WEFT_PP_INTERLEAVED ? " interleaved" : "", cfg->dp, cfg->zero, trainer_param_count(t), cfg->dims.layers,
            cfg->dims.hidden, cfg->dims.heads, cfg->dims.ffn, cfg->dims.seq);
+    if (cfg->dims.experts > 0) {
+      const gpt_dims_t *d = &cfg->dims;
+      printf("experts: %d (ffn %d) in %d of %d blocks, top-%d (%s weights), ep %d (%d experts a rank), ", d->experts,
+             d->ffn, gpt_moe_blocks(d), d->layers, d->topk, d->topk > 1 ? "renormalised" : "probability", cfg->ep,
+             d->experts / cfg->ep);
+      if (d->capacity_factor > 0)
+        printf("capacity factor %g (%d tokens an expert, lowest router probabilities dropped)", d->capacity_factor,
+               trainer_moe_capacity(t));
+      else
+        printf("dropless");
+      printf(", aux loss coefficient %g\n", d->aux_coef);
+    }
     printf("data: %s\n", data_describe(trainer_data(t)));
     printf("batch: %.0f tokens per step (%d x %d micro-batches x %d sequences x %d), %d steps, sgemm peak %.1f GFLOP/s\n",
            tokens, cfg->dp, cfg->grad_accum, cfg->batch, cfg->dims.seq, cfg->steps, peak * 1e-9);

@@ -16,6 +16,7 @@ size_t gpt_layer_size(const gpt_t *m, int l) {
   size_t h = (size_t)m->d.hidden;
   if (l == 0) return (size_t)m->vrows * h + (size_t)m->d.seq * h;
   if (l == m->d.layers + 1) return 2 * h;
+  if (gpt_is_moe(&m->d, l - 1)) return m->moe_block_np;
   return m->block_np;
 }
 
@@ -29,18 +30,21 @@ size_t gpt_full_layer_size(const gpt_dims_t *d, int l) {
   size_t h = (size_t)d->hidden, f = (size_t)d->ffn;
   if (l == 0) return (size_t)d->vocab * h + (size_t)d->seq * h;
   if (l == d->layers + 1) return 2 * h;
+  if (l >= d->layers + 2) return (size_t)d->experts * (h * f + f + f * h + h);  // one MoE block's experts
+  if (gpt_is_moe(d, l - 1)) return 4 * h + (3 * h * h + 3 * h) + (h * h + h) + h * (size_t)d->experts;  // router
   return 4 * h + (3 * h * h + 3 * h) + (h * h + h) + (h * f + f) + (f * h + h);
 }
 
 size_t gpt_full_count(const gpt_dims_t *d) {
   size_t n = 0;
-  for (int l = 0; l < d->layers + 2; l++) n += gpt_full_layer_size(d, l);
+  for (int l = 0; l < d->layers + 2 + gpt_moe_blocks(d); l++) n += gpt_full_layer_size(d, l);
   return n;
 }
 
 double gpt_flops_per_token(const gpt_dims_t *d) {
   double h = d->hidden, f = d->ffn, L = d->layers;
   double matmul = L * (4 * h * h + 2 * h * f) + (double)d->vocab * h;  // QKV, out, MLP, LM head
+  matmul += gpt_moe_flops_delta(d);                                      // MoE: k experts + router
   return 2 * matmul + L * 4 * (double)d->seq * h;                      // + QKᵀ and PV
 }
 
@@ -62,24 +66,33 @@ static void fill_normal(float *w, size_t n, float std, unsigned long long seed, 
   for (size_t i = 0; i < n; i++) w[i] = std * normal(seed, stream, i);
 }
 
+void gpt_fill_normal(float *w, size_t n, float std, unsigned long long seed, unsigned long long stream) {
+  fill_normal(w, n, std, seed, stream);
+}
+
 void gpt_init_full(const gpt_dims_t *d, unsigned long long seed, float *full) {
   size_t h = (size_t)d->hidden, f = (size_t)d->ffn;
   float std = 0.02f, resid = 0.02f / sqrtf(2.0f * (float)d->layers);
   fill_normal(full, (size_t)d->vocab * h, std, seed, 1);                      // wte
   fill_normal(full + (size_t)d->vocab * h, (size_t)d->seq * h, std, seed, 2);  // wpe
   float *b = full + gpt_full_layer_size(d, 0);
-  for (int l = 0; l < d->layers; l++, b += gpt_full_layer_size(d, 1)) {
+  for (int l = 0; l < d->layers; b += gpt_full_layer_size(d, l + 1), l++) {
     unsigned long long s = 100 + 10 * (unsigned long long)l;
-    memset(b, 0, gpt_full_layer_size(d, 1) * sizeof(float));
+    memset(b, 0, gpt_full_layer_size(d, l + 1) * sizeof(float));
     float *ln1 = b, *qkv = ln1 + 2 * h, *wo = qkv + 3 * h * h + 3 * h, *ln2 = wo + h * h + h, *w1 = ln2 + 2 * h;
     float *w2 = w1 + h * f + f;
     for (size_t i = 0; i < h; i++) ln1[i] = ln2[i] = 1.0f;
     fill_normal(qkv, 3 * h * h, std, seed, s + 1);
     fill_normal(wo, h * h, resid, seed, s + 2);
+    if (gpt_is_moe(d, l)) {  // the router in the MLP's place
+      fill_normal(w1, h * (size_t)d->experts, std, seed, s + 5);
+      continue;
+    }
     fill_normal(w1, h * f, std, seed, s + 3);
     fill_normal(w2, f * h, resid, seed, s + 4);
   }
   for (size_t i = 0; i < h; i++) b[i] = 1.0f, b[h + i] = 0.0f;  // final LayerNorm
+  gpt_moe_init_full(d, seed, b + 2 * h);                           // the experts' layers
 }
 
 ncclResult_t gpt_shard_full(const gpt_t *m, const float *full, float *local) {
@@ -94,9 +107,12 @@ ncclResult_t gpt_shard_full(const gpt_t *m, const float *full, float *local) {
     memcpy(local, full, 2 * h * sizeof(float));
     PAR_CHECK(weft_tp_attn_shard(tp, &m->ad, full + 2 * h, local + m->attn_off));
     memcpy(local + m->ln2_off, full + 2 * h + full_attn, 2 * h * sizeof(float));
-    PAR_CHECK(weft_tp_mlp_shard(tp, m->d.hidden, m->d.ffn, full + 4 * h + full_attn, local + m->mlp_off));
-    full += gpt_full_layer_size(&m->d, 1);
-    local += m->block_np;
+    if (gpt_is_moe(&m->d, l))  // the router, on every TP rank
+      memcpy(local + m->mlp_off, full + 4 * h + full_attn, weft_moe_router_nparams(&m->moe) * sizeof(float));
+    else
+      PAR_CHECK(weft_tp_mlp_shard(tp, m->d.hidden, m->d.ffn, full + 4 * h + full_attn, local + m->mlp_off));
+    full += gpt_full_layer_size(&m->d, l + 1);
+    local += gpt_layer_size(m, l + 1);
   }
   memcpy(local, full, 2 * h * sizeof(float));
   return ncclSuccess;
@@ -112,12 +128,15 @@ void gpt_norm_weights(const gpt_t *m, float *w) {
   fill(w, (size_t)m->vrows * h, 1.0f);
   fill(w + (size_t)m->vrows * h, (size_t)m->d.seq * h, rep);
   w += gpt_layer_size(m, 0);
-  for (int l = 0; l < m->d.layers; l++, w += m->block_np) {
-    fill(w, m->block_np, 1.0f);
+  for (int l = 0; l < m->d.layers; w += gpt_layer_size(m, l + 1), l++) {
+    fill(w, gpt_layer_size(m, l + 1), 1.0f);
     fill(w, 2 * h, rep);                                          // ln1
     fill(w + m->attn_off + m->attn_np - h, h, rep);               // output projection bias
     fill(w + m->ln2_off, 2 * h, rep);                             // ln2
-    fill(w + m->mlp_off + m->mlp_np - h, h, rep);                 // second MLP bias
+    if (gpt_is_moe(&m->d, l))
+      fill(w + m->mlp_off, weft_moe_router_nparams(&m->moe), rep);  // the router
+    else
+      fill(w + m->mlp_off + m->mlp_np - h, h, rep);               // second MLP bias
   }
   fill(w, 2 * h, rep);
 }
@@ -131,11 +150,21 @@ ncclResult_t gpt_create(const gpt_dims_t *d, int batch, const weft_tp_t *tp, gpt
 
 ncclResult_t gpt_create_stage(const gpt_dims_t *d, int batch, const weft_tp_t *tp, const gpt_stage_t *stage,
                               gpt_t **out) {
-  return gpt_create_cp(d, batch, tp, NULL, stage, out);
+  return gpt_create_parallel(d, batch, tp, NULL, stage, NULL, out);
 }
 
 ncclResult_t gpt_create_cp(const gpt_dims_t *d, int batch, const weft_tp_t *tp, const weft_cp_t *cp,
                            const gpt_stage_t *stage, gpt_t **out) {
+  return gpt_create_parallel(d, batch, tp, cp, stage, NULL, out);
+}
+
+ncclResult_t gpt_create_ep(const gpt_dims_t *d, int batch, const weft_tp_t *tp, const gpt_stage_t *stage,
+                           ncclComm_t ep_comm, gpt_t **out) {
+  return gpt_create_parallel(d, batch, tp, NULL, stage, ep_comm, out);
+}
+
+ncclResult_t gpt_create_parallel(const gpt_dims_t *d, int batch, const weft_tp_t *tp, const weft_cp_t *cp,
+                                 const gpt_stage_t *stage, ncclComm_t ep_comm, gpt_t **out) {
   *out = NULL;
   weft_cp_t one = {NULL, 1, 0, NULL};
   if (cp == NULL) cp = &one;
@@ -172,6 +201,11 @@ ncclResult_t gpt_create_cp(const gpt_dims_t *d, int batch, const weft_tp_t *tp, 
   m->ln_na = weft_tp_layernorm_nacts(d->hidden, m->rows);
   m->attn_na = gpt_attn_nacts(m);
   m->mlp_na = weft_tp_mlp_nacts(tp, d->hidden, d->ffn, m->T);
+  ncclResult_t moe_res = gpt_moe_setup(m, ep_comm);
+  if (moe_res != ncclSuccess) {
+    gpt_destroy(m);
+    return moe_res;
+  }
   size_t th = T * h, tv = T * (size_t)m->vrows, rh = (size_t)m->rows * h, lnf = th + (tp->sequence_parallel ? rh : 0);
   m->ids = malloc(T * sizeof(int));
   m->targets = malloc(T * sizeof(int));
@@ -202,6 +236,7 @@ void gpt_destroy(gpt_t *m) {
   if (m == NULL) return;
   free(m->ids), free(m->targets), free(m->x), free(m->xmid), free(m->ln_out), free(m->ln_acts);
   free(m->attn_acts), free(m->mlp_acts), free(m->lnf_out), free(m->logits), free(m->work), free(m->dwte);
+  free(m->moe_aux);
   free(m);
 }
 

@@ -10,9 +10,10 @@
  * Parameters are grouped into "layers", the units a data-parallel engine
  * shards and reduces: layer 0 = [wte (this rank's vocabulary rows) | wpe],
  * layers 1..L = blocks [ln1 | attention | ln2 | MLP] (this rank's part),
- * layer L+1 = the final LayerNorm. The model reaches them through a
- * gpt_store_t, so the same code runs on plain arrays (tests) and on a
- * ZeRO engine (the trainer).
+ * layer L+1 = the final LayerNorm; with experts a MoE block's MLP is its
+ * router and its experts are layers L+2.. (model_moe.h). The model
+ * reaches them through a gpt_store_t, so the same code runs on plain
+ * arrays (tests) and on a ZeRO engine (the trainer).
  *
  * Activations are rows in sequence-major order: row = position * batch +
  * sample, as the tp layers expect. With sequence parallelism (the tp
@@ -34,6 +35,11 @@
 
 typedef struct {
   int vocab, seq, layers, hidden, heads, ffn;
+  // Mixture of experts (model_moe.h; experts = 0: every MLP dense): E
+  // experts of ffn each in blocks 0, moe_every, 2 moe_every, ..., top-k
+  // routing, capacity factor (0: none) and load-balancing loss coefficient.
+  int experts, topk, moe_every;
+  float capacity_factor, aux_coef;
 } gpt_dims_t;
 
 // Where the model finds its parameters and puts its gradients.
@@ -71,6 +77,11 @@ ncclResult_t gpt_create_stage(const gpt_dims_t *dims, int batch, const weft_tp_t
 // is the mean over those rows (the ranks' means average to the sequence's).
 ncclResult_t gpt_create_cp(const gpt_dims_t *dims, int batch, const weft_tp_t *tp, const weft_cp_t *cp,
                            const gpt_stage_t *stage, gpt_t **out);
+// All of it at once: the context-parallel group (NULL: none) and the
+// expert-parallel group of the MoE blocks (NULL: every expert here;
+// model_moe.h).
+ncclResult_t gpt_create_parallel(const gpt_dims_t *dims, int batch, const weft_tp_t *tp, const weft_cp_t *cp,
+                                 const gpt_stage_t *stage, ncclComm_t ep_comm, gpt_t **out);
 void gpt_destroy(gpt_t *m);
 
 int gpt_nlayers(const gpt_t *m);                 // L + 2

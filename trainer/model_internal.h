@@ -6,6 +6,8 @@
 #define WEFT_TRAINER_MODEL_INTERNAL_H
 
 #include "model.h"
+#include "model_moe.h"
+#include "moe.h"
 #include "par_util.h"
 
 struct gpt {
@@ -33,6 +35,12 @@ struct gpt {
   float *logits;      // T x vrows, then dlogits T x vrows
   float *work;        // grad, tmp (T x h each), CE work (3T), argmax (2T x tp)
   float *dwte;        // the LM head's gradient of wte, added to layer 0
+  // Mixture-of-experts blocks (model_moe.c): the layer, a MoE block's local
+  // parameters (its router in the MLP's place), each slot's aux loss.
+  weft_moe_t moe;
+  size_t moe_block_np;
+  float *moe_aux;
+  double aux_total;   // aux losses of the backwards since gpt_moe_aux_take
 };
 
 // model_cp.c: the position of local row `row` in its sequence, and the
@@ -41,5 +49,16 @@ int gpt_row_position(const gpt_t *m, int row);
 size_t gpt_attn_nacts(const gpt_t *m);
 ncclResult_t gpt_attn_forward(gpt_t *m, const float *p, const float *x, float *y, float *acts);
 ncclResult_t gpt_attn_backward(gpt_t *m, const float *p, float *g, const float *dy, float *dx, float *acts);
+// model.c's normal initialiser, for the experts (model_moe.c).
+void gpt_fill_normal(float *w, size_t n, float std, unsigned long long seed, unsigned long long stream);
+// model_moe.c, for model.c and model_pass.c: the MoE layer set up (the MLP
+// activation slots widened to hold it), the experts' full initialisation,
+// and the MoE MLP of block `block` with its activations in `slot`.
+ncclResult_t gpt_moe_setup(gpt_t *m, ncclComm_t ep_comm);
+void gpt_moe_init_full(const gpt_dims_t *d, unsigned long long seed, float *experts);
+ncclResult_t gpt_moe_forward(gpt_t *m, const gpt_store_t *st, int block, int slot, const float *router,
+                             const float *x, float *y, float *acts);
+ncclResult_t gpt_moe_backward(gpt_t *m, const gpt_store_t *st, int block, int slot, const float *router,
+                              float *grouter, const float *dy, float *dx, float *acts);
 
 #endif  // WEFT_TRAINER_MODEL_INTERNAL_H

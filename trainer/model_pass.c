@@ -57,7 +57,7 @@ static int slot(const gpt_t *m, int l) { return m->slots == 1 ? 0 : l; }
 
 // Block l from its input x[l] to x[l+1]. Run again in backward when
 // recomputing: the same arithmetic, so the same bits.
-static ncclResult_t block_forward(gpt_t *m, int l, const float *p) {
+static ncclResult_t block_forward(gpt_t *m, const gpt_store_t *st, int l, const float *p) {
   int h = m->d.hidden, T = m->T, R = m->rows, s = slot(m, l);
   size_t rh = (size_t)R * h;
   const float *x = at(m->x, rh, l);
@@ -67,7 +67,10 @@ static ncclResult_t block_forward(gpt_t *m, int l, const float *p) {
   PAR_CHECK(gpt_attn_forward(m, p + m->attn_off, ln1, mid, at(m->attn_acts, m->attn_na, s)));
   add(mid, x, rh);
   PAR_CHECK(weft_tp_layernorm_forward(&m->tp, h, p + m->ln2_off, R, mid, ln2, at(m->ln_acts, m->ln_na, 2 * s + 1)));
-  PAR_CHECK(weft_tp_mlp_forward(&m->tp, h, m->d.ffn, p + m->mlp_off, T, ln2, out, at(m->mlp_acts, m->mlp_na, s)));
+  if (gpt_is_moe(&m->d, m->stage.first + l))  // router and experts in the MLP's place
+    PAR_CHECK(gpt_moe_forward(m, st, m->stage.first + l, s, p + m->mlp_off, ln2, out, at(m->mlp_acts, m->mlp_na, s)));
+  else
+    PAR_CHECK(weft_tp_mlp_forward(&m->tp, h, m->d.ffn, p + m->mlp_off, T, ln2, out, at(m->mlp_acts, m->mlp_na, s)));
   add(out, mid, rh);
   return ncclSuccess;
 }
@@ -98,7 +101,7 @@ ncclResult_t gpt_forward_stage(gpt_t *m, const gpt_store_t *st, const int *ids, 
   }
   for (int l = 0; l < nb; l++) {
     PAR_CHECK(st->params(st->ctx, b0 + l + 1, b0 + l + 2, &p));
-    PAR_CHECK(block_forward(m, l, p));
+    PAR_CHECK(block_forward(m, st, l, p));
     PAR_CHECK(st->release(st->ctx, b0 + l + 1));
   }
   m->has_targets = m->stage.head && targets != NULL;
@@ -121,14 +124,20 @@ ncclResult_t gpt_forward_stage(gpt_t *m, const gpt_store_t *st, const int *ids, 
   return weft_tp_vocab_cross_entropy(&m->tp, m->d.vocab, T, m->logits, targets, loss, dlogits, ce);
 }
 
-static ncclResult_t block_backward(gpt_t *m, int l, const float *p, float *g, float *grad, float *tmp) {
+static ncclResult_t block_backward(gpt_t *m, const gpt_store_t *st, int l, const float *p, float *g, float *grad,
+                                   float *tmp) {
   int h = m->d.hidden, T = m->T, R = m->rows;
   size_t rh = (size_t)R * h;
   // The last block's activations are still in the slot from the forward.
-  if (m->stage.recompute && l < m->stage.last - m->stage.first - 1) PAR_CHECK(block_forward(m, l, p));
+  if (m->stage.recompute && l < m->stage.last - m->stage.first - 1) PAR_CHECK(block_forward(m, st, l, p));
+  int block = m->stage.first + l;
   l = slot(m, l);
-  PAR_CHECK(weft_tp_mlp_backward(&m->tp, h, m->d.ffn, p + m->mlp_off, g + m->mlp_off, T, grad, tmp,
-                                 at(m->mlp_acts, m->mlp_na, l)));
+  if (gpt_is_moe(&m->d, block))
+    PAR_CHECK(gpt_moe_backward(m, st, block, l, p + m->mlp_off, g + m->mlp_off, grad, tmp,
+                               at(m->mlp_acts, m->mlp_na, l)));
+  else
+    PAR_CHECK(weft_tp_mlp_backward(&m->tp, h, m->d.ffn, p + m->mlp_off, g + m->mlp_off, T, grad, tmp,
+                                   at(m->mlp_acts, m->mlp_na, l)));
   PAR_CHECK(weft_tp_layernorm_backward(&m->tp, h, p + m->ln2_off, g + m->ln2_off, R, tmp, tmp,
                                        at(m->ln_acts, m->ln_na, 2 * l + 1)));
   add(grad, tmp, rh);
@@ -171,7 +180,7 @@ ncclResult_t gpt_backward_stage(gpt_t *m, const gpt_store_t *st, const float *do
   for (int l = nb - 1; l >= 0; l--) {
     PAR_CHECK(st->params(st->ctx, b0 + l + 1, b0 + l, &p));
     PAR_CHECK(st->grads(st->ctx, b0 + l + 1, &g));
-    PAR_CHECK(block_backward(m, l, p, g, grad, tmp));
+    PAR_CHECK(block_backward(m, st, l, p, g, grad, tmp));
     PAR_CHECK(st->grads_done(st->ctx, b0 + l + 1));
     PAR_CHECK(st->release(st->ctx, b0 + l + 1));
   }

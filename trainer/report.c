@@ -84,8 +84,10 @@ void report_step(report_t *r, int step, const step_result_t *s) {
            tps, 100 * mfu, eta);
     if (last) printf("\n");
   } else if ((step + 1) % r->print_every == 0 || step == 0 || last) {
-    printf("step %5d/%d  loss %.4f  lr %.2e  norm %.3f  %.0f tok/s  MFU %.1f%%  ETA %s\n", step + 1, r->steps,
+    printf("step %5d/%d  loss %.4f  lr %.2e  norm %.3f  %.0f tok/s  MFU %.1f%%  ETA %s", step + 1, r->steps,
            s->loss, s->lr, s->grad_norm, tps, 100 * mfu, eta);
+    if (s->aux_loss >= 0) printf("  aux %.4f", s->aux_loss);  // MoE load balancing
+    printf("\n");
   }
   fflush(stdout);
 }

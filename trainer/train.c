@@ -12,8 +12,10 @@
 #include <string.h>
 #include <time.h>
 
+#include "model_moe.h"
 #include "par_util.h"
 #include "train_internal.h"
+#include "train_moe.h"
 #include "prog_util.h"
 
 static ncclResult_t check_cfg(const train_cfg_t *c, const data_t *data) {
@@ -30,6 +32,8 @@ static ncclResult_t check_cfg(const train_cfg_t *c, const data_t *data) {
                 c->dims.seq, c->batch, c->tp);
   ncclResult_t vpp = train_vpp_check(c);
   if (vpp != ncclSuccess) return vpp;
+  ncclResult_t moe_ok = train_moe_check(c);
+  if (moe_ok != ncclSuccess) return moe_ok;
   if (!(c->lr.lr > 0) || c->lr.warmup < 0 || !(c->weight_decay >= 0) || !(c->beta1 >= 0 && c->beta1 < 1) ||
       !(c->beta2 >= 0 && c->beta2 < 1))
     PAR_INVALID("bad optimiser settings: lr=%g warmup=%d weight decay=%g betas %g %g", c->lr.lr, c->lr.warmup,
@@ -51,6 +55,7 @@ static ncclResult_t load_initial(trainer_t *t) {
     res = gpt_shard_full(t->model, full, local);
     train_pp_select(t, local, local + local_n);  // this stage's layers
     if (res == ncclSuccess) res = weft_dp_load_params(t->dp, local + local_n);
+    if (res == ncclSuccess) res = train_moe_load(t, full + full_n - gpt_moe_full_count(&t->cfg.dims), NULL, NULL, 0);
   } else {
     weft_par_error(res, "out of memory for %zu parameters", full_n);
   }
@@ -75,6 +80,7 @@ ncclResult_t trainer_create(const train_cfg_t *cfg, ncclComm_t world, trainer_t 
   if ((res = check_cfg(&t->cfg, t->data)) != ncclSuccess) goto fail;
   weft_mesh_shape_t shape = {cfg->tp, cfg->pp, cfg->dp, cfg->cp};
   PAR_CHECK_GOTO(weft_mesh_create(world, shape, &t->mesh), res, fail);
+  PAR_CHECK_GOTO(train_moe_groups(t), res, fail);
   PAR_CHECK_GOTO(weft_tp_init(&t->tp, cfg->tp > 1 ? t->mesh->tp_comm : NULL, cfg->sp), res, fail);
   PAR_CHECK_GOTO(train_cp_init(t), res, fail);
   int nl = 0, P = cfg->pp, s = t->mesh->pp_rank;
@@ -88,8 +94,9 @@ ncclResult_t trainer_create(const train_cfg_t *cfg, ncclComm_t world, trainer_t 
     goto fail;
   }
   for (int i = 0; i < t->slots * t->chunks; i++)  // chunk i / slots
-    PAR_CHECK_GOTO(gpt_create_cp(&t->cfg.dims, cfg->batch, &t->tp, &t->cp, &t->chunk[i / t->slots], &t->models[i]), res,
-                   fail);
+    PAR_CHECK_GOTO(gpt_create_parallel(&t->cfg.dims, cfg->batch, &t->tp, &t->cp, &t->chunk[i / t->slots],
+                                       train_moe_ep_comm(t), &t->models[i]),
+                   res, fail);
   t->model = t->models[(t->chunks - 1) * t->slots];  // the last chunk: the head's, on the last stage
   size_t all_n = gpt_local_count(t->model), T = (size_t)cfg->dims.seq * cfg->batch;
   float *all_w = malloc(all_n * sizeof(float));
@@ -117,6 +124,7 @@ ncclResult_t trainer_create(const train_cfg_t *cfg, ncclComm_t world, trainer_t 
   weft_dp_config_t dc = {(weft_dp_stage_t)cfg->zero, WEFT_DP_FP32, WEFT_DP_AVG_NCCL, cfg->grad_accum, nl, sizes};
   PAR_CHECK_GOTO(weft_dp_create(t->mesh->dp_cp_comm, &dc, &t->dp), res, fail);  // CP ranks: other tokens
   t->store = train_pp_store(t);
+  PAR_CHECK_GOTO(train_moe_engine(t), res, fail);
   if ((res = load_initial(t)) != ncclSuccess) goto fail;
   free(sizes);
   *out = t;
@@ -130,6 +138,7 @@ fail:
 void trainer_destroy(trainer_t *t) {
   if (t == NULL) return;
   weft_dp_destroy(t->dp);
+  train_moe_destroy(t);
   for (int i = 0; t->models != NULL && i < t->slots * t->chunks; i++) gpt_destroy(t->models[i]);
   if (t->emb_comm != NULL) ncclCommDestroy(t->emb_comm);
   train_cp_free(t);
@@ -149,6 +158,8 @@ size_t trainer_activation_bytes(const trainer_t *t) {
   for (int i = 0; i < t->slots * t->chunks; i++) n += gpt_activation_bytes(t->models[i]);
   return n;
 }
+
+int trainer_moe_capacity(const trainer_t *t) { return gpt_moe_capacity(t->model); }
 
 double trainer_flops_per_step(const trainer_t *t) {
   const train_cfg_t *c = &t->cfg;
@@ -179,21 +190,26 @@ ncclResult_t trainer_step(trainer_t *t, int step, step_result_t *out) {
     trainer_fill_batch(t, DATA_TRAIN, step * global + ((long)t->mesh->dp_rank * K + k) * B);
     PAR_CHECK(gpt_forward(t->model, &t->store, t->ids, t->targets, &loss));
     PAR_CHECK(weft_dp_begin_micro(t->dp, k));
+    PAR_CHECK(train_moe_begin_micro(t, k));
     PAR_CHECK(gpt_backward(t->model, &t->store));
     loss_sum += loss;
   }
   if (c->pp > 1) PAR_CHECK(train_pp_step(t, step * global + (long)t->mesh->dp_rank * K * B, &loss_sum));
   double sumsq = 0;
   PAR_CHECK(weft_dp_grad_sumsq(t->dp, t->norm_weight, &sumsq));
+  PAR_CHECK(train_moe_grad_sumsq(t, &sumsq));
   PAR_CHECK(ncclAllReduce(&sumsq, &sumsq, 1, ncclFloat64, ncclSum, t->mesh->world, NULL));
   float norm = (float)sqrt(sumsq), lr = lr_at(&c->lr, step);
   float clip = clip_factor(norm, c->clip);
   if (clip != 1.0f) PAR_CHECK(weft_dp_scale_grads(t->dp, clip));
+  if (clip != 1.0f) PAR_CHECK(train_moe_scale_grads(t, clip));
   weft_adamw_t opt = {lr, c->beta1, c->beta2, c->eps, c->weight_decay};
   PAR_CHECK(weft_dp_step(t->dp, &opt));
+  float aux;
+  PAR_CHECK(train_moe_step(t, &opt, &aux));
   float loss = (float)(loss_sum / K);
   PAR_CHECK(ncclAllReduce(&loss, &loss, 1, ncclFloat32, ncclAvg, t->mesh->dp_cp_comm, NULL));
-  *out = (step_result_t){loss, lr, norm, weft_prog_now_s() - start};
+  *out = (step_result_t){loss, lr, norm, weft_prog_now_s() - start, aux};
   return ncclSuccess;
 }
 

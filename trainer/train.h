@@ -25,6 +25,7 @@ typedef struct {
   int cp;                     // context parallel: each sequence split over cp ranks (2 * cp chunks)
   int sp;                     // 1: sequence parallelism in the tensor-parallel group (--sp)
   int chunks;                 // model chunks per pipeline stage (--chunks, --schedule interleaved)
+  int ep;                     // expert parallel (divides dp and dims.experts); MoE shape in dims
   weft_pp_kind_t schedule;    // pipeline schedule (pp > 1); its micro-batches are grad_accum
   int recompute;              // 1: keep block inputs only, recompute activations in backward
   int steps, eval_every, eval_batches, eval_problems, print_every;
@@ -41,6 +42,7 @@ typedef struct {
 typedef struct {
   float loss, lr, grad_norm;
   double seconds;  // wall time of the step
+  float aux_loss;  // MoE load-balancing loss (all MoE blocks); -1 without experts
 } step_result_t;
 
 typedef struct {
@@ -58,6 +60,7 @@ const weft_mesh_t *trainer_mesh(const trainer_t *t);
 const data_t *trainer_data(const trainer_t *t);
 size_t trainer_param_count(const trainer_t *t);  // Ψ of the full model
 size_t trainer_activation_bytes(const trainer_t *t);  // this rank's, every micro-batch in flight
+int trainer_moe_capacity(const trainer_t *t);  // tokens an expert takes per micro-batch, -1: no capacity
 double trainer_flops_per_step(const trainer_t *t);
 
 ncclResult_t trainer_step(trainer_t *t, int step, step_result_t *out);

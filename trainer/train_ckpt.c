@@ -16,8 +16,10 @@
 #include <string.h>
 
 #include "ckpt.h"
+#include "model_moe.h"
 #include "par_util.h"
 #include "train_internal.h"
+#include "train_moe.h"
 
 // 0 on every rank when `ok` held on every rank (so all ranks stop together).
 static ncclResult_t agree(trainer_t *t, int ok, int *all_ok) {
@@ -28,10 +30,11 @@ static ncclResult_t agree(trainer_t *t, int ok, int *all_ok) {
   return ncclSuccess;
 }
 
-// Rank 0 of the world: the unsharded model from every TP rank's parts, written
-// out.
+// Rank 0 of the world: the unsharded model from every TP rank's parts (and
+// the experts, whole, at the end), written out.
 static int write_file(trainer_t *t, const char *path, const float *parts,
-                      size_t local_n, const ckpt_header_t *h) {
+                      size_t local_n, const float *experts,
+                      const ckpt_header_t *h) {
   size_t full_n = (size_t)h->nparams;
   float *full = calloc(3 * full_n, sizeof(float));
   char err[512] = "out of memory";
@@ -40,6 +43,9 @@ static int write_file(trainer_t *t, const char *path, const float *parts,
     for (int k = 0; k < 3 && ok; k++)
       ok = gpt_unshard(t->model, r, parts + ((size_t)r * 3 + k) * local_n,
                        full + k * full_n) == ncclSuccess;
+  size_t ne = gpt_moe_full_count(&h->dims);
+  for (int k = 0; k < 3 && ok && experts != NULL; k++)
+    memcpy(full + k * full_n + full_n - ne, experts + k * ne, ne * sizeof(float));
   if (ok)
     ok = ckpt_write(path, h, full, full + full_n, full + 2 * full_n, err,
                     sizeof(err)) == 0;
@@ -72,6 +78,9 @@ ncclResult_t trainer_save(trainer_t *t, const char *path, int steps_done) {
   if (res == ncclSuccess && tp > 1)
     res = ncclAllGather(mine, all, 3 * local_n, ncclFloat32, t->mesh->tp_comm,
                         NULL);
+  float *experts = NULL; // 3 x every expert, on world rank 0
+  if (res == ncclSuccess)
+    res = train_moe_gather(t, &experts);
   if (res == ncclSuccess) {
     ckpt_header_t h = {c->dims,
                        steps_done,
@@ -79,10 +88,11 @@ ncclResult_t trainer_save(trainer_t *t, const char *path, int steps_done) {
                        adam_steps,
                        (int64_t)c->dp * c->grad_accum * c->batch,
                        gpt_full_count(&c->dims)};
-    ok = t->mesh->rank != 0 || write_file(t, path, all, local_n, &h);
+    ok = t->mesh->rank != 0 || write_file(t, path, all, local_n, experts, &h);
     if ((res = agree(t, ok, &ok)) == ncclSuccess && !ok)
       res = ncclSystemError;
   }
+  free(experts);
   if (all != mine)
     free(all);
   if (stage != mine)
@@ -93,7 +103,9 @@ ncclResult_t trainer_save(trainer_t *t, const char *path, int steps_done) {
 
 static int same_dims(const gpt_dims_t *a, const gpt_dims_t *b) {
   return a->vocab == b->vocab && a->seq == b->seq && a->layers == b->layers &&
-         a->hidden == b->hidden && a->heads == b->heads && a->ffn == b->ffn;
+         a->hidden == b->hidden && a->heads == b->heads && a->ffn == b->ffn &&
+         a->experts == b->experts &&
+         (a->experts == 0 || a->moe_every == b->moe_every);
 }
 
 ncclResult_t trainer_resume(trainer_t *t, const char *path, int *steps_done) {
@@ -111,11 +123,12 @@ ncclResult_t trainer_resume(trainer_t *t, const char *path, int *steps_done) {
     if (talk)
       fprintf(stderr,
               "weft-train: --resume %s: the checkpoint's model (vocab %d seq "
-              "%d layers %d hidden %d heads %d ffn %d) "
+              "%d layers %d hidden %d heads %d ffn %d experts %d moe-every %d) "
               "is not this run's (vocab %d seq %d layers %d hidden %d heads %d "
-              "ffn %d)\n",
+              "ffn %d experts %d moe-every %d)\n",
               path, a->vocab, a->seq, a->layers, a->hidden, a->heads, a->ffn,
-              b->vocab, b->seq, b->layers, b->hidden, b->heads, b->ffn);
+              a->experts, a->moe_every, b->vocab, b->seq, b->layers, b->hidden,
+              b->heads, b->ffn, b->experts, b->moe_every);
     return ncclInvalidArgument;
   }
   if (h.step >= c->steps) {
@@ -154,6 +167,10 @@ ncclResult_t trainer_resume(trainer_t *t, const char *path, int *steps_done) {
     res = gpt_shard_full(t->model, full + k * full_n, local);
     train_pp_select(t, local, stage + k * stage_n);
   }
+  size_t dense_n = full_n - gpt_moe_full_count(&c->dims);
+  if (res == ncclSuccess) // this rank's experts of this stage
+    res = train_moe_load(t, full + dense_n, full + full_n + dense_n,
+                         full + 2 * full_n + dense_n, (long)h.adam_steps);
   if (res == ncclSuccess)
     res = weft_dp_load_params(t->dp, stage);
   if (res == ncclSuccess)

@@ -36,6 +36,7 @@ struct trainer {
   gpt_stage_t *chunk;   // chunk[0] = stage without interleaving
   int micro_begun;      // interleaved: the engine's micro-batch so far this step
   int defer_done;       // interleaved, DDP/ZeRO-1: this backward is not its layers' last micro-batch
+  struct train_moe *moe;  // --experts: EP groups and the experts' engine (train_moe.c), else NULL
 };
 
 // Micro-batch of sequences first .. first+B-1 of a split into t->ids, t->targets

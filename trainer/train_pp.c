@@ -19,6 +19,7 @@
 #include "par_util.h"
 #include "pp.h"
 #include "train_internal.h"
+#include "train_moe.h"
 
 static int nlayers(const trainer_t *t) { return t->cfg.dims.layers + 2; }
 
@@ -150,6 +151,7 @@ static ncclResult_t stage_forward(void *user, int micro, const float *in, float 
 static ncclResult_t stage_backward(void *user, int micro, const float *dout, float *din) {
   trainer_t *t = user;
   PAR_CHECK(weft_dp_begin_micro(t->dp, micro));
+  PAR_CHECK(train_moe_begin_micro(t, micro));
   return gpt_backward_stage(t->models[micro % t->slots], &t->store, dout, din);
 }
 

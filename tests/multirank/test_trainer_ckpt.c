@@ -8,7 +8,9 @@
  * relative, and CP2 splits bitwise like the others; the same with
  * sequence parallelism and the interleaved schedule (TP2 SP x PP2
  * interleaved bitwise; PP2 interleaved x DP2 -> TP2 SP x DP2 ZeRO-3, TP2
- * SP -> PP2 interleaved); bad files exit 2 with a message;
+ * SP -> PP2 interleaved), and a mixture-of-experts one under another EP
+ * (DP2 EP2 bitwise; DP4 EP4 -> TP2 x DP2, PP2 x DP2 EP2 -> one rank); bad
+ * files exit 2 with a message;
  * --plot writes a PNG, or says gnuplot is missing and still succeeds.
  */
 #include <criterion/criterion.h>
@@ -117,15 +119,16 @@ Test(trainer_ckpt, save_every) {
 }
 
 // Saved in one layout after HALF steps, resumed in another: the one-rank
-// losses to 1e-5 relative.
-static void resumes_like_one_rank(int save_ranks, int save_accum, const char *save,
-                                  int ranks, int accum, const char *layout) {
-  char a[STEPS][MAXL], b[STEPS][MAXL], flags[256];
+// losses (of the model `model` flags describe) to 1e-5 relative.
+static void resumes_like_one_rank_of(const char *model, int save_ranks, int save_accum, const char *save,
+                                     int ranks, int accum, const char *layout) {
+  char a[STEPS][MAXL], b[STEPS][MAXL], flags[512];
   double la[STEPS], lb[STEPS];
-  cr_assert_eq(train(1, 4, "--log straight.csv"), 0);
-  snprintf(flags, sizeof(flags), "%s --stop-after %d --save ck.bin", save, HALF);
+  snprintf(flags, sizeof(flags), "%s --log straight.csv", model);
+  cr_assert_eq(train(1, 4, flags), 0);
+  snprintf(flags, sizeof(flags), "%s %s --stop-after %d --save ck.bin", model, save, HALF);
   cr_assert_eq(train(save_ranks, save_accum, flags), 0);
-  snprintf(flags, sizeof(flags), "%s --resume ck.bin --log resumed.csv", layout);
+  snprintf(flags, sizeof(flags), "%s %s --resume ck.bin --log resumed.csv", model, layout);
   cr_assert_eq(train(ranks, accum, flags), 0);
   cr_assert_eq(read_steps("straight.csv", a, la), STEPS);
   cr_assert_eq(read_steps("resumed.csv", b, lb), STEPS - HALF);
@@ -133,6 +136,11 @@ static void resumes_like_one_rank(int save_ranks, int save_accum, const char *sa
     cr_expect(fabs(lb[s] - la[HALF + s]) <= 1e-5 * fabs(la[HALF + s]),
               "'%s' -> '%s' step %d: %.6f, one rank %.6f", save, layout,
               HALF + s + 1, lb[s], la[HALF + s]);
+}
+
+static void resumes_like_one_rank(int save_ranks, int save_accum, const char *save,
+                                  int ranks, int accum, const char *layout) {
+  resumes_like_one_rank_of("", save_ranks, save_accum, save, ranks, accum, layout);
 }
 
 Test(trainer_ckpt, dp2_to_tp2) {
@@ -183,6 +191,17 @@ Test(trainer_ckpt, tp2_sp_to_pp2_interleaved) {
   resumes_four_layers_like_one_rank(2, 4, "--tp 2 --sp 1", 2, 4, "--pp 2 --schedule interleaved --chunks 2");
 }
 
+// Mixture of experts: the file holds every expert whole, so a run resumes
+// under another EP (and TP, PP, ZeRO) with the one-rank MoE losses.
+#define MOE "--experts 4 --topk 2 --capacity-factor 1.25"
+Test(trainer_ckpt, moe_dp2_ep2_bitwise) { split_equals_straight(2, 2, "--dp 2 --ep 2 " MOE); }
+Test(trainer_ckpt, moe_dp4_ep4_zero3_to_tp2_dp2) {
+  resumes_like_one_rank_of(MOE, 4, 1, "--dp 4 --ep 4 --zero 3", 4, 2, "--tp 2 --dp 2 --zero 1");
+}
+Test(trainer_ckpt, moe_pp2_dp2_ep2_to_one_rank) {
+  resumes_like_one_rank_of(MOE, 4, 2, "--pp 2 --dp 2 --ep 2", 1, 4, "");
+}
+
 static void write_file(const char *name, const void *data, size_t n) {
   char path[128];
   snprintf(path, sizeof(path), "%s/%s", dir, name);
@@ -208,6 +227,7 @@ Test(trainer_ckpt, bad_files) {
                          "--resume empty.bin",
                          "--resume missing.bin",
                          "--resume ck.bin --hidden 64",
+                         "--resume ck.bin --experts 4",
                          "--resume ck.bin --steps 2",
                          "--save-every 3"};
   for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)

@@ -12,6 +12,8 @@
  * like ranks launched by weftrun. Sequence parallelism (--sp) and the
  * interleaved schedule (--schedule interleaved --chunks 2) alone, with DP
  * and ZeRO, and all together on 8 ranks, learn like one rank too.
+ * Mixture-of-experts layouts (EP with DP, TP, PP, ZeRO) equal the one-rank
+ * run of the same MoE model.
  * Gradient clipping is on, so the global norm is checked across layouts.
  */
 #include <criterion/criterion.h>
@@ -154,6 +156,65 @@ Test(trainer_layouts, cp2_pp2_interleaved, .timeout = 240) {
 Test(trainer_layouts, tp2_sp_pp2_interleaved_dp2_zero3, .timeout = 240) {
   expect_same("tp2 sp pp2 interleaved dp2 zero3", 8,
               "--tp 2 --sp 1 --pp 2 --schedule interleaved --chunks 2 --dp 2 --zero 3 --recompute 1", 2);
+}
+
+// Mixture of experts: every layout against the one-rank run of the same MoE
+// model (EP = 1). Routing is a step function of the router, so a top-k or
+// capacity decision within rounding of a tie would part the runs; these
+// configurations have none in their 20 steps.
+static void expect_same_moe(const char *name, int ranks, const char *moe, const char *layout, int dp) {
+  double ref[STEPS], loss[STEPS];
+  char flags[512];
+  run(1, moe, GLOBAL_MICRO, ref);
+  snprintf(flags, sizeof(flags), "%s %s", moe, layout);
+  run(ranks, flags, GLOBAL_MICRO / dp, loss);
+  for (int s = 0; s < STEPS; s++)
+    cr_expect(fabs(loss[s] - ref[s]) <= 1e-5 * fabs(ref[s]), "%s step %d: loss %.7f, one rank %.7f", name, s + 1,
+              loss[s], ref[s]);
+  cr_expect(ref[STEPS - 1] < ref[0], "the MoE loss falls: %.4f -> %.4f", ref[0], ref[STEPS - 1]);
+}
+#define MOE_TOP2 "--experts 4 --topk 2 --capacity-factor 1.0"
+Test(trainer_layouts, moe_dp2_ep2, .timeout = 240) { expect_same_moe("dp2 ep2", 2, MOE_TOP2, "--dp 2 --ep 2", 2); }
+Test(trainer_layouts, moe_dp4_ep2_top2, .timeout = 240) {
+  expect_same_moe("dp4 ep2 dropless", 4, "--experts 4 --topk 2", "--dp 4 --ep 2", 4);
+}
+Test(trainer_layouts, moe_dp4_ep4_top1, .timeout = 240) {
+  expect_same_moe("dp4 ep4 top-1", 4, "--experts 4 --topk 1 --capacity-factor 1.0", "--dp 4 --ep 4 --zero 1", 4);
+}
+Test(trainer_layouts, moe_tp2_dp2_ep2, .timeout = 240) {
+  expect_same_moe("tp2 dp2 ep2", 4, MOE_TOP2, "--tp 2 --dp 2 --ep 2", 2);
+}
+Test(trainer_layouts, moe_pp2_dp2_ep2_zero3, .timeout = 240) {
+  expect_same_moe("pp2 dp2 ep2 zero3", 4, MOE_TOP2, "--pp 2 --dp 2 --ep 2 --zero 3", 2);
+}
+Test(trainer_layouts, moe_every_2nd_block_pp2_gpipe, .timeout = 240) {
+  expect_same_moe("moe-every 2, pp2 dp2 ep2 gpipe", 4, "--experts 4 --topk 2 --moe-every 2",
+                  "--pp 2 --dp 2 --ep 2 --schedule gpipe", 2);
+}
+
+// Layouts MoE cannot run are refused at start, naming the flag and numbers.
+Test(trainer_layouts, moe_refusals, .timeout = 60) {
+  struct {
+    const char *flags, *says;
+  } cases[] = {
+      {"--ep 2", "--ep 2 needs --experts"},
+      {"--experts 4 --topk 5", "--topk 5 is above --experts 4"},
+      {"--experts 4 --dp 2 --ep 4", "--ep 4 does not divide --dp 2"},
+      {"--experts 6 --dp 4 --ep 4", "--ep 4 does not divide --experts 6"},
+      {"--experts 4 --capacity-factor -1", "--capacity-factor -1"},
+      {"--experts 4 --cp 2", "--experts 4 with --cp 2"},
+      {"--experts 4 --tp 2 --sp 1", "--experts 4 with --sp 1"},
+      {"--experts 4 --pp 2 --micro-batches 2 --schedule interleaved", "--experts 4 with --schedule interleaved"},
+  };
+  for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    char cmd[512];
+    snprintf(cmd, sizeof(cmd), "%s/bin/weft-train --steps 1 %s 2>&1 >/dev/null | grep -qF -- '%s'", build_dir(),
+             cases[i].flags, cases[i].says);
+    cr_expect_eq(system(cmd), 0, "'%s' does not say '%s'", cases[i].flags, cases[i].says);
+    snprintf(cmd, sizeof(cmd), "%s/bin/weft-train --steps 1 %s >/dev/null 2>&1", build_dir(), cases[i].flags);
+    int status = system(cmd);
+    cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 2, "'%s' exited with status %d", cases[i].flags, status);
+  }
 }
 
 // Launched the way torchrun and Slurm launch ranks (environment variables

@@ -12,7 +12,7 @@
 #include "ckpt.h"
 
 static ckpt_header_t header(void) {
-  ckpt_header_t h = {{13, 8, 1, 8, 2, 16}, 7, 1337, 7, 32, 0};
+  ckpt_header_t h = {{13, 8, 1, 8, 2, 16, 0, 0, 0, 0, 0}, 7, 1337, 7, 32, 0};
   h.nparams = gpt_full_count(&h.dims);
   return h;
 }

@@ -212,7 +212,7 @@ static ncclResult_t flat_grads(void *c, int l, float **g) {
 static ncclResult_t flat_done(void *c, int l) { (void)c, (void)l; return ncclSuccess; }
 
 Test(trainer_grad, whole_model, .timeout = 20) {
-  gpt_dims_t d = {11, 4, 2, 8, 2, 16};
+  gpt_dims_t d = {11, 4, 2, 8, 2, 16, 0, 0, 0, 0, 0};
   int batch = 2, tokens = d.seq * batch;
   weft_tp_t tp = one_rank();
   gpt_t *m;
@@ -258,7 +258,7 @@ Test(trainer_grad, whole_model, .timeout = 20) {
 Test(trainer_grad, bad_shapes, .timeout = 10) {
   weft_tp_t tp = one_rank();
   gpt_t *m = (gpt_t *)&tp;
-  gpt_dims_t bad = {11, 4, 2, 9, 2, 16};  // hidden not a multiple of heads
+  gpt_dims_t bad = {11, 4, 2, 9, 2, 16, 0, 0, 0, 0, 0};  // hidden not a multiple of heads
   cr_expect_eq(gpt_create(&bad, 2, &tp, &m), ncclInvalidArgument);
   cr_expect_null(m);
 }

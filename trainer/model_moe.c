@@ -1,0 +1,141 @@
+/*
+ * model_moe.c — the GPT's mixture-of-experts blocks (see model_moe.h):
+ * their shapes, the experts' initialisation and sharding, and the MoE
+ * MLP's forward and backward between the block's second LayerNorm and its
+ * residual. The router lives in the block's layer; the experts in their
+ * own layer, asked of the store around each pass.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model_internal.h"
+
+int gpt_is_moe(const gpt_dims_t *d, int block) {
+  return d->experts > 0 && block >= 0 && block < d->layers && block % (d->moe_every > 0 ? d->moe_every : 1) == 0;
+}
+
+int gpt_moe_blocks(const gpt_dims_t *d) {
+  int n = 0;
+  for (int l = 0; l < d->layers; l++) n += gpt_is_moe(d, l);
+  return n;
+}
+
+int gpt_expert_layer(const gpt_dims_t *d, int block) {
+  if (!gpt_is_moe(d, block)) return -1;
+  int j = 0;
+  for (int l = 0; l < block; l++) j += gpt_is_moe(d, l);
+  return d->layers + 2 + j;
+}
+
+static size_t expert_full(const gpt_dims_t *d) {
+  size_t h = (size_t)d->hidden, f = (size_t)d->ffn;
+  return h * f + f + f * h + h;
+}
+
+size_t gpt_moe_full_count(const gpt_dims_t *d) {
+  return (size_t)gpt_moe_blocks(d) * (size_t)d->experts * expert_full(d);
+}
+
+size_t gpt_expert_layer_size(const gpt_t *m) {
+  return m->d.experts > 0 ? (size_t)m->moe.local_experts * weft_moe_expert_nparams(&m->moe) : 0;
+}
+
+double gpt_moe_flops_delta(const gpt_dims_t *d) {
+  double h = d->hidden, f = d->ffn, k = d->topk;
+  return gpt_moe_blocks(d) * (h * d->experts + (k - 1) * 2 * h * f);
+}
+
+ncclResult_t gpt_moe_setup(gpt_t *m, ncclComm_t ep_comm) {
+  const gpt_dims_t *d = &m->d;
+  if (d->experts <= 0) {
+    if (ep_comm != NULL) PAR_INVALID("gpt: an expert-parallel group without experts");
+    return ncclSuccess;
+  }
+  if (d->moe_every < 1) PAR_INVALID("gpt: moe_every=%d must be at least 1", d->moe_every);
+  weft_moe_config_t c = {d->hidden, d->ffn, d->experts, d->topk, d->capacity_factor, d->aux_coef,
+                         d->topk > 1, WEFT_MOE_DROP_PROBS};
+  PAR_CHECK(weft_moe_init(&m->moe, &c, &m->tp, ep_comm));
+  m->moe_block_np = m->mlp_off + weft_moe_router_nparams(&m->moe);
+  size_t na = weft_moe_nacts(&m->moe, m->T);
+  if (na > m->mlp_na) m->mlp_na = na;  // a block's MLP slot holds either
+  m->moe_aux = calloc((size_t)(m->stage.last - m->stage.first), sizeof(float));
+  if (m->moe_aux == NULL) return weft_par_error(ncclSystemError, "gpt: out of memory");
+  return ncclSuccess;
+}
+
+int gpt_ep_rank(const gpt_t *m) { return m->d.experts > 0 ? m->moe.ep_rank : 0; }
+int gpt_ep_size(const gpt_t *m) { return m->d.experts > 0 ? m->moe.ep_size : 1; }
+void gpt_moe_set_grad_scale(gpt_t *m, float scale) { m->moe.expert_grad_scale = scale; }
+int gpt_moe_capacity(const gpt_t *m) { return m->d.experts > 0 ? weft_moe_capacity(&m->moe, m->T) : -1; }
+
+// Expert e of MoE block l: its own streams (2^32 above the dense ones).
+void gpt_moe_init_full(const gpt_dims_t *d, unsigned long long seed, float *experts) {
+  size_t h = (size_t)d->hidden, f = (size_t)d->ffn, n = expert_full(d);
+  float std = 0.02f, resid = 0.02f / sqrtf(2.0f * (float)d->layers);
+  for (int l = 0; l < d->layers; l++) {
+    if (!gpt_is_moe(d, l)) continue;
+    for (int e = 0; e < d->experts; e++, experts += n) {
+      unsigned long long s = (1ull << 32) + 1024ull * (unsigned long long)l + 4ull * (unsigned long long)e;
+      memset(experts, 0, n * sizeof(float));
+      gpt_fill_normal(experts, h * f, std, seed, s + 1);                  // W1
+      gpt_fill_normal(experts + h * f + f, f * h, resid, seed, s + 2);    // W2
+    }
+  }
+}
+
+ncclResult_t gpt_expert_shard(const gpt_t *m, const float *full, float *local) {
+  size_t nf = expert_full(&m->d), nl = weft_moe_expert_nparams(&m->moe);
+  for (int l = 0; l < m->moe.local_experts; l++)
+    PAR_CHECK(weft_moe_expert_shard(&m->moe, full + ((size_t)m->moe.ep_rank * m->moe.local_experts + l) * nf,
+                                    local + (size_t)l * nl));
+  return ncclSuccess;
+}
+
+ncclResult_t gpt_expert_unshard(const gpt_t *m, const float *local, float *full, int replicated) {
+  size_t nf = expert_full(&m->d), nl = weft_moe_expert_nparams(&m->moe);
+  for (int l = 0; l < m->moe.local_experts; l++)
+    PAR_CHECK(weft_moe_expert_unshard(&m->moe, local + (size_t)l * nl,
+                                      full + ((size_t)m->moe.ep_rank * m->moe.local_experts + l) * nf, replicated));
+  return ncclSuccess;
+}
+
+void gpt_expert_norm_weights(const gpt_t *m, float *w) {
+  size_t h = (size_t)m->d.hidden, nl = weft_moe_expert_nparams(&m->moe);
+  for (int l = 0; l < m->moe.local_experts; l++, w += nl)
+    for (size_t i = 0; i < nl; i++) w[i] = i >= nl - h ? 1.0f / (float)m->tp.size : 1.0f;  // b2 last
+}
+
+float gpt_moe_last_aux(const gpt_t *m) {
+  float s = 0;
+  for (int l = 0; m->moe_aux != NULL && l < m->stage.last - m->stage.first; l++) s += m->moe_aux[l];
+  return s;
+}
+
+double gpt_moe_aux_take(gpt_t *m) {
+  double s = m->aux_total;
+  m->aux_total = 0;
+  return s;
+}
+
+ncclResult_t gpt_moe_forward(gpt_t *m, const gpt_store_t *st, int block, int slot, const float *router,
+                             const float *x, float *y, float *acts) {
+  int layer = gpt_expert_layer(&m->d, block);
+  float *experts;
+  PAR_CHECK(st->params(st->ctx, layer, -1, &experts));
+  PAR_CHECK(weft_moe_forward(&m->moe, router, experts, m->T, x, y, acts, &m->moe_aux[slot], NULL));
+  return st->release(st->ctx, layer);
+}
+
+ncclResult_t gpt_moe_backward(gpt_t *m, const gpt_store_t *st, int block, int slot, const float *router,
+                              float *grouter, const float *dy, float *dx, float *acts) {
+  int layer = gpt_expert_layer(&m->d, block);
+  float *experts, *gexperts;
+  PAR_CHECK(st->params(st->ctx, layer, -1, &experts));
+  PAR_CHECK(st->grads(st->ctx, layer, &gexperts));
+  PAR_CHECK(weft_moe_backward(&m->moe, router, experts, grouter, gexperts, m->T, dy, dx, acts));
+  PAR_CHECK(st->grads_done(st->ctx, layer));
+  PAR_CHECK(st->release(st->ctx, layer));
+  m->aux_total += m->moe_aux[slot];  // the loss this backward's gradient belongs to
+  return ncclSuccess;
+}
