@@ -1,4 +1,4 @@
-# parallel.mk — the parallel layer (parallel/: mesh, ZeRO, TP/SP, PP): public
+# parallel.mk — the parallel layer (parallel/: mesh, ZeRO, TP/SP, CP, MoE/EP, PP): public
 # API only, a static library that programs link together with libweft.so and
 # OpenBLAS.
 PAR_SRCS  := $(wildcard parallel/*.c)
