@@ -87,7 +87,7 @@ typedef struct {
   int mbps;               // MB/s per link per direction the description gives, 0: none
 } weft_topo_nvlink_t;
 
-typedef struct {
+typedef struct weft_topo {
   weft_topo_node_t *nodes;
   int nnodes, nodes_cap;
   weft_topo_link_t *links;

@@ -11,7 +11,9 @@
  * device 0 as before (a WARN when NCCL_TOPO_FILE named it, else INFO).
  * A rank that drives a GPU is placed at that GPU (its CUDA device's bus
  * id); one that does not, on a host with GPUs, is taken to sit near the
- * (local rank mod nGPUs)-th GPU, as WEFT_BIND assumes.
+ * (local rank mod nGPUs)-th GPU, as WEFT_BIND assumes. A rank on host
+ * memory then has its init threads, the network proxy among them, run
+ * near the NIC it uses (comm_affinity.c).
  */
 #include "init_net.h"
 
@@ -26,7 +28,7 @@
 
 int weft_comm_net_device(const weft_transport_view_t *v, const weft_net_dev_t *devs, int ndevs, char *why,
                          size_t len) {
-  const struct ncclComm *comm = v->core;
+  struct ncclComm *comm = v->core;
   if (ndevs < 1 || devs == NULL) {
     snprintf(why, len, "no device to choose from");
     return -1;
@@ -48,6 +50,8 @@ int weft_comm_net_device(const weft_transport_view_t *v, const weft_net_dev_t *d
   weft_topo_nic_pick_t pick;
   int rc = weft_topo_nic_pick(topo, comm->local_rank, comm->local_size, busid[0] ? busid : NULL, list, ndevs, &pick);
   free(list);
+  // A rank on host memory: its init threads (the proxy among them) near the NIC it uses.
+  if (rc == 0 && busid[0] == '\0' && pick.nic >= 0) weft_comm_threads_near(comm, topo, pick.nic, "its NIC");
   snprintf(why, len, "%s", pick.why);
   return rc == 0 ? pick.dev : -1;
 }

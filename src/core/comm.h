@@ -116,6 +116,12 @@ ncclResult_t weft_comm_map_hosts(struct ncclComm *comm);
 // ring and trees as NCCL does. Host order (order NULL) where the machine
 // gives nothing to go on.
 ncclResult_t weft_comm_order_ranks(struct ncclComm *comm);
+// Threads near a GPU or NIC (comm_affinity.c): until init ends, the calling
+// thread runs on the CPUs of graph node `node`'s NUMA node (within the
+// process's binding unless NCCL_IGNORE_CPU_AFFINITY), so the threads init
+// starts inherit them; `what` names the node for the log. Once per init.
+struct weft_topo;
+void weft_comm_threads_near(struct ncclComm *comm, const struct weft_topo *topo, int node, const char *what);
 // The end of init, success or not: the initialising thread's own affinity back.
 void weft_comm_restore_affinity(struct ncclComm *comm);
 

@@ -18,10 +18,8 @@
  * Nothing is kept, and the schedules cost what they did, when every host
  * keeps rank order.
  *
- * It also places this rank's threads near its GPU as NCCL does: during
- * init (so the threads started then inherit it) the calling thread runs on
- * the CPUs of the GPU's NUMA node, within the process's own binding unless
- * NCCL_IGNORE_CPU_AFFINITY=1, and gets its own affinity back at the end.
+ * A rank that drives a GPU has its init threads placed near it
+ * (comm_affinity.c).
  */
 #include <sched.h>
 #include <stdio.h>
@@ -136,22 +134,6 @@ static void log_rings(const struct ncclComm *comm) {
          down[1][0], down[1][1], comm->rank, up[1]);
 }
 
-// NCCL's CPU affinity: the CPUs of the GPU's NUMA node, within the
-// process's binding unless NCCL_IGNORE_CPU_AFFINITY; none when either is
-// unknown or the two do not meet.
-static int gpu_affinity(const weft_topo_t *t, int gpu, const cpu_set_t *allowed, cpu_set_t *out) {
-  enum { MAX_CORES = 4096 };
-  CPU_ZERO(out);
-  if (t == NULL || gpu < 0 || t->nodes[gpu].kind != WEFT_TOPO_GPU || t->nodes[gpu].cpu < 0) return 0;
-  int *cores = malloc(sizeof(int) * MAX_CORES);
-  if (cores == NULL) return 0;
-  int k = weft_topo_cpu_cores(t, t->nodes[gpu].cpu, cores, MAX_CORES), ignore = weft_env_NCCL_IGNORE_CPU_AFFINITY() != 0;
-  for (int i = 0; i < k && i < MAX_CORES; i++)
-    if (cores[i] >= 0 && cores[i] < CPU_SETSIZE && (ignore || CPU_ISSET(cores[i], allowed))) CPU_SET(cores[i], out);
-  free(cores);
-  return CPU_COUNT(out) > 0;
-}
-
 ncclResult_t weft_comm_order_ranks(struct ncclComm *comm) {
   int n = comm->nranks;
   if (n == 1) return ncclSuccess;
@@ -212,19 +194,7 @@ ncclResult_t weft_comm_order_ranks(struct ncclComm *comm) {
          changed > 0 ? "reordered by the topology" : "in rank order", bw);
   }
   log_rings(comm);
-  if (uses_gpu) {
-    cpu_set_t near;
-    cpu_set_t *saved = malloc(sizeof(*saved));
-    if (saved != NULL && gpu_affinity(t, cards[comm->rank].place, &allowed, &near) &&
-        sched_setaffinity(0, sizeof(near), &near) == 0) {
-      *saved = allowed;
-      comm->init_affinity = saved;
-      saved = NULL;
-      INFO(WEFT_LOG_INIT, "rank %d: threads started during init run on the %d CPUs near its GPU", comm->rank,
-           CPU_COUNT(&near));
-    }
-    free(saved);
-  }
+  if (uses_gpu) weft_comm_threads_near(comm, t, cards[comm->rank].place, "its GPU");
 out:
   free(cards);
   free(pc);
@@ -233,13 +203,4 @@ out:
   free(cpus);
   free(order);
   return res;
-}
-
-void weft_comm_restore_affinity(struct ncclComm *comm) {
-  cpu_set_t *saved = comm->init_affinity;
-  if (saved == NULL) return;
-  if (sched_setaffinity(0, sizeof(*saved), saved) != 0)
-    WARN("rank %d: could not give the initialising thread its CPU affinity back", comm->rank);
-  free(saved);
-  comm->init_affinity = NULL;
 }

@@ -87,7 +87,7 @@ EOF
     local topo=$1 ifname=$2
     shift 2
     echo "== $* (topology $topo, NCCL_SOCKET_IFNAME=$ifname)" >>"$log"
-    WEFT_MH_IFNAME=$ifname NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=NET "$here/run_job.sh" -l 2x2 -m net -t "$job_limit" \
+    WEFT_MH_IFNAME=$ifname NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=NET,INIT "$here/run_job.sh" -l 2x2 -m net -t "$job_limit" \
       --tag-output -- "$tmp/as_host.sh" "$tmp/$topo" "$@" >"$tmp/out" 2>&1
     local rc=$?
     cat "$tmp/out" >>"$log"
@@ -125,11 +125,15 @@ EOF
   rc=$?
   local using
   using=$(grep -c 'NET/Socket : Using \[0\]wv0:[0-9.]*<0> \[1\]wv1:[0-9.]*<0>$' "$tmp/out")
+  # Unbound host-memory ranks start their threads (the proxy) near their NIC: local rank r on NUMA node r's CPU.
+  local near
+  near=$(grep -cE '^\[([0-3])\] .* rank \1: threads started during init run on the 1 CPUs of NUMA node ([01]), near its NIC' "$tmp/out")
   if [ "$rc" -eq 0 ] && [ "$using" -eq 4 ] && uses_ok "nearest its NUMA node" wv0 wv1 &&
-    grep -q 'rank 1 uses NIC wv1 (nearest its NUMA node 1)' "$tmp/out"; then
-    ok "conformance 2x2 over two rails: exact; every rank offered wv0 and wv1, local rank r uses wv<r> ($((SECONDS - start)) s)"
+    grep -q 'rank 1 uses NIC wv1 (nearest its NUMA node 1)' "$tmp/out" && [ "$near" -ge 4 ] &&
+    grep -q 'rank 3: threads started during init run on the 1 CPUs of NUMA node 1, near its NIC' "$tmp/out"; then
+    ok "conformance 2x2 over two rails: exact; every rank offered wv0 and wv1, local rank r uses wv<r> and starts its threads on NUMA node r ($((SECONDS - start)) s)"
   else
-    bad "conformance 2x2 over two rails: exit $rc, $using of 4 ranks listed both NICs; 'uses NIC' lines:"
+    bad "conformance 2x2 over two rails: exit $rc, $using of 4 ranks listed both NICs, $near placed threads near their NIC; 'uses NIC' lines:"
     grep -E 'uses NIC|FAIL' "$tmp/out" | head -8 | sed 's/^/      /'
   fi
 
