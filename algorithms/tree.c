@@ -297,7 +297,7 @@ ncclResult_t weft_tree_links(const weft_coll_args_t *a, int up[2], int down[2][2
   for (int t = 0; t < 2; t++) up[t] = down[t][0] = down[t][1] = -1;
   if (a->nranks == 1) return ncclSuccess;
   weft_layout_t lay;
-  tnode_t x[2];
+  tnode_t x[2] = {{0}, {0}};
   uint64_t lag;
   int two_lanes;
   ncclResult_t res = weft_layout_init(&lay, a, 1);

@@ -114,8 +114,9 @@ ncclResult_t weft_moe_route(const weft_moe_t *moe, const moe_dims_t *d, const fl
   }
   a->aux[0] = (float)(moe->cfg.aux_coef * E * aux);
   // Each expert's assignments in token order, then the capacity.
-  int32_t *order = malloc((tk + (size_t)E + 1) * sizeof(int32_t)), *start = order + tk;
+  int32_t *order = malloc((tk + (size_t)E + 1) * sizeof(int32_t));
   if (order == NULL) return weft_par_error(ncclSystemError, "weft_moe_forward: out of memory for %d tokens", T);
+  int32_t *start = order + tk;
   start[0] = 0;
   for (int e = 0; e < E; e++) start[e + 1] = start[e] + a->routed[e];
   for (size_t s = 0; s < tk; s++) order[start[a->expert[s]]++] = (int32_t)s;
