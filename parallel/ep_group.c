@@ -4,28 +4,37 @@
  * them (EP divides DP): consecutive data-parallel ranks share an EP group,
  * and the ranks at the same place of every EP group (so holding the same
  * experts) form an EDP group, over which the experts' gradients are
- * reduced. The mesh itself is untouched: these are two more splits of its
- * dp_comm.
+ * reduced. With context parallelism the ranks of a CP group hold the same
+ * experts and see other tokens, so the EDP group is split from DP x CP:
+ * every rank of it at the same place of its EP group. The mesh itself is
+ * untouched: these are two more splits of its communicators.
  */
 #include <string.h>
 
 #include "moe.h"
 #include "par_util.h"
 
-ncclResult_t weft_ep_groups_create(ncclComm_t dp_comm, int ep, weft_ep_groups_t *g) {
+ncclResult_t weft_ep_groups_create(ncclComm_t dp_comm, ncclComm_t replica_comm, int ep, weft_ep_groups_t *g) {
   if (g == NULL) PAR_INVALID("weft_ep_groups_create: groups is NULL");
   memset(g, 0, sizeof(*g));
   if (dp_comm == NULL) PAR_INVALID("weft_ep_groups_create: dp_comm is NULL");
-  int dp = 0, rank = 0;
+  if (replica_comm == NULL) replica_comm = dp_comm;
+  int dp = 0, rank = 0, replicas = 0, at = 0;
   PAR_CHECK(ncclCommCount(dp_comm, &dp));
   PAR_CHECK(ncclCommUserRank(dp_comm, &rank));
+  PAR_CHECK(ncclCommCount(replica_comm, &replicas));
+  PAR_CHECK(ncclCommUserRank(replica_comm, &at));
   if (ep < 1 || dp % ep != 0)
     PAR_INVALID("weft_ep_groups_create: the expert-parallel size %d does not divide the data-parallel size %d", ep,
                 dp);
-  *g = (weft_ep_groups_t){NULL, NULL, ep, rank % ep, dp / ep, rank / ep};
+  if (replicas % dp != 0)
+    PAR_INVALID("weft_ep_groups_create: the replica group's %d ranks are not a multiple of the data-parallel %d",
+                replicas, dp);
+  *g = (weft_ep_groups_t){NULL, NULL, ep, rank % ep, replicas / ep, 0};
   ncclResult_t res;
   PAR_CHECK_GOTO(ncclCommSplit(dp_comm, rank / ep, rank % ep, &g->ep_comm, NULL), res, fail);
-  PAR_CHECK_GOTO(ncclCommSplit(dp_comm, rank % ep, rank / ep, &g->edp_comm, NULL), res, fail);
+  PAR_CHECK_GOTO(ncclCommSplit(replica_comm, rank % ep, at, &g->edp_comm, NULL), res, fail);
+  PAR_CHECK_GOTO(ncclCommUserRank(g->edp_comm, &g->edp_rank), res, fail);
   return ncclSuccess;
 fail:
   weft_ep_groups_destroy(g);

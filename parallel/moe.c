@@ -37,7 +37,7 @@ ncclResult_t weft_moe_init(weft_moe_t *moe, const weft_moe_config_t *cfg, const 
   }
   if (c->experts % P != 0)
     PAR_INVALID("weft_moe_init: the expert-parallel size %d does not divide experts=%d", P, c->experts);
-  *moe = (weft_moe_t){*c, *tp, ep_comm, P, r, c->experts / P, 1.0f};
+  *moe = (weft_moe_t){*c, *tp, ep_comm, P, r, c->experts / P, 1.0f, NULL, 1, 0, NULL};
   moe->cfg.renormalize = c->renormalize != 0;
   return ncclSuccess;
 }
@@ -56,15 +56,16 @@ size_t weft_moe_expert_full_nparams(const weft_moe_t *moe) {
 int weft_moe_capacity(const weft_moe_t *moe, int tokens) {
   const weft_moe_config_t *c = &moe->cfg;
   if (!(c->capacity_factor > 0)) return -1;
-  double cap = ceil((double)c->capacity_factor * tokens * c->topk / c->experts);
-  return cap < tokens ? (int)cap : tokens;  // an expert gets a token once: C above T changes nothing
+  double all = (double)tokens * (moe->route_size > 1 ? moe->route_size : 1);
+  double cap = ceil((double)c->capacity_factor * all * c->topk / c->experts);
+  return cap < all ? (int)cap : (int)all;  // an expert gets a token once: C above the call's tokens changes nothing
 }
 
 moe_dims_t weft_moe_dims(const weft_moe_t *moe, int tokens) {
   const weft_moe_config_t *c = &moe->cfg;
   moe_dims_t d = {tokens, c->experts, c->topk, moe->ep_size, moe->local_experts, c->hidden,
                   c->ffn / moe->tp.size, weft_moe_capacity(moe, tokens), 0, 0, 0};
-  d.fixed = d.cap > 0 ? d.cap : 0;
+  d.fixed = d.cap > 0 ? (d.cap < tokens ? d.cap : tokens) : 0;  // this rank sends an expert at most T rows
   size_t T = (size_t)tokens, per_token = (size_t)(d.k < d.El ? d.k : d.El);
   d.S = d.fixed ? (size_t)d.E * d.fixed : T * d.k;
   d.R = d.fixed ? (size_t)d.P * d.El * d.fixed : (size_t)d.P * T * per_token;
@@ -91,6 +92,7 @@ size_t weft_moe_carve(const moe_dims_t *d, float *acts, moe_acts_t *a) {
   a->expert = take_i(acts, &off, tk);
   a->pos = take_i(acts, &off, tk);
   a->routed = take_i(acts, &off, (size_t)d->E);
+  a->grouted = take_i(acts, &off, (size_t)d->E);
   a->scount = take_i(acts, &off, (size_t)d->E);
   a->rcount = take_i(acts, &off, P * d->El);
   a->nrows = take_i(acts, &off, (size_t)d->El);
@@ -141,6 +143,8 @@ static ncclResult_t check_call(const weft_moe_t *moe, const char *api, int token
                                const void *p3, const void *p4, const void *acts) {
   if (moe == NULL || moe->ep_size < 1 || moe->local_experts < 1) PAR_INVALID("%s: moe was not set up by weft_moe_init", api);
   if (tokens < 1) PAR_INVALID("%s: tokens=%d, need at least 1", api, tokens);
+  if (moe->route_size > 1 && tokens != moe->route_tokens)
+    PAR_INVALID("%s: tokens=%d, but the routing group was set up for calls of %d", api, tokens, moe->route_tokens);
   if (p1 == NULL || p2 == NULL || p3 == NULL || p4 == NULL || acts == NULL) PAR_INVALID("%s: a NULL buffer", api);
   return ncclSuccess;
 }

@@ -26,12 +26,24 @@
  * rank's T tokens only, so an EP group of P ranks computes exactly what P
  * one-rank calls on the same tokens compute.
  *
+ * Routing groups. When G ranks split one call's tokens between them
+ * (context parallelism: each holds T of a sequence's G T positions),
+ * weft_moe_route_group makes them route as one call of G T tokens would:
+ * C = ceil(capacity_factor * G T * k / E), and an over-full expert keeps
+ * the C assignments the rule picks among the whole group's, ties (and the
+ * position rule) in the group's token order, which the caller gives as
+ * each local token's index in it. Every rank of the group must call with
+ * the same T.
+ *
  * Load-balancing loss (Switch Transformer): aux = aux_coef * E * sum_i
  * f_i P_i, with f_i = (this rank's assignments to expert i before
  * dropping) / (T k) and P_i = the mean of p_i over the T tokens; f is a
  * constant for the gradient. Uniform routing gives aux = aux_coef. The
  * forward returns aux; the backward adds its gradient (d aux / d aux = 1),
- * so the caller adds aux to its loss.
+ * so the caller adds aux to its loss. In a routing group f_i counts the
+ * whole group's assignments (G T k of them) while P_i stays this rank's
+ * mean, so the group's mean of the G ranks' aux is the loss of the one
+ * call, as the mean of their per-token losses is its token loss.
  *
  * Expert parallelism. Rank j of the EP group (size P, which divides E)
  * holds experts j*E/P .. (j+1)*E/P - 1. A forward exchanges the kept
@@ -87,6 +99,10 @@ typedef struct {
   int ep_size, ep_rank;
   int local_experts;        // E / ep_size
   float expert_grad_scale;  // multiplies the experts' weight gradients (1 after init)
+  ncclComm_t route_comm;    // borrowed; NULL: this rank's tokens are a whole call
+  int route_size;           // G, ranks splitting a call's tokens (1 after init)
+  int route_tokens;         // T of every call in a routing group
+  const int *route_index;   // borrowed, route_tokens entries: each token's index in the group's order
 } weft_moe_t;
 
 // What a forward did on this rank (weft_moe_forward's optional `stats`).
@@ -104,10 +120,17 @@ typedef struct {
 // the TP size, 1 <= k <= E, no sequence parallelism) and fills *moe.
 ncclResult_t weft_moe_init(weft_moe_t *moe, const weft_moe_config_t *cfg, const weft_tp_t *tp, ncclComm_t ep_comm);
 
+// Routes every later call as one call over the group's tokens (see the
+// header). `index` (tokens entries, a permutation's share: the values of
+// the G ranks together are 0 .. G tokens - 1) stays the caller's and must
+// outlive moe. comm NULL or of one rank: back to this rank alone.
+ncclResult_t weft_moe_route_group(weft_moe_t *moe, ncclComm_t comm, int tokens, const int *index);
+
 size_t weft_moe_router_nparams(const weft_moe_t *moe);  // h * E
 size_t weft_moe_expert_nparams(const weft_moe_t *moe);  // one expert's part on this TP rank
 size_t weft_moe_expert_full_nparams(const weft_moe_t *moe);  // one whole expert
-// C for a call of `tokens` tokens, or -1 without a capacity.
+// C for a call of `tokens` tokens (on each rank of a routing group), or -1
+// without a capacity.
 int weft_moe_capacity(const weft_moe_t *moe, int tokens);
 // Floats of activation memory a call of `tokens` tokens needs (saved in
 // forward for backward): enough for the worst routing.
@@ -132,16 +155,20 @@ ncclResult_t weft_moe_backward(const weft_moe_t *moe, const float *router, const
 // ---- Expert-parallel groups (ep_group.c) ---------------------------------
 // The data-parallel group (size D) split in two, as Megatron-Core does with
 // EP dividing DP: data-parallel rank d is rank d % ep of the EP group
-// d / ep (consecutive data-parallel ranks), and rank d / ep of the expert-
-// data-parallel group d % ep (the D/ep ranks holding the same experts).
+// d / ep (consecutive data-parallel ranks), and a rank of the expert-data-
+// parallel group d % ep: the ranks holding the same experts. replica_comm
+// is every rank holding the same parameters (DP x CP, a multiple of D, in
+// which each rank knows its data-parallel rank); the EDP group is its
+// ranks at place d % ep (replicas / ep of them, in replica order). NULL:
+// dp_comm itself (D/ep ranks, data-parallel rank d at d / ep).
 typedef struct {
   ncclComm_t ep_comm, edp_comm;  // owned
   int ep_size, ep_rank, edp_size, edp_rank;
 } weft_ep_groups_t;
 
-// Collective over dp_comm. Fails (ncclInvalidArgument, with a message)
+// Collective over replica_comm. Fails (ncclInvalidArgument, with a message)
 // when ep < 1 or ep does not divide the group's size.
-ncclResult_t weft_ep_groups_create(ncclComm_t dp_comm, int ep, weft_ep_groups_t *groups);
+ncclResult_t weft_ep_groups_create(ncclComm_t dp_comm, ncclComm_t replica_comm, int ep, weft_ep_groups_t *groups);
 ncclResult_t weft_ep_groups_destroy(weft_ep_groups_t *groups);
 
 #endif  // WEFT_PAR_MOE_H

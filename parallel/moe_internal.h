@@ -39,6 +39,7 @@ typedef struct {
   int32_t *expert;   // T x k chosen experts, slot order
   int32_t *pos;      // T x k: row in send/back, -1 when dropped
   int32_t *routed;   // E: assignments per expert before dropping
+  int32_t *grouted;  // E: the routing group's (routed without a group)
   int32_t *scount;   // E: kept assignments per expert (rows sent)
   int32_t *rcount;   // P x El: rows source s sends local expert l
   int32_t *nrows;    // El: rows each local expert computes
@@ -62,6 +63,12 @@ ncclResult_t weft_moe_route(const weft_moe_t *moe, const moe_dims_t *d, const fl
 // router's gradient added into grouter, and dlogits · W_rᵀ added into dx.
 void weft_moe_route_backward(const weft_moe_t *moe, const moe_dims_t *d, const float *router, float *grouter,
                              moe_acts_t *a, float *dx);
+
+// moe_capacity.c. The group's per-expert counts (grouted), and which of
+// this rank's assignments are kept: pos 0 kept, -1 dropped; scount and
+// meta[1..2] counted.
+ncclResult_t weft_moe_group_routed(const weft_moe_t *moe, const moe_dims_t *d, moe_acts_t *a);
+ncclResult_t weft_moe_apply_capacity(const weft_moe_t *moe, const moe_dims_t *d, moe_acts_t *a);
 
 // moe_expert.c. The local experts on R rows in xe (n[l] rows for local
 // expert l, expert-major): ye = experts(xe), all-reduced over TP.

@@ -6,9 +6,10 @@
  * slot's weight gradient (and the loss's own gradient) to the router's
  * weights and the layer's input.
  *
- * Everything here is a function of this rank's tokens alone, computed in
- * a fixed order, so every EP layout routes and drops exactly as one rank
- * does on the same tokens.
+ * Everything here is a function of this rank's tokens alone (and, in a
+ * routing group, of the group's counts and capacity decision,
+ * moe_capacity.c), computed in a fixed order, so every EP layout routes
+ * and drops exactly as one rank does on the same tokens.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -16,17 +17,6 @@
 #include "moe_internal.h"
 #include "par_math.h"
 #include "tp_internal.h"
-
-typedef struct {
-  float p;
-  int32_t slot;  // t * k + i: ascending is token order
-} candidate_t;
-
-static int by_prob_then_token(const void *x, const void *y) {
-  const candidate_t *a = x, *b = y;
-  if (a->p != b->p) return a->p > b->p ? -1 : 1;
-  return (a->slot > b->slot) - (a->slot < b->slot);
-}
 
 static void softmax_rows(float *v, int rows, int cols) {
   for (int r = 0; r < rows; r++) {
@@ -57,37 +47,6 @@ static float chosen_sum(const float *row, const int32_t *chosen, int k) {
   return s;
 }
 
-// Marks each assignment kept (pos 0) or dropped (pos -1), expert by
-// expert, and counts the kept ones. `order` holds each expert's
-// assignments in token order (start[e] .. start[e+1]).
-static ncclResult_t apply_capacity(const weft_moe_t *moe, const moe_dims_t *d, moe_acts_t *a, const int32_t *order,
-                                   const int32_t *start) {
-  size_t most = 0;
-  for (int e = 0; e < d->E; e++) most = (size_t)a->routed[e] > most ? (size_t)a->routed[e] : most;
-  candidate_t *cand = d->cap >= 0 ? malloc((most ? most : 1) * sizeof(*cand)) : NULL;
-  if (d->cap >= 0 && cand == NULL) return weft_par_error(ncclSystemError, "weft_moe_forward: out of memory");
-  int kept = 0;
-  for (int e = 0; e < d->E; e++) {
-    int n = a->routed[e], keep = d->cap >= 0 && n > d->cap ? d->cap : n;
-    const int32_t *mine = order + start[e];
-    for (int j = 0; j < n; j++) a->pos[mine[j]] = moe->cfg.drop == WEFT_MOE_DROP_POSITION && j >= keep ? -1 : 0;
-    if (keep < n && moe->cfg.drop == WEFT_MOE_DROP_PROBS) {
-      for (int j = 0; j < n; j++) {
-        int32_t s = mine[j];
-        cand[j] = (candidate_t){a->probs[(size_t)(s / d->k) * d->E + e], s};
-      }
-      qsort(cand, (size_t)n, sizeof(*cand), by_prob_then_token);
-      for (int j = keep; j < n; j++) a->pos[cand[j].slot] = -1;
-    }
-    a->scount[e] = keep;
-    kept += keep;
-  }
-  free(cand);
-  a->meta[1] = kept;
-  a->meta[2] = d->T * d->k - kept;
-  return ncclSuccess;
-}
-
 ncclResult_t weft_moe_route(const weft_moe_t *moe, const moe_dims_t *d, const float *router, const float *x,
                             moe_acts_t *a) {
   int T = d->T, E = d->E, k = d->k;
@@ -105,12 +64,13 @@ ncclResult_t weft_moe_route(const weft_moe_t *moe, const moe_dims_t *d, const fl
       a->routed[chosen[i]]++;
     }
   }
-  // Switch's loss: coef * E * sum_i f_i P_i (f before dropping).
-  double aux = 0;
+  // Switch's loss: coef * E * sum_i f_i P_i (f before dropping, over the routing group).
+  PAR_CHECK(weft_moe_group_routed(moe, d, a));
+  double aux = 0, group_tk = (double)tk * moe->route_size;
   for (int e = 0; e < E && moe->cfg.aux_coef > 0; e++) {
     double mass = 0;
     for (int t = 0; t < T; t++) mass += a->probs[(size_t)t * E + e];
-    aux += (double)a->routed[e] / (double)tk * (mass / T);
+    aux += (double)a->grouted[e] / group_tk * (mass / T);
   }
   a->aux[0] = (float)(moe->cfg.aux_coef * E * aux);
   // Each expert's assignments in token order, then the capacity.
@@ -122,7 +82,7 @@ ncclResult_t weft_moe_route(const weft_moe_t *moe, const moe_dims_t *d, const fl
   for (size_t s = 0; s < tk; s++) order[start[a->expert[s]]++] = (int32_t)s;
   for (int e = E; e > 0; e--) start[e] = start[e - 1];  // the fill moved each start to its end
   start[0] = 0;
-  ncclResult_t res = apply_capacity(moe, d, a, order, start);
+  ncclResult_t res = weft_moe_apply_capacity(moe, d, a);
   // Rows in send: expert blocks (padded to `fixed`, or back to back), kept tokens in token order.
   for (int e = 0, base = 0; e < E && res == ncclSuccess; e++) {
     int next = d->fixed ? e * d->fixed : base;
@@ -141,7 +101,7 @@ void weft_moe_route_backward(const weft_moe_t *moe, const moe_dims_t *d, const f
   memset(dp, 0, (size_t)T * E * sizeof(float));
   if (moe->cfg.aux_coef > 0)  // d aux / d p_i(t) = coef * E * f_i / T, for every token
     for (int e = 0; e < E; e++) {
-      float g = (float)(moe->cfg.aux_coef * E * ((double)a->routed[e] / ((double)T * k)) / T);
+      float g = (float)(moe->cfg.aux_coef * E * ((double)a->grouted[e] / ((double)T * k * moe->route_size)) / T);
       for (int t = 0; t < T; t++) dp[(size_t)t * E + e] = g;
     }
   for (int t = 0; t < T; t++) {

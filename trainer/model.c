@@ -236,7 +236,7 @@ void gpt_destroy(gpt_t *m) {
   if (m == NULL) return;
   free(m->ids), free(m->targets), free(m->x), free(m->xmid), free(m->ln_out), free(m->ln_acts);
   free(m->attn_acts), free(m->mlp_acts), free(m->lnf_out), free(m->logits), free(m->work), free(m->dwte);
-  free(m->moe_aux);
+  free(m->moe_aux), free(m->moe_route_index);
   free(m);
 }
 

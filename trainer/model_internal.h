@@ -40,6 +40,7 @@ struct gpt {
   weft_moe_t moe;
   size_t moe_block_np;
   float *moe_aux;
+  int *moe_route_index;  // with CP: each row's token index in the one-rank call (weft_moe_route_group)
   double aux_total;   // aux losses of the backwards since gpt_moe_aux_take
 };
 

@@ -56,6 +56,12 @@ ncclResult_t gpt_moe_setup(gpt_t *m, ncclComm_t ep_comm) {
   weft_moe_config_t c = {d->hidden, d->ffn, d->experts, d->topk, d->capacity_factor, d->aux_coef,
                          d->topk > 1, WEFT_MOE_DROP_PROBS};
   PAR_CHECK(weft_moe_init(&m->moe, &c, &m->tp, ep_comm));
+  if (m->cp.size > 1) {  // the CP group's ranks route one call's tokens: each row's place among them
+    m->moe_route_index = malloc((size_t)m->T * sizeof(int));
+    if (m->moe_route_index == NULL) return weft_par_error(ncclSystemError, "gpt: out of memory");
+    for (int r = 0; r < m->T; r++) m->moe_route_index[r] = gpt_row_position(m, r) * m->batch + r % m->batch;
+    PAR_CHECK(weft_moe_route_group(&m->moe, m->cp.comm, m->T, m->moe_route_index));
+  }
   m->moe_block_np = m->mlp_off + weft_moe_router_nparams(&m->moe);
   size_t na = weft_moe_nacts(&m->moe, m->T);
   if (na > m->mlp_na) m->mlp_na = na;  // a block's MLP slot holds either

@@ -40,10 +40,7 @@ ncclResult_t train_moe_check(const train_cfg_t *c) {
                 d->experts);
   if (d->ffn % c->tp != 0)
     PAR_INVALID("--ffn %d is not a multiple of --tp %d (experts are split over TP like the MLP)", d->ffn, c->tp);
-  // Not yet: routing over context-parallel shards (capacity and the experts' gradients would need the CP
-  // group), experts on sequence shards, and the experts' engine under the interleaved schedule.
-  if (c->cp > 1) PAR_INVALID("--experts %d with --cp %d: mixture-of-experts blocks do not run context parallel yet",
-                             d->experts, c->cp);
+  // Not yet: experts on sequence shards, and the experts' engine under the interleaved schedule.
   if (c->sp) PAR_INVALID("--experts %d with --sp 1: mixture-of-experts blocks do not run on sequence shards yet",
                          d->experts);
   if (c->schedule == WEFT_PP_INTERLEAVED)
@@ -54,7 +51,7 @@ ncclResult_t train_moe_check(const train_cfg_t *c) {
 ncclResult_t train_moe_groups(trainer_t *t) {
   if (t->cfg.dims.experts == 0) return ncclSuccess;
   if ((t->moe = calloc(1, sizeof(*t->moe))) == NULL) return weft_par_error(ncclSystemError, "out of memory");
-  return weft_ep_groups_create(t->mesh->dp_comm, t->cfg.ep, &t->moe->groups);
+  return weft_ep_groups_create(t->mesh->dp_comm, t->mesh->dp_cp_comm, t->cfg.ep, &t->moe->groups);
 }
 
 ncclComm_t train_moe_ep_comm(const trainer_t *t) { return t->moe != NULL ? t->moe->groups.ep_comm : NULL; }
@@ -209,7 +206,7 @@ ncclResult_t train_moe_step(trainer_t *t, const weft_adamw_t *opt, float *aux) {
   for (int i = 0; i < t->slots; i++) sum += gpt_moe_aux_take(t->models[i]);
   sum /= t->cfg.grad_accum;
   if (t->cfg.pp > 1) PAR_CHECK(ncclAllReduce(&sum, &sum, 1, ncclFloat64, ncclSum, t->mesh->pp_comm, NULL));
-  PAR_CHECK(ncclAllReduce(&sum, &sum, 1, ncclFloat64, ncclAvg, t->mesh->dp_comm, NULL));
+  PAR_CHECK(ncclAllReduce(&sum, &sum, 1, ncclFloat64, ncclAvg, t->mesh->dp_cp_comm, NULL));  // CP: the group's loss
   *aux = (float)sum;
   return ncclSuccess;
 }

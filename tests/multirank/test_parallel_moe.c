@@ -18,8 +18,10 @@
  * rank. Layouts: EP 1, 2, 4; TP 2 inside the experts x EP 2; and EP 2
  * inside a data-parallel group of 4 (weft_ep_groups_create), where the
  * experts' gradients reduced over the expert-data-parallel group must be
- * the whole group's sum. A one-rank test checks the layer's gradients
- * against central finite differences, so the reference itself is right.
+ * the whole group's sum. Routing groups (context parallelism) of 2 and 4
+ * ranks must route, drop and compute as one call over all their tokens.
+ * A one-rank test checks the layer's gradients against central finite
+ * differences, so the reference itself is right.
  */
 #include <cblas.h>
 #include <criterion/criterion.h>
@@ -200,7 +202,7 @@ static void check_refusals(ncclComm_t world, int nranks) {
   bad = (weft_moe_config_t){H, F, 6, 2, 0, 0, 1, WEFT_MOE_DROP_PROBS};
   WEFT_TEST_CHECK_RES(weft_moe_init(&moe, &bad, &one, world), ncclInvalidArgument);  // 4 ranks, 6 experts
   weft_ep_groups_t g;
-  WEFT_TEST_CHECK_RES(weft_ep_groups_create(world, 3, &g), ncclInvalidArgument);  // 3 does not divide 4
+  WEFT_TEST_CHECK_RES(weft_ep_groups_create(world, NULL, 3, &g), ncclInvalidArgument);  // 3 does not divide 4
   WEFT_TEST_CHECK(g.ep_comm == NULL && g.edp_comm == NULL, "a refused split left communicators");
   (void)nranks;
 }
@@ -214,7 +216,7 @@ static int moe_body(int rank, int nranks, ncclUniqueId id, void *arg) {
   weft_ep_groups_t eg = {0};
   ncclComm_t tp_comm = NULL, ep_comm = NULL;
   if (lay->groups) {  // the whole job is one data-parallel group
-    WEFT_TEST_CHECK_RES(weft_ep_groups_create(world, lay->ep, &eg), ncclSuccess);
+    WEFT_TEST_CHECK_RES(weft_ep_groups_create(world, NULL, lay->ep, &eg), ncclSuccess);
     WEFT_TEST_CHECK(eg.ep_size == lay->ep && eg.ep_rank == rank % lay->ep && eg.edp_size == nranks / lay->ep &&
                         eg.edp_rank == rank / lay->ep,
                     "ep %d/%d edp %d/%d", eg.ep_rank, eg.ep_size, eg.edp_rank, eg.edp_size);
@@ -246,6 +248,99 @@ Test(parallel_moe, ep2, .timeout = 120) { run_moe(2, (layout_t){1, 2, 0}); }
 Test(parallel_moe, ep4, .timeout = 120) { run_moe(4, (layout_t){1, 4, 0}); }
 Test(parallel_moe, tp2_inside_experts_ep2, .timeout = 120) { run_moe(4, (layout_t){2, 2, 0}); }
 Test(parallel_moe, ep2_in_dp4_expert_dp_reduction, .timeout = 120) { run_moe(4, (layout_t){1, 2, 1}); }
+
+// ---- Routing groups: G ranks split one call of G T tokens as context
+// parallelism does (rank r holds chunks r and 2G-1-r of 2G), against one
+// rank routing the whole call: the capacity counts the call's tokens and
+// each expert keeps what one rank keeps over all of them. Each rank's
+// objective is G (its y . dy) + its aux, whose mean over the group is the
+// call's y . dy + aux, so dx is G times the reference's rows, the mean aux
+// the reference's, and the mean gradients the reference's.
+
+static int group_index(int G, int r, int t) {
+  int half = T / 2;
+  return t < half ? r * half + t : (2 * G - 1 - r) * half + t - half;
+}
+
+static void check_group_case(const moe_case_t *c, ncclComm_t world, int G, int r) {
+  int E = c->experts, all = G * T;
+  weft_tp_t one;
+  weft_tp_init(&one, NULL, 0);
+  weft_moe_config_t cfg = config(c);
+  weft_moe_t ref, moe;
+  WEFT_TEST_CHECK_RES(weft_moe_init(&ref, &cfg, &one, NULL), ncclSuccess);
+  WEFT_TEST_CHECK_RES(weft_moe_init(&moe, &cfg, &one, NULL), ncclSuccess);
+  int index[T];
+  for (int t = 0; t < T; t++) index[t] = group_index(G, r, t);
+  WEFT_TEST_CHECK_RES(weft_moe_route_group(&moe, world, T, index), ncclSuccess);
+  WEFT_TEST_CHECK(weft_moe_capacity(&moe, T) == weft_moe_capacity(&ref, all), "%s: capacity %d, one call's %d",
+                  c->name, weft_moe_capacity(&moe, T), weft_moe_capacity(&ref, all));
+  size_t nf = weft_moe_expert_full_nparams(&ref), np = (size_t)E * nf;
+  float *router = router_weights(c), *experts = fill(np, 12);
+  float *x_all = fill((size_t)all * H, 100), *dy_all = fill((size_t)all * H, 7000);
+  for (int t = 0; c->starve && t < all; t++) x_all[(size_t)t * H] = 1.0f;
+  float *y_ref = zeros((size_t)all * H), *dx_ref = zeros((size_t)all * H), *gr_ref = zeros((size_t)H * E);
+  float *ge_ref = zeros(np), *acts_ref = zeros(weft_moe_nacts(&ref, all)), aux_ref = 0;
+  weft_moe_stats_t st_ref = {0}, st = {0};
+  WEFT_TEST_CHECK_RES(weft_moe_forward(&ref, router, experts, all, x_all, y_ref, acts_ref, &aux_ref, &st_ref),
+                      ncclSuccess);
+  WEFT_TEST_CHECK_RES(weft_moe_backward(&ref, router, experts, gr_ref, ge_ref, all, dy_all, dx_ref, acts_ref),
+                      ncclSuccess);
+  float *x = zeros(T * H), *dy = zeros(T * H), *y = zeros(T * H), *dx = zeros(T * H), *want_y = zeros(T * H);
+  float *want_dx = zeros(T * H), *gr = zeros((size_t)H * E), *ge = zeros(np), *acts = zeros(weft_moe_nacts(&moe, T));
+  for (int t = 0; t < T; t++)
+    for (int j = 0; j < H; j++) {
+      size_t at = (size_t)index[t] * H + j, here = (size_t)t * H + j;
+      x[here] = x_all[at], dy[here] = (float)G * dy_all[at];
+      want_y[here] = y_ref[at], want_dx[here] = (float)G * dx_ref[at];
+    }
+  float aux = -1;
+  WEFT_TEST_CHECK_RES(weft_moe_forward(&moe, router, experts, T, x, y, acts, &aux, &st), ncclSuccess);
+  WEFT_TEST_CHECK_RES(weft_moe_backward(&moe, router, experts, gr, ge, T, dy, dx, acts), ncclSuccess);
+  expect_close(c->name, "group forward", y, want_y, T * H);
+  expect_close(c->name, "group input gradient", dx, want_dx, T * H);
+  int dropped = st.dropped;
+  WEFT_TEST_CHECK_RES(ncclAllReduce(&aux, &aux, 1, ncclFloat32, ncclAvg, world, NULL), ncclSuccess);
+  WEFT_TEST_CHECK_RES(ncclAllReduce(&dropped, &dropped, 1, ncclInt32, ncclSum, world, NULL), ncclSuccess);
+  WEFT_TEST_CHECK_RES(ncclAllReduce(gr, gr, (size_t)H * E, ncclFloat32, ncclAvg, world, NULL), ncclSuccess);
+  WEFT_TEST_CHECK_RES(ncclAllReduce(ge, ge, np, ncclFloat32, ncclAvg, world, NULL), ncclSuccess);
+  expect_close(c->name, "group load-balancing loss (mean)", &aux, &aux_ref, 1);
+  WEFT_TEST_CHECK(dropped == st_ref.dropped, "%s: the group dropped %d, one call %d", c->name, dropped,
+                  st_ref.dropped);
+  if (c->expect_drops) WEFT_TEST_CHECK(st_ref.dropped > 0, "%s: the capacity dropped nothing", c->name);
+  expect_close(c->name, "group router gradient (mean)", gr, gr_ref, (size_t)H * E);
+  expect_close(c->name, "group expert gradients (mean)", ge, ge_ref, np);
+  WEFT_TEST_CHECK_RES(weft_moe_forward(&moe, router, experts, T - 1, x, y, acts, &aux, NULL), ncclInvalidArgument);
+  free(router), free(experts), free(x_all), free(dy_all), free(y_ref), free(dx_ref), free(gr_ref), free(ge_ref);
+  free(acts_ref), free(x), free(dy), free(y), free(dx), free(want_y), free(want_dx), free(gr), free(ge), free(acts);
+}
+
+static int group_body(int rank, int nranks, ncclUniqueId id, void *arg) {
+  (void)arg;
+  openblas_set_num_threads(1);
+  ncclComm_t world = weft_test_init_rank(nranks, id, rank);
+  if (world == NULL) return weft_test_failures();
+  for (int i = 0; i < NCASES; i++) check_group_case(&cases[i], world, nranks, rank);
+  weft_tp_t one;
+  weft_tp_init(&one, NULL, 0);
+  weft_moe_t moe;
+  weft_moe_config_t cfg = config(&cases[0]);
+  WEFT_TEST_CHECK_RES(weft_moe_init(&moe, &cfg, &one, NULL), ncclSuccess);
+  int bad[T];
+  for (int t = 0; t < T; t++) bad[t] = nranks * T + t;  // outside the group's tokens
+  WEFT_TEST_CHECK_RES(weft_moe_route_group(&moe, world, T, bad), ncclInvalidArgument);
+  WEFT_TEST_CHECK_RES(weft_moe_route_group(&moe, world, T, NULL), ncclInvalidArgument);
+  ncclCommDestroy(world);
+  return weft_test_failures();
+}
+
+static void run_group(int n) {
+  weft_test_env_defaults();
+  cr_expect_eq(weft_test_fork_ranks(n, group_body, NULL, 90), 0, "see stderr");
+}
+
+Test(parallel_moe, routing_group_of_2_is_one_call, .timeout = 120) { run_group(2); }
+Test(parallel_moe, routing_group_of_4_is_one_call, .timeout = 120) { run_group(4); }
 
 // ---- The layer's gradients against central finite differences (one rank).
 // L = sum(y * dy) + aux, in double; the backward with dy gives dL. A step
