@@ -55,7 +55,7 @@ ncclResult_t weft_moe_route_group(weft_moe_t *moe, ncclComm_t comm, int tokens, 
 
 ncclResult_t weft_moe_group_routed(const weft_moe_t *moe, const moe_dims_t *d, moe_acts_t *a) {
   memcpy(a->grouted, a->routed, (size_t)d->E * sizeof(int32_t));
-  if (moe->route_size == 1) return ncclSuccess;
+  if (moe->route_size == 1 || !(moe->cfg.aux_coef > 0)) return ncclSuccess;  // only the aux loss reads them
   return ncclAllReduce(a->grouted, a->grouted, (size_t)d->E, ncclInt32, ncclSum, moe->route_comm, NULL);
 }
 

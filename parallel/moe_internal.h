@@ -39,7 +39,7 @@ typedef struct {
   int32_t *expert;   // T x k chosen experts, slot order
   int32_t *pos;      // T x k: row in send/back, -1 when dropped
   int32_t *routed;   // E: assignments per expert before dropping
-  int32_t *grouted;  // E: the routing group's (routed without a group)
+  int32_t *grouted;  // E: the routing group's, for the aux loss (routed without a group or an aux loss)
   int32_t *scount;   // E: kept assignments per expert (rows sent)
   int32_t *rcount;   // P x El: rows source s sends local expert l
   int32_t *nrows;    // El: rows each local expert computes
