@@ -61,7 +61,12 @@
  * every TP rank routes the same tokens the same way (the router is
  * replicated), and one all-reduce over the group completes all the local
  * experts' outputs (forward) and input gradients (backward) at once.
- * Sequence parallelism is not supported.
+ * Sequence parallelism is not supported inside the layer (weft_moe_init
+ * refuses a tp with sequence_parallel set): a caller holding sequence
+ * shards all-gathers the rows over the TP group, calls the layer on all T
+ * tokens with a tp whose sequence_parallel is cleared, and keeps its rows
+ * of y (backward: gathers dy, keeps its rows of dx), as the trainer's MoE
+ * blocks do (trainer/model_moe.c).
  *
  * Gradients are *added*: the router's is this rank's tokens' (data
  * parallel like every non-expert weight); an expert's is the sum over
@@ -117,7 +122,7 @@ typedef struct {
 } weft_moe_stats_t;
 
 // Checks the config against the groups (E divisible by the EP size, ffn by
-// the TP size, 1 <= k <= E, no sequence parallelism) and fills *moe.
+// the TP size, 1 <= k <= E, no sequence parallelism: see above) and fills *moe.
 ncclResult_t weft_moe_init(weft_moe_t *moe, const weft_moe_config_t *cfg, const weft_tp_t *tp, ncclComm_t ep_comm);
 
 // Routes every later call as one call over the group's tokens (see the

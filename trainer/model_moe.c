@@ -46,6 +46,17 @@ double gpt_moe_flops_delta(const gpt_dims_t *d) {
   return gpt_moe_blocks(d) * (h * d->experts + (k - 1) * 2 * h * f);
 }
 
+// Sequence parallelism: the block's rows are this rank's T/tp. The MoE MLP
+// all-gathers them over TP (Megatron-Core's all-gather token dispatcher),
+// so every TP rank routes the same T tokens as without SP and the layer's
+// TP all-reduce completes all T outputs; the rank keeps its own rows. In
+// backward it gathers dy the same way and keeps its rows of dx. The router
+// and aux loss then see every token on every TP rank, as without SP: the
+// router's gradient is whole and identical over TP, like a replicated
+// weight's after weft_tp's SP all-reduce. The gathered input and the whole
+// output (dy and dx in backward) sit after the layer's own activations.
+static int gathers_rows(const gpt_t *m) { return m->tp.sequence_parallel && m->tp.size > 1; }
+
 ncclResult_t gpt_moe_setup(gpt_t *m, ncclComm_t ep_comm) {
   const gpt_dims_t *d = &m->d;
   if (d->experts <= 0) {
@@ -55,7 +66,9 @@ ncclResult_t gpt_moe_setup(gpt_t *m, ncclComm_t ep_comm) {
   if (d->moe_every < 1) PAR_INVALID("gpt: moe_every=%d must be at least 1", d->moe_every);
   weft_moe_config_t c = {d->hidden, d->ffn, d->experts, d->topk, d->capacity_factor, d->aux_coef,
                          d->topk > 1, WEFT_MOE_DROP_PROBS};
-  PAR_CHECK(weft_moe_init(&m->moe, &c, &m->tp, ep_comm));
+  weft_tp_t whole_rows = m->tp;  // under SP the MoE MLP gathers all T rows first (gpt_moe_forward)
+  whole_rows.sequence_parallel = 0;
+  PAR_CHECK(weft_moe_init(&m->moe, &c, &whole_rows, ep_comm));
   if (m->cp.size > 1) {  // the CP group's ranks route one call's tokens: each row's place among them
     m->moe_route_index = malloc((size_t)m->T * sizeof(int));
     if (m->moe_route_index == NULL) return weft_par_error(ncclSystemError, "gpt: out of memory");
@@ -63,7 +76,7 @@ ncclResult_t gpt_moe_setup(gpt_t *m, ncclComm_t ep_comm) {
     PAR_CHECK(weft_moe_route_group(&m->moe, m->cp.comm, m->T, m->moe_route_index));
   }
   m->moe_block_np = m->mlp_off + weft_moe_router_nparams(&m->moe);
-  size_t na = weft_moe_nacts(&m->moe, m->T);
+  size_t na = weft_moe_nacts(&m->moe, m->T) + (gathers_rows(m) ? 2 * (size_t)m->T * d->hidden : 0);
   if (na > m->mlp_na) m->mlp_na = na;  // a block's MLP slot holds either
   m->moe_aux = calloc((size_t)(m->stage.last - m->stage.first), sizeof(float));
   if (m->moe_aux == NULL) return weft_par_error(ncclSystemError, "gpt: out of memory");
@@ -124,22 +137,43 @@ double gpt_moe_aux_take(gpt_t *m) {
   return s;
 }
 
+// Under SP: the two T-row buffers after the layer's activations, the first
+// filled with every rank's rows of `rows_in`.
+static ncclResult_t gather_rows(gpt_t *m, const float *rows_in, float *acts, float **all_in, float **all_out) {
+  size_t th = (size_t)m->T * m->d.hidden, rh = (size_t)m->rows * m->d.hidden;
+  *all_in = acts + weft_moe_nacts(&m->moe, m->T);
+  *all_out = *all_in + th;
+  PAR_CHECK(ncclAllGather(rows_in, *all_in, rh, ncclFloat32, m->tp.comm, NULL));
+  return ncclSuccess;
+}
+
+static void keep_rows(const gpt_t *m, const float *all, float *rows) {
+  size_t rh = (size_t)m->rows * m->d.hidden;
+  memcpy(rows, all + (size_t)m->tp.rank * rh, rh * sizeof(float));
+}
+
 ncclResult_t gpt_moe_forward(gpt_t *m, const gpt_store_t *st, int block, int slot, const float *router,
                              const float *x, float *y, float *acts) {
   int layer = gpt_expert_layer(&m->d, block);
-  float *experts;
+  float *experts, *all_x = NULL, *all_y = NULL;
+  if (gathers_rows(m)) PAR_CHECK(gather_rows(m, x, acts, &all_x, &all_y));
   PAR_CHECK(st->params(st->ctx, layer, -1, &experts));
-  PAR_CHECK(weft_moe_forward(&m->moe, router, experts, m->T, x, y, acts, &m->moe_aux[slot], NULL));
+  PAR_CHECK(weft_moe_forward(&m->moe, router, experts, m->T, all_x != NULL ? all_x : x, all_y != NULL ? all_y : y,
+                             acts, &m->moe_aux[slot], NULL));
+  if (all_y != NULL) keep_rows(m, all_y, y);
   return st->release(st->ctx, layer);
 }
 
 ncclResult_t gpt_moe_backward(gpt_t *m, const gpt_store_t *st, int block, int slot, const float *router,
                               float *grouter, const float *dy, float *dx, float *acts) {
   int layer = gpt_expert_layer(&m->d, block);
-  float *experts, *gexperts;
+  float *experts, *gexperts, *all_dy = NULL, *all_dx = NULL;
+  if (gathers_rows(m)) PAR_CHECK(gather_rows(m, dy, acts, &all_dy, &all_dx));
   PAR_CHECK(st->params(st->ctx, layer, -1, &experts));
   PAR_CHECK(st->grads(st->ctx, layer, &gexperts));
-  PAR_CHECK(weft_moe_backward(&m->moe, router, experts, grouter, gexperts, m->T, dy, dx, acts));
+  PAR_CHECK(weft_moe_backward(&m->moe, router, experts, grouter, gexperts, m->T, all_dy != NULL ? all_dy : dy,
+                              all_dx != NULL ? all_dx : dx, acts));
+  if (all_dx != NULL) keep_rows(m, all_dx, dx);
   PAR_CHECK(st->grads_done(st->ctx, layer));
   PAR_CHECK(st->release(st->ctx, layer));
   m->aux_total += m->moe_aux[slot];  // the loss this backward's gradient belongs to

@@ -40,11 +40,6 @@ ncclResult_t train_moe_check(const train_cfg_t *c) {
                 d->experts);
   if (d->ffn % c->tp != 0)
     PAR_INVALID("--ffn %d is not a multiple of --tp %d (experts are split over TP like the MLP)", d->ffn, c->tp);
-  // Not yet: experts on sequence shards, and the experts' engine under the interleaved schedule.
-  if (c->sp) PAR_INVALID("--experts %d with --sp 1: mixture-of-experts blocks do not run on sequence shards yet",
-                         d->experts);
-  if (c->schedule == WEFT_PP_INTERLEAVED)
-    PAR_INVALID("--experts %d with --schedule interleaved: not supported yet (use 1f1b or gpipe)", d->experts);
   return ncclSuccess;
 }
 
@@ -91,6 +86,7 @@ static ncclResult_t st_done(void *ctx, int l) {
   trainer_t *t = ctx;
   int e = expert_slot(t, l);
   if (e == -2) return t->moe->dense.grads_done(t->moe->dense.ctx, l);
+  if (e >= 0 && t->defer_done) return ncclSuccess;  // interleaved: not the layer's last micro-batch (train_vpp.c)
   return e < 0 ? no_experts(l) : weft_dp_layer_grads_done(t->moe->edp, e);
 }
 
@@ -102,10 +98,11 @@ ncclResult_t train_moe_engine(trainer_t *t) {
   e->layer_n = gpt_expert_layer_size(t->model);
   e->elocal = malloc((size_t)e->nmoe * sizeof(int));
   if (e->elocal == NULL) return weft_par_error(ncclSystemError, "out of memory");
-  int nl = 0;
+  int nl = 0;  // the MoE blocks of every chunk this stage holds, in block order
   for (int l = 0, j = 0; l < d->layers; l++)
-    if (gpt_is_moe(d, l)) e->elocal[j++] = l >= t->stage.first && l < t->stage.last ? nl++ : -1;
-  for (int i = 0; i < t->slots; i++) gpt_moe_set_grad_scale(t->models[i], 1.0f / (float)e->groups.ep_size);
+    if (gpt_is_moe(d, l)) e->elocal[j++] = train_vpp_holds(t, l) ? nl++ : -1;
+  for (int i = 0; i < t->slots * t->chunks; i++)
+    gpt_moe_set_grad_scale(t->models[i], 1.0f / (float)e->groups.ep_size);
   e->dense = t->store;
   t->store = (gpt_store_t){st_params, st_release, st_grads, st_done, t};
   if (nl == 0) return ncclSuccess;
@@ -203,7 +200,7 @@ ncclResult_t train_moe_step(trainer_t *t, const weft_adamw_t *opt, float *aux) {
   if (t->moe == NULL) return ncclSuccess;
   if (t->moe->edp != NULL) PAR_CHECK(weft_dp_step(t->moe->edp, opt));
   double sum = 0;
-  for (int i = 0; i < t->slots; i++) sum += gpt_moe_aux_take(t->models[i]);
+  for (int i = 0; i < t->slots * t->chunks; i++) sum += gpt_moe_aux_take(t->models[i]);
   sum /= t->cfg.grad_accum;
   if (t->cfg.pp > 1) PAR_CHECK(ncclAllReduce(&sum, &sum, 1, ncclFloat64, ncclSum, t->mesh->pp_comm, NULL));
   PAR_CHECK(ncclAllReduce(&sum, &sum, 1, ncclFloat64, ncclAvg, t->mesh->dp_cp_comm, NULL));  // CP: the group's loss

@@ -9,8 +9,9 @@
  * ranks and expert-data-parallel (EDP) groups of the DP/EP ranks that hold
  * the same experts (parallel/moe.h, weft_ep_groups_create). The dense
  * parameters (the routers among them) stay in the engine over the whole
- * data-parallel group; each stage's experts live in a second engine (same
- * ZeRO stage) over its EDP group. The experts' gradient on a rank is the
+ * data-parallel group; each stage's experts (under the interleaved
+ * schedule, those of every chunk it holds, in block order) live in a
+ * second engine (same ZeRO stage) over its EDP group. The experts' gradient on a rank is the
  * sum over its EP group's tokens, scaled by 1/EP, so the EDP engine's
  * average is the data-parallel average: the same update as one rank.
  *

@@ -24,6 +24,7 @@
 #include "par_util.h"
 #include "pp_interleaved.h"
 #include "train_internal.h"
+#include "train_moe.h"
 
 static int interleaved(const train_cfg_t *c) { return c->schedule == WEFT_PP_INTERLEAVED; }
 
@@ -103,6 +104,7 @@ static ncclResult_t chunk_backward(void *user, int chunk, int micro, const float
       return weft_par_error(ncclInternalError, "interleaved pipeline: micro-batch %d begins after %d", micro,
                             t->micro_begun);
     PAR_CHECK(weft_dp_begin_micro(t->dp, micro));
+    PAR_CHECK(train_moe_begin_micro(t, micro));  // the experts' engine, the same way
     t->micro_begun = micro;
   }
   t->defer_done = t->cfg.zero < 2 && micro < t->cfg.grad_accum - 1;

@@ -10,7 +10,8 @@
  * interleaved bitwise; PP2 interleaved x DP2 -> TP2 SP x DP2 ZeRO-3, TP2
  * SP -> PP2 interleaved), and a mixture-of-experts one under another EP
  * (DP2 EP2 bitwise; DP4 EP4 -> TP2 x DP2, PP2 x DP2 EP2 -> one rank,
- * CP2 x DP2 EP2 -> TP2 x CP2); bad
+ * CP2 x DP2 EP2 -> TP2 x CP2; PP2 interleaved x DP2 EP2 bitwise and ->
+ * TP2 SP); bad
  * files exit 2 with a message;
  * --plot writes a PNG, or says gnuplot is missing and still succeeds.
  */
@@ -204,6 +205,15 @@ Test(trainer_ckpt, moe_pp2_dp2_ep2_to_one_rank) {
 }
 Test(trainer_ckpt, moe_cp2_dp2_ep2_to_cp2_tp2) {
   resumes_like_one_rank_of(MOE, 4, 2, "--cp 2 --dp 2 --ep 2 --zero 1", 4, 4, "--cp 2 --tp 2");
+}
+// Interleaved, the experts of both chunks a stage holds: bitwise in their
+// own layout, and resumed under TP2 SP with the one-rank losses.
+Test(trainer_ckpt, moe_pp2_interleaved_dp2_ep2_bitwise) {
+  split_equals_straight(4, 2, "--layers 4 --pp 2 --schedule interleaved --chunks 2 --dp 2 --ep 2 " MOE);
+}
+Test(trainer_ckpt, moe_pp2_interleaved_dp2_ep2_to_tp2_sp) {
+  resumes_like_one_rank_of("--layers 4 " MOE, 4, 2, "--pp 2 --schedule interleaved --chunks 2 --dp 2 --ep 2 --zero 1",
+                           2, 4, "--tp 2 --sp 1");
 }
 
 static void write_file(const char *name, const void *data, size_t n) {
