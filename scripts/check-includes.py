@@ -202,7 +202,7 @@ def sccs(nodes, edges):
 
 def call_edges(objdir):
     """Module -> modules it calls, from the defined and undefined symbols of objdir's objects."""
-    defs, undefs = {}, defaultdict(set)
+    module = {}
     for d, _, files in os.walk(objdir):
         for f in files:
             if not f.endswith('.o'):
@@ -211,16 +211,21 @@ def call_edges(objdir):
             src = module_of(os.path.relpath(obj, objdir))
             if layer_of(src) is None or not os.path.isfile(os.path.join(ROOT, src + '.c')):
                 continue  # not the library's, or left behind by a source that moved
-            nm = subprocess.run(['nm', '--defined-only', '-g', obj], capture_output=True, text=True).stdout
-            for line in nm.splitlines():
-                parts = line.split()
-                if len(parts) == 3:
-                    defs[parts[2]] = src
-            nm = subprocess.run(['nm', '-u', obj], capture_output=True, text=True).stdout
-            for line in nm.splitlines():
-                parts = line.split()
-                if parts:
-                    undefs[src].add(parts[-1])
+            module[obj] = src
+    defs, undefs = {}, defaultdict(set)
+    if module:
+        # One nm for every object: "object: symbol type [value size]" per global symbol.
+        nm = subprocess.run(['nm', '-A', '-g', '--format=posix'] + sorted(module),
+                            capture_output=True, text=True, check=True).stdout
+        for line in nm.splitlines():
+            obj, _, rest = line.partition(': ')
+            parts = rest.split()
+            if obj not in module or len(parts) < 2:
+                continue
+            if parts[1] in ('U', 'w', 'v'):  # undefined, strong or weak
+                undefs[module[obj]].add(parts[0])
+            else:
+                defs[parts[0]] = module[obj]
     edges = defaultdict(set)
     for m, syms in undefs.items():
         for s in syms:
