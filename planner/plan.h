@@ -171,6 +171,10 @@ double plan_json_number(const plan_json_t *obj, const char *key, double fallback
 typedef enum { PLAN_RECOMPUTE_NONE, PLAN_RECOMPUTE_SELECTIVE, PLAN_RECOMPUTE_FULL,
                PLAN_RECOMPUTE_COUNT } plan_recompute_t;
 typedef enum { PLAN_SCHED_1F1B, PLAN_SCHED_GPIPE, PLAN_SCHED_INTERLEAVED } plan_sched_t;
+// The pipeline engine: Megatron-LM/Megatron-Core (the schedules as
+// modelled) or DeepSpeed's (1F1B with a host-side cost per micro-batch).
+typedef enum { PLAN_ENGINE_MEGATRON, PLAN_ENGINE_DEEPSPEED } plan_engine_t;
+const char *plan_engine_name(plan_engine_t e);
 const char *plan_recompute_name(plan_recompute_t r);
 const char *plan_sched_name(plan_sched_t s);
 
@@ -193,14 +197,36 @@ typedef struct {
   double nic_eff;           // fraction of a NIC's line rate collectives reach
   double reserve_bytes;     // per-GPU memory kept for the runtime (context, workspaces)
   double kernel_gap;        // seconds between two kernels (launch and tail), per kernel
+  // Fused attention reaches L / (L + attn_half_len) of its long-sequence
+  // rate on key blocks of L tokens (s, or s/cp per context-parallel step).
+  double attn_half_len;
+  // Fitted on the fit set of docs/planner.md (each names a physical thing):
+  double jitter;            // relative spread of one GPU's step time; a step waits for the slowest
+  double step_overhead;     // seconds per step outside the pipeline (data, logging, launches)
+  double engine_mb_overhead;  // seconds per micro-batch slot a non-Megatron pipeline engine adds
 } plan_calib_t;
 
 #define PLAN_HBM_EFF 0.80
 #define PLAN_NVLINK_EFF 0.82
 #define PLAN_NIC_EFF 0.85
 #define PLAN_RESERVE_GIB 2.0
-#define PLAN_KERNEL_GAP_US 5.0
+#define PLAN_KERNEL_GAP_US 50.0
 #define PLAN_MAX_BUBBLE 1.0
+#define PLAN_ATTN_HALF_LEN 200.0
+#define PLAN_ATTN_REF_LEN 16384.0
+// Fitted by planner/fit.py on the fit set of docs/planner.md ("Calibration"),
+// each with its standard error: the relative spread of a GPU's step time,
+// seconds per step outside the pipeline, seconds per DeepSpeed micro-batch
+// slot, and Hopper's sustained clock (plan_cluster.c). The kernel gap
+// (PLAN_KERNEL_GAP_US) is fitted too and sits at its declared bound.
+#define PLAN_JITTER 0.0081
+#define PLAN_JITTER_SE 0.012
+#define PLAN_STEP_OVERHEAD 0.090
+#define PLAN_STEP_OVERHEAD_SE 0.041
+#define PLAN_ENGINE_MB_OVERHEAD 0.0375
+#define PLAN_ENGINE_MB_OVERHEAD_SE 0.011
+#define PLAN_HOPPER_CLOCK 0.783
+#define PLAN_CLOCK_SE 0.034
 
 typedef struct {
   int gpus;
@@ -209,6 +235,8 @@ typedef struct {
   plan_bytes_t bytes;
   int sequence_parallel;    // TP with sequence parallelism (Korthikanti et al.)
   int dp_overlap;           // gradient reduction overlaps the backward (bucketed)
+  int tp_overlap;           // TP collectives overlap the layer's GEMMs (Megatron-Core --tp-comm-overlap)
+  plan_engine_t engine;
   double max_bubble;        // reject pipelines idle longer than this x the work
   plan_calib_t calib;
   // Constraints: 0 (or -1 for zero, recompute, schedule) lets the search choose.
@@ -301,6 +329,11 @@ typedef struct {
   double t_mb;              // one micro-batch through the busiest stage, comm included
   double bubble;            // (p - 1) / (v m)
   double t_pipeline, t_p2p, t_optimizer, step_time;
+  double t_engine;          // the pipeline engine's own cost per step (0 for Megatron)
+  double t_overhead;        // fixed per-step cost outside the pipeline
+  double t_jitter;          // waiting for the slowest of the job's GPUs
+  char warning[200];        // a feasible layout's caveat (e.g. communication-bound), or ""
+
   double model_flops, hw_flops;             // per step, all GPUs
   double mfu, hfu, model_tflops, hw_tflops; // per GPU
   double mfu_causal;        // MFU with the attention products counted over the causal half
@@ -326,6 +359,7 @@ double plan_bubble_fraction(int p, int v, double m);
 typedef struct {
   plan_layout_t layout;
   plan_result_t result;
+  int departures;           // from the rule of thumb (plan_rule_departures)
 } plan_candidate_t;
 
 typedef struct {
@@ -344,6 +378,30 @@ typedef struct {
 int plan_search(const plan_model_t *m, const plan_cluster_t *c, const plan_job_t *job,
                 plan_search_t *out, char *err, size_t errlen);
 void plan_search_free(plan_search_t *s);
+// How often a layout departs from the rule of thumb for 3D parallelism (TP
+// inside a node as wide as it goes, PP across nodes until the model fits,
+// DP for the rest, CP only where the sequence needs it): +1 for tp below
+// the node, +1 for cp leaving a rank under PLAN_CP_RULE_TOKENS tokens, +1
+// for ZeRO-3.
+int plan_rule_departures(const plan_model_t *m, const plan_cluster_t *c, const plan_layout_t *l);
+#define PLAN_CP_RULE_TOKENS 8192
+// Step times closer than this are a tie the model cannot resolve (its RMS
+// error on the validation set of docs/planner.md); ties go to the layout
+// that departs least from the rule.
+#define PLAN_TIE_BAND 0.05
+
+// ---------------------------------------------------------------- advice (plan_advice.c)
+
+// MFU of a layout with every fitted constant one standard error slower and
+// faster.
+void plan_mfu_range(const plan_model_t *m, const plan_cluster_t *c, const plan_job_t *j,
+                    const plan_layout_t *l, double *lo, double *hi);
+// Why layout 1 beats layout 2, how it relates to the rule of thumb, and its
+// MFU range (--explain).
+void plan_print_advice(FILE *f, const plan_model_t *m, const plan_cluster_t *c, const plan_job_t *j,
+                       const plan_search_t *s);
+// A user's layout against the best (--check); best may be NULL.
+void plan_print_check(FILE *f, const plan_candidate_t *yours, const plan_candidate_t *best);
 
 // ---------------------------------------------------------------- output
 

@@ -51,20 +51,24 @@ typedef struct {
 //     performance/flash-attn/README.md, logged with nvidia-smi
 //     --query-gpu=timestamp,clocks.sm,clocks.max.sm,power.draw,power.limit,
 //     clocks_throttle_reasons.active --format=csv -lms 10): 1200/1410 = 0.851.
-//     Hopper and Blackwell: no such measurement was at hand, so 1 (the
-//     planner is optimistic there by whatever the clock loses).
+//     Hopper: fitted (PLAN_HOPPER_CLOCK, planner/fit.py on the fit set of
+//     docs/planner.md): the rate an H100 sustains in a training job relative
+//     to those benchmarks; it carries the clock held at 700 W and whatever
+//     else the benchmarks' kernels do better than a whole job's. Blackwell:
+//     no run to fit it on, so 1 (the planner is optimistic there by what
+//     the clock loses).
 static const node_preset_t presets[] = {
     {"a100-80g", "DGX A100: 8x A100-SXM 80GB, NVLink 3, 8x HDR 200 Gb/s", 8, 108, 81920, 312, 2039,
      300, 8, 200, 0.869, 0.73, 0.73, 0.851},
     {"h100-80g", "DGX H100: 8x H100-SXM 80GB, NVLink 4, 8x NDR 400 Gb/s", 8, 132, 81559, 989, 3350,
-     450, 8, 400, 0.803, 0.75, 0.455, 1},
+     450, 8, 400, 0.803, 0.75, 0.455, PLAN_HOPPER_CLOCK},
     {"h200", "HGX H200: 8x H200 141GB, NVLink 4, 8x NDR 400 Gb/s", 8, 132, 143771, 989, 4800, 450, 8,
-     400, 0.803, 0.75, 0.455, 1},
+     400, 0.803, 0.75, 0.455, PLAN_HOPPER_CLOCK},
     // H800: the H100 die with NVLink cut to 400 GB/s both ways; one 400 Gb/s
     // InfiniBand NIC per GPU as in DeepSeek-AI's clusters (arXiv 2412.19437,
     // section 3.1: "IB (50 GB/s)").
     {"h800", "HGX H800: 8x H800-SXM 80GB, NVLink 400 GB/s, 8x NDR 400 Gb/s", 8, 132, 81559, 989,
-     3350, 200, 8, 400, 0.803, 0.75, 0.455, 1},
+     3350, 200, 8, 400, 0.803, 0.75, 0.455, PLAN_HOPPER_CLOCK},
     {"b200", "DGX B200: 8x B200 180GB, NVLink 5, 8x 400 Gb/s", 8, 148, 183359, 2250, 8000, 900, 8,
      400, 0.776, 0.75, 0.455, 1},
 };

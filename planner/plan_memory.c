@@ -40,6 +40,10 @@ const char *plan_sched_name(plan_sched_t s) {
   return s >= PLAN_SCHED_1F1B && s <= PLAN_SCHED_INTERLEAVED ? names[s] : "?";
 }
 
+const char *plan_engine_name(plan_engine_t e) {
+  return e == PLAN_ENGINE_DEEPSPEED ? "deepspeed" : "megatron";
+}
+
 plan_states_t plan_model_states(double psi, int n, int zero, const plan_bytes_t *b, FILE *why) {
   double N = n > 0 ? n : 1;
   plan_states_t s = {b->weight * psi, b->grad * psi, b->optim * psi};

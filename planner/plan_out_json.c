@@ -48,6 +48,8 @@ static void candidate(FILE *f, const plan_candidate_t *c, int rank) {
           plan_verdict_name(r->verdict));
   key(f, "reason", 0);
   plan_json_write_string(f, r->reason);
+  key(f, "warning", 0);
+  plan_json_write_string(f, r->warning);
   static const char *const mem[] = {"weights", "grads", "optim", "activations", "working", "total",
                                     "usable", "per_layer", "inflight_layers", "params_per_gpu",
                                     "expert_params_per_gpu", "expert_states", "fullest_stage"};
@@ -62,10 +64,12 @@ static void candidate(FILE *f, const plan_candidate_t *c, int rank) {
                     r->pp_bytes, r->t_p2p, r->dp_bytes, r->dp_time, r->dp_exposed};
   object(f, "comm", comm, commv, 11);
   static const char *const time[] = {"micro_batches", "t_mb", "fwd", "bwd", "recompute", "tp",
-                                     "cp", "ep", "bubble", "pipeline", "optimizer", "step"};
+                                     "cp", "ep", "bubble", "pipeline", "optimizer", "engine",
+                                     "overhead", "jitter", "step"};
   double timev[] = {r->micro_batches, r->t_mb, r->t_fwd, r->t_bwd, r->t_recompute, r->t_tp,
-                    r->t_cp, r->t_ep, r->bubble, r->t_pipeline, r->t_optimizer, r->step_time};
-  object(f, "time", time, timev, 12);
+                    r->t_cp, r->t_ep, r->bubble, r->t_pipeline, r->t_optimizer, r->t_engine,
+                    r->t_overhead, r->t_jitter, r->step_time};
+  object(f, "time", time, timev, 15);
   num(f, "mfu", r->mfu);
   num(f, "hfu", r->hfu);
   num(f, "mfu_causal", r->mfu_causal);

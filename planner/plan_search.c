@@ -168,6 +168,45 @@ static int cp_allowed(const plan_model_t *m, int cp) {
   return cp == 1 || (m->flash_attention && m->seq % (2 * cp) == 0 && m->seq / (2 * cp) >= 128);
 }
 
+// The practitioners' rule for 3D parallelism: tensor parallel inside a node
+// (as wide as the node and the heads allow), pipeline across nodes until
+// the model fits, data parallel for the rest, and context parallel only
+// where the sequence needs it. A layout departs from it once for each of:
+// tensor parallelism narrower than the node; context parallelism that
+// leaves a rank fewer than PLAN_CP_RULE_TOKENS tokens of a sequence (the
+// pre-training length of Llama 3 and Megatron-Core's recipes, which run
+// without it); ZeRO-3, which fits the model by sharding weights over the
+// data-parallel ranks where the rule would add pipeline stages.
+int plan_rule_departures(const plan_model_t *m, const plan_cluster_t *c, const plan_layout_t *l) {
+  int widest = 1;
+  for (int t = 1; t <= c->gpus_per_node; t++)
+    if (c->gpus_per_node % t == 0 && m->heads % t == 0 && m->kv_heads % t == 0 && m->ffn % t == 0)
+      widest = t;
+  int cp = l->cp > 1 && (double)m->seq / l->cp < PLAN_CP_RULE_TOKENS;
+  return cp + (l->tp < widest) + (l->zero >= 3);
+}
+
+// Ranks the feasible layouts: fastest first, except that layouts within
+// PLAN_TIE_BAND of the fastest not yet placed are a tie the model cannot
+// resolve, and inside a tie the one that departs least from the rule
+// comes first (then the faster).
+static int by_rule_then_time(const void *pa, const void *pb) {
+  const plan_candidate_t *a = pa, *b = pb;
+  if (a->departures != b->departures) return a->departures - b->departures;
+  return by_step_time(pa, pb);
+}
+
+static void rank_with_ties(const plan_model_t *m, const plan_cluster_t *c, plan_candidate_t *v, int n) {
+  for (int i = 0; i < n; i++) v[i].departures = plan_rule_departures(m, c, &v[i].layout);
+  qsort(v, (size_t)n, sizeof(*v), by_step_time);
+  for (int first = 0; first < n;) {
+    int last = first + 1;
+    while (last < n && v[last].result.step_time <= v[first].result.step_time * (1 + PLAN_TIE_BAND)) last++;
+    qsort(v + first, (size_t)(last - first), sizeof(*v), by_rule_then_time);
+    first = last;
+  }
+}
+
 int plan_search(const plan_model_t *m, const plan_cluster_t *c, const plan_job_t *j,
                 plan_search_t *out, char *err, size_t errlen) {
   memset(out, 0, sizeof(*out));
@@ -197,7 +236,7 @@ int plan_search(const plan_model_t *m, const plan_cluster_t *c, const plan_job_t
       }
     }
   }
-  if (ranked.n > 1) qsort(ranked.v, (size_t)ranked.n, sizeof(*ranked.v), by_step_time);
+  if (ranked.n > 1) rank_with_ties(m, c, ranked.v, ranked.n);
   out->ranked = ranked.v, out->nranked = ranked.n;
   out->rejected = rejected.v, out->nrejected = rejected.n;
   return 0;

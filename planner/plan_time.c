@@ -90,6 +90,15 @@ static rates_t rates(const plan_cluster_t *c, const plan_job_t *job) {
   return r;
 }
 
+// Fused attention over key blocks of L tokens reaches L / (L + L0) of its
+// rate, relative to the PLAN_ATTN_REF_LEN tokens its efficiency was measured
+// at: the fixed cost of each query tile's prologue and epilogue.
+static double attn_length_use(const plan_job_t *job, double L) {
+  double L0 = job->calib.attn_half_len;
+  if (L0 <= 0 || L <= 0) return 1;
+  return fmin(1, (L / (L + L0)) / (PLAN_ATTN_REF_LEN / (PLAN_ATTN_REF_LEN + L0)));
+}
+
 // The last wave of tiles runs on part of the GPU: tiles / (waves x SMs).
 static double wave_use(const rates_t *r, double tiles) {
   if (r->sms <= 0 || tiles <= 0) return 1;
@@ -188,7 +197,10 @@ plan_cost_t plan_layer_cost(const plan_model_t *m, const plan_cluster_t *c, cons
   if (m->flash_attention) {
     double flops = 0.5 * 2 * heads * s * s * (w.qk + w.o) / m->heads / cp;  // causal: half
     double bytes = e * (T * (w.qk + w.o) + b * s * (w.k + w.v)) / t;
-    double use = wave_use(&r, heads * ceil(s / cp / TILE));  // a block per head and query tile
+    // A block per head and query tile; short key blocks (each cp step sees
+    // s/cp keys) run below the long-sequence rate the efficiencies were
+    // measured at.
+    double use = wave_use(&r, heads * ceil(s / cp / TILE)) * attn_length_use(job, s / cp);
     k.attn_fwd = fmax(flops / (r.Af * use), bytes / r.B) + cp * r.gap;
     attn_bwd = fmax(2.5 * flops / (r.Ab * use), 2 * bytes / r.B) + cp * r.gap;
   } else {
@@ -235,6 +247,12 @@ plan_cost_t plan_layer_cost(const plan_model_t *m, const plan_cluster_t *c, cons
   double units = 1 + (moe ? m->topk + (m->shared_experts > 0) : 1);
   double one = plan_allreduce_time(act, tp, links->tp.busbw, links->tp.lat);
   k.tp_fwd = k.tp_bwd = units * one;
+  if (job->tp_overlap) {
+    // Chunked all-gather/GEMM and GEMM/reduce-scatter pipelines hide the
+    // collectives behind the layer's GEMMs; what exceeds them is exposed.
+    k.tp_fwd = fmax(0, units * one - g.fwd);
+    k.tp_bwd = fmax(0, units * one - g.bwd);
+  }
   k.tp_bytes = tp > 1 ? 2 * units * 2.0 * (tp - 1) / tp * act : 0;
 
   // Context parallel ring: each step passes this rank's K and V block on

@@ -32,7 +32,7 @@ typedef struct {
   plan_model_t model;
   plan_cluster_t cluster;
   plan_job_t job;
-  int have_cluster, default_cluster, nodes, json, explain, top, zero_table, act_table;
+  int have_cluster, default_cluster, nodes, json, explain, check, top, zero_table, act_table;
   int time_gpus[MAX_LIST], ntime, act_seqs[MAX_LIST], nact;
   double batch_tokens, mfu, act_k;
   const char *intra_json, *inter_json;
@@ -97,6 +97,8 @@ static const opt_t opts[] = {
     {"--act-bytes", "X", "bytes per activation element (default 2)", T_NUM, NULL},
     {"--sp", "on|off", "sequence parallelism with tensor parallelism (default on)", T_SWITCH, NULL},
     {"--dp-overlap", "on|off", "gradient reduction overlaps the backward, bucket by bucket (default on)", T_SWITCH, NULL},
+    {"--tp-overlap", "on|off", "TP collectives overlap the GEMMs (Megatron-Core --tp-comm-overlap; default off)", T_SWITCH, NULL},
+    {"--engine", "megatron|deepspeed", "pipeline engine: Megatron's schedules, or DeepSpeed's 1F1B (default megatron)", T_WORD, NULL},
     {"--tp", "N", "force tensor-parallel size", T_JOB_INT, "layout (default: search; GPUs = tp x cp x pp x dp)"},
     {"--cp", "N", "force context-parallel size (the sequence split over N ranks in 2N chunks)", T_JOB_INT, NULL},
     {"--pp", "N", "force pipeline-parallel size", T_JOB_INT, NULL},
@@ -117,8 +119,13 @@ static const opt_t opts[] = {
     {"--link-eff", "X", "set both --nvlink-eff and --nic-eff", T_NUM, NULL},
     {"--reserve-gib", "X", "memory per GPU kept for the runtime (default 2)", T_NUM, NULL},
     {"--kernel-gap-us", "X", "time between two kernels, microseconds (default 5)", T_NUM, NULL},
+    {"--attn-half-len", "N", "key length at which fused attention runs at half its rate (default 200)", T_NUM, NULL},
+    {"--jitter", "X", "relative spread of one GPU's step time (default: the fitted value)", T_NUM, NULL},
+    {"--step-overhead", "S", "seconds per step outside the pipeline (default: the fitted value)", T_NUM, NULL},
+    {"--engine-overhead", "S", "seconds per micro-batch slot of the DeepSpeed engine (default: fitted)", T_NUM, NULL},
     {"--json", NULL, "JSON instead of the table", T_FLAG, "output"},
-    {"--explain", NULL, "print every formula with its numbers for the best layout", T_FLAG, NULL},
+    {"--explain", NULL, "every formula with its numbers for the best layout, why it wins, its MFU range", T_FLAG, NULL},
+    {"--check", NULL, "compare the layout the flags force with the best one the search finds", T_FLAG, NULL},
     {"--top", "N", "show the N best layouts (default 10; 0 = all)", T_JOB_INT, NULL},
     {"--zero-table", NULL, "model states per ZeRO stage for --params/--model on --dp ranks", T_FLAG, NULL},
     {"--act-table", NULL, "activation memory by sequence length", T_FLAG, NULL},
@@ -268,6 +275,9 @@ static int apply(cli_t *c, const opt_t *o, const char *v) {
       {"--nic-eff", &j->calib.nic_eff, 1, 1}, {"--link-eff", &j->calib.nvlink_eff, 1, 1},
       {"--reserve-gib", &j->calib.reserve_bytes, PLAN_GIB, 0},
       {"--kernel-gap-us", &j->calib.kernel_gap, 1e-6, 0}, {"--act-k", &c->act_k, 1, 1},
+      {"--attn-half-len", &j->calib.attn_half_len, 1, 0}, {"--jitter", &j->calib.jitter, 1, 0},
+      {"--step-overhead", &j->calib.step_overhead, 1, 0},
+      {"--engine-overhead", &j->calib.engine_mb_overhead, 1, 0},
       {"--mfu", &c->mfu, 1, 1}, {"--gpu-mem-gib", &k->mem_bytes, PLAN_GIB, 1},
       {"--peak-tflops", &k->peak_flops, 1e12, 1}, {"--hbm-gbs", &k->hbm_bw, 1e9, 1},
       {"--nvlink-gbs", &k->nvlink_bw, 1e9, 1}, {"--nic-gbps", &k->nic_bw, 1e9 / 8, 1},
@@ -290,7 +300,8 @@ static int apply(cli_t *c, const opt_t *o, const char *v) {
   }
   struct { const char *name; int *dst; } switches[] = {
       {"--tied", &m->tied_embeddings}, {"--biases", &m->biases}, {"--flash", &m->flash_attention},
-      {"--dropout", &m->dropout}, {"--sp", &j->sequence_parallel}, {"--dp-overlap", &j->dp_overlap}};
+      {"--dropout", &m->dropout}, {"--sp", &j->sequence_parallel}, {"--dp-overlap", &j->dp_overlap},
+      {"--tp-overlap", &j->tp_overlap}};
   for (size_t n = 0; n < sizeof(switches) / sizeof(switches[0]); n++)
     if (strcmp(name, switches[n].name) == 0) {
       *switches[n].dst = i;
@@ -299,16 +310,20 @@ static int apply(cli_t *c, const opt_t *o, const char *v) {
   static const char *const mlps[] = {"gelu", "swiglu"}, *const pos[] = {"rotary", "learned"};
   static const char *const rcs[] = {"none", "selective", "full"};
   static const char *const scheds[] = {"1f1b", "gpipe", "interleaved"};
+  static const char *const engines[] = {"megatron", "deepspeed"};
+  int engine = -1;
   int mlp = -1;
   struct { const char *name; const char *const *words; int n; int *dst; } words[] = {
       {"--mlp", mlps, 2, &mlp}, {"--positions", pos, 2, &m->learned_positions},
-      {"--recompute", rcs, 3, &j->recompute}, {"--schedule", scheds, 3, &j->schedule}};
+      {"--recompute", rcs, 3, &j->recompute}, {"--schedule", scheds, 3, &j->schedule},
+      {"--engine", engines, 2, &engine}};
   for (size_t n = 0; n < sizeof(words) / sizeof(words[0]); n++)
     if (strcmp(name, words[n].name) == 0) {
       if ((i = word_index(v, words[n].words, words[n].n)) < 0)
         return usage_error("%s: '%s' is not one of the choices in --help", name, v);
       *words[n].dst = i;
       if (mlp >= 0) m->mlp = mlp == 1 ? PLAN_MLP_SWIGLU : PLAN_MLP_GELU;
+      if (engine >= 0) j->engine = (plan_engine_t)engine;
       return 0;
     }
   if (strcmp(name, "--time-table") == 0 || strcmp(name, "--act-seqs") == 0) {
@@ -364,8 +379,11 @@ static int apply_flags(cli_t *c, int argc, char **argv) {
   for (int i = 1; i < argc; i++) {
     const opt_t *o = find_opt(argv[i]);
     if (o->kind == T_FLAG) {
-      int *flag = strcmp(o->name, "--json") == 0 ? &c->json : strcmp(o->name, "--explain") == 0 ? &c->explain
-                  : strcmp(o->name, "--zero-table") == 0 ? &c->zero_table : &c->act_table;
+      int *flag = strcmp(o->name, "--json") == 0      ? &c->json
+                  : strcmp(o->name, "--explain") == 0 ? &c->explain
+                  : strcmp(o->name, "--check") == 0   ? &c->check
+                  : strcmp(o->name, "--zero-table") == 0 ? &c->zero_table
+                                                         : &c->act_table;
       *flag = 1;
       continue;
     }
@@ -418,6 +436,27 @@ static int print_tables(cli_t *c) {
   return 0;
 }
 
+// --check: the layout the flags force against the best of a free search
+// (the layout, ZeRO, micro-batch, recompute and schedule flags lifted).
+static void rc_check(cli_t *c, const plan_search_t *yours) {
+  plan_job_t free_job = c->job;
+  free_job.tp = free_job.cp = free_job.pp = free_job.dp = free_job.ep = 0;
+  free_job.micro_batch = free_job.interleave = 0;
+  free_job.zero = free_job.recompute = free_job.schedule = -1;
+  plan_search_t all;
+  char err[300];
+  FILE *f = c->json ? stderr : stdout;
+  if (plan_search(&c->model, &c->cluster, &free_job, &all, err, sizeof(err)) != 0) {
+    fprintf(stderr, "weft-plan: --check: %s\n", err);
+    return;
+  }
+  const plan_candidate_t *mine = yours->nranked ? &yours->ranked[0]
+                                 : yours->nrejected ? &yours->rejected[0]
+                                                    : NULL;
+  if (mine) plan_print_check(f, mine, all.nranked ? &all.ranked[0] : NULL);
+  plan_search_free(&all);
+}
+
 static int plan(cli_t *c) {
   plan_model_t *m = &c->model;
   plan_job_t *j = &c->job;
@@ -455,7 +494,9 @@ static int plan(cli_t *c) {
             best->layout.cp, best->layout.pp, best->layout.dp, best->layout.ep,
             s.nranked ? "the best layout" : "the nearest miss");
     plan_evaluate(m, &c->cluster, j, &best->layout, &r, why);
+    plan_print_advice(why, m, &c->cluster, j, &s);
   }
+  if (c->check) rc_check(c, &s);
   int rc = 0;
   if (s.nranked == 0) {
     fprintf(stderr, "weft-plan: no feasible layout");
