@@ -6,8 +6,11 @@
  * the code cannot drift apart; the test says nothing about how close the
  * predictions are to the published runs (the table does that, honestly).
  * A row whose prediction is "none" must be refused with the reason it
- * names. Run from the source tree (docs/planner.md); the binary is
- * $WEFT_BUILD_DIR/bin/weft-plan.
+ * names. Each row belongs to the fit set, the validation set or neither
+ * ("outside"); the test holds the calibration to what docs/planner.md
+ * states for both sets: a mean |error| of at most 5 % on each, and no row
+ * of either beyond 16 %. Run from the source tree (docs/planner.md); the
+ * binary is $WEFT_BUILD_DIR/bin/weft-plan.
  */
 #include <criterion/criterion.h>
 #include <math.h>
@@ -19,6 +22,8 @@
 #include "plan.h"
 
 #define MAX_CELLS 12
+#define SET_MEAN_PCT 5.0
+#define ROW_MAX_PCT 16.0
 
 static char *slurp(const char *path) {
   FILE *f = fopen(path, "rb");
@@ -68,6 +73,13 @@ static int backticked(const char *cell, char *buf, size_t n) {
   return 0;
 }
 
+typedef struct {
+  double sum;  // of |error| in %
+  int n;
+} set_t;
+
+static set_t fit_set, validation_set;
+
 static void check_row(char **cell, int ncell) {
   cr_assert_geq(ncell, 9, "a table row has 9 cells");
   char metric[64], command[1024];
@@ -102,6 +114,16 @@ static void check_row(char **cell, int ncell) {
     cr_expect(fabs(100 * (predicted / published - 1) - error) <= 0.06,
               "%s: error %+.2f %% from %g and %g, the table says %g", cell[0],
               100 * (predicted / published - 1), predicted, published, error);
+    set_t *set = strstr(cell[7], "validation") ? &validation_set
+                 : strstr(cell[7], "fit")      ? &fit_set
+                                               : NULL;
+    cr_assert(set || strstr(cell[7], "outside"), "%s: set '%s' is fit, validation or outside",
+              cell[0], cell[7]);
+    if (set) {
+      set->sum += fabs(error), set->n++;
+      cr_expect(fabs(error) <= ROW_MAX_PCT, "%s: %+.1f %% is beyond %.0f %%", cell[0], error,
+                ROW_MAX_PCT);
+    }
   }
   plan_json_free(doc);
   free(out);
@@ -133,6 +155,13 @@ Test(plan_accuracy, every_row_of_the_docs_table_is_what_weft_plan_predicts, .tim
     rows++;
     line = end + 1;
   }
-  cr_expect_geq(rows, 20, "Megatron-LM (10), MT-NLG (3), BLOOM, Llama 3 (4), DeepSeek (2)");
+  cr_expect_geq(rows, 37, "Megatron-LM (10), MT-NLG (3), BLOOM, Llama 3 (4), DeepSeek (2), "
+                          "Megatron-Core (9), MPT (8)");
+  cr_assert_geq(fit_set.n, 10);
+  cr_assert_geq(validation_set.n, 10);
+  cr_expect_leq(fit_set.sum / fit_set.n, SET_MEAN_PCT, "fit set: mean |error| %.2f %%",
+                fit_set.sum / fit_set.n);
+  cr_expect_leq(validation_set.sum / validation_set.n, SET_MEAN_PCT,
+                "validation set: mean |error| %.2f %%", validation_set.sum / validation_set.n);
   free(text);
 }

@@ -221,6 +221,8 @@ Test(plan_cli, help_documents_every_flag, .timeout = 30) {
       "--dp", "--zero", "--micro-batch", "--interleave", "--recompute", "--schedule",
       "--max-bubble", "--gemm-eff", "--attn-eff", "--hbm-eff", "--link-eff", "--reserve-gib",
       "--kernel-gap-us", "--json", "--explain", "--top", "--zero-table", "--act-table",
+      "--check", "--tp-overlap", "--engine", "--jitter", "--step-overhead", "--engine-overhead",
+      "--attn-half-len",
       "--act-seqs", "--act-k", "--time-table", "--mfu", "--list", "--help"};
   for (size_t i = 0; i < sizeof(flags) / sizeof(flags[0]); i++) {
     char line[64];
@@ -323,4 +325,45 @@ Test(plan_cli, measured_bandwidth_and_gemm_rate_drive_the_plan, .timeout = 30) {
   free(r.out);
   unlink(node);
   unlink(perf);
+}
+
+// Llama 3 405B at 8K on 8192 H100, the textbook case of the 3D rule: the
+// plain search ranks Meta's layout in the top three with an MFU near the
+// published 43 %, and --explain gives a range that contains it.
+Test(plan_cli, llama3_405b_8k_ranks_the_published_layout_near_the_top, .timeout = 60) {
+  run_t r = run("--model llama3-405b --cluster h100-80g --gpus 8192 --seq 8192 --batch 2048 "
+                "--json --top 3");
+  char err[200];
+  plan_json_t *doc = plan_json_parse(r.out, err, sizeof(err));
+  cr_assert_not_null(doc, "%s: %s", err, r.out);
+  int found = 0;
+  for (const plan_json_t *l = plan_json_get(doc, "layouts")->child; l; l = l->next)
+    if (plan_json_number(l, "tp", 0) == 8 && plan_json_number(l, "cp", 0) == 1 &&
+        plan_json_number(l, "pp", 0) == 16 && plan_json_number(l, "dp", 0) == 64) {
+      found = 1;
+      double mfu = plan_json_number(l, "mfu", 0);
+      cr_expect(mfu >= 0.36 && mfu <= 0.46, "MFU %.3f", mfu);
+    }
+  cr_expect(found, "TP8 PP16 DP64 in the top three:\n%s", r.out);
+  plan_json_free(doc);
+  free(r.out);
+  run_t e = run("--model llama3-405b --cluster h100-80g --gpus 8192 --seq 8192 --batch 2048 "
+                "--top 3 --explain");
+  const char *range = strstr(e.out, "with every fitted constant one standard error");
+  cr_assert_not_null(range, "%s", e.out);
+  cr_expect_not_null(strstr(e.out, "follows it"), "layout 1 follows the rule:\n%s", e.out);
+  free(e.out);
+}
+
+// --check: a forced layout against the best, with where the time goes.
+Test(plan_cli, check_compares_a_forced_layout_with_the_best, .timeout = 60) {
+  run_t r = run("--model llama3-405b --cluster h100-80g --gpus 8192 --seq 8192 --batch 2048 "
+                "--tp 4 --cp 2 --pp 16 --check");
+  cr_expect_eq(r.status, 0, "%s", r.out);
+  const char *check = strstr(r.out, "\ncheck\n");
+  cr_assert_not_null(check, "%s", r.out);
+  cr_expect_not_null(strstr(check, "your layout: tp 4 x cp 2 x pp 16 x dp 64"), "%s", check);
+  cr_expect_not_null(strstr(check, "the best layout: tp 8 x cp 1 x pp 16 x dp 64"), "%s", check);
+  cr_expect_not_null(strstr(check, "a step; where: compute"), "%s", check);
+  free(r.out);
 }
