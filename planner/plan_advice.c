@@ -93,6 +93,26 @@ void plan_mfu_range(const plan_model_t *m, const plan_cluster_t *c, const plan_j
   *lo = fmin(mfu[0], mfu[1]), *hi = fmax(mfu[0], mfu[1]);
 }
 
+// Layout 1's dimensions with each micro-batch size, the other settings
+// chosen again: what a run that does not state its micro-batch may get.
+static void print_micro_batches(FILE *f, const plan_model_t *m, const plan_cluster_t *c,
+                                const plan_job_t *j, const plan_candidate_t *best) {
+  fprintf(f, "  micro-batch:");
+  for (int mb = 1; mb <= 32; mb *= 2) {
+    plan_job_t js = *j;
+    js.tp = best->layout.tp, js.cp = best->layout.cp, js.pp = best->layout.pp;
+    js.dp = best->layout.dp, js.ep = best->layout.ep, js.micro_batch = mb;
+    plan_search_t one;
+    char err[200];
+    if (plan_search(m, c, &js, &one, err, sizeof(err)) != 0) break;
+    if (one.nranked) fprintf(f, " %d: %.4g s (MFU %.3f);", mb, one.ranked[0].result.step_time,
+                             one.ranked[0].result.mfu);
+    else if (one.nrejected) fprintf(f, " %d: %s;", mb, plan_verdict_name(one.rejected[0].result.verdict));
+    plan_search_free(&one);
+  }
+  fprintf(f, "\n");
+}
+
 void plan_print_advice(FILE *f, const plan_model_t *m, const plan_cluster_t *c, const plan_job_t *j,
                        const plan_search_t *s) {
   if (s->nranked == 0) return;
@@ -101,6 +121,7 @@ void plan_print_advice(FILE *f, const plan_model_t *m, const plan_cluster_t *c, 
   plan_mfu_range(m, c, j, &best->layout, &lo, &hi);
   fprintf(f, "\nadvice\n  layout 1: MFU %.3f, %.2f-%.2f with every fitted constant one standard error"
              " either way\n", best->result.mfu, lo, hi);
+  if (j->micro_batch == 0) print_micro_batches(f, m, c, j, best);
   if (s->nranked > 1) {
     const plan_candidate_t *next = &s->ranked[1];
     double d = next->result.step_time - best->result.step_time;
