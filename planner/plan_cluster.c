@@ -42,8 +42,10 @@ typedef struct {
 //     A100, FlashAttention-2 (Dao 2023, arXiv 2307.08691, section 4): "up to
 //     230 TFLOPs/s, 73% of the theoretical maximum" (no separate backward
 //     figure is stated; the same fraction is used for both). Hopper,
-//     FlashAttention-3 (Shah et al. 2024, arXiv 2407.08608, section 1): FP16
-//     forward up to 740 TFLOP/s (0.75), backward up to 450 (0.455). B200: no
+//     FlashAttention-3 (Shah et al. 2024, arXiv 2407.08608), its figures
+//     of attention speed at head dim 128 on H100 SXM5, 16k tokens: forward
+//     648 TFLOP/s (0.655), backward 561 (0.567); the "up to 740" of its
+//     introduction is a larger head dimension. B200: no
 //     published measurement was at hand; Hopper's fractions are assumed.
 //   clock_sustain: those are short benchmarks at boost clock; a GPU held at
 //     its power limit by a training job runs slower. A100: "peak 1410 MHz
@@ -61,16 +63,16 @@ static const node_preset_t presets[] = {
     {"a100-80g", "DGX A100: 8x A100-SXM 80GB, NVLink 3, 8x HDR 200 Gb/s", 8, 108, 81920, 312, 2039,
      300, 8, 200, 0.869, 0.73, 0.73, 0.851},
     {"h100-80g", "DGX H100: 8x H100-SXM 80GB, NVLink 4, 8x NDR 400 Gb/s", 8, 132, 81559, 989, 3350,
-     450, 8, 400, 0.803, 0.75, 0.455, PLAN_HOPPER_CLOCK},
+     450, 8, 400, 0.803, 0.655, 0.567, PLAN_HOPPER_CLOCK},
     {"h200", "HGX H200: 8x H200 141GB, NVLink 4, 8x NDR 400 Gb/s", 8, 132, 143771, 989, 4800, 450, 8,
-     400, 0.803, 0.75, 0.455, PLAN_HOPPER_CLOCK},
+     400, 0.803, 0.655, 0.567, PLAN_HOPPER_CLOCK},
     // H800: the H100 die with NVLink cut to 400 GB/s both ways; one 400 Gb/s
     // InfiniBand NIC per GPU as in DeepSeek-AI's clusters (arXiv 2412.19437,
     // section 3.1: "IB (50 GB/s)").
     {"h800", "HGX H800: 8x H800-SXM 80GB, NVLink 400 GB/s, 8x NDR 400 Gb/s", 8, 132, 81559, 989,
-     3350, 200, 8, 400, 0.803, 0.75, 0.455, PLAN_HOPPER_CLOCK},
+     3350, 200, 8, 400, 0.803, 0.655, 0.567, PLAN_HOPPER_CLOCK},
     {"b200", "DGX B200: 8x B200 180GB, NVLink 5, 8x 400 Gb/s", 8, 148, 183359, 2250, 8000, 900, 8,
-     400, 0.776, 0.75, 0.455, 1},
+     400, 0.776, 0.655, 0.567, 1},
 };
 #define NPRESETS ((int)(sizeof(presets) / sizeof(presets[0])))
 
