@@ -138,6 +138,9 @@ static int check_divisibility(const plan_model_t *m, const plan_cluster_t *c, co
   }
   if (j->engine == PLAN_ENGINE_DEEPSPEED && l->schedule != PLAN_SCHED_1F1B)
     return reject(r, PLAN_REJECT_DIVISIBILITY, "DeepSpeed's pipeline engine runs 1F1B only");
+  if (j->engine == PLAN_ENGINE_DEEPSPEED && p > 1 && l->zero >= 2)
+    return reject(r, PLAN_REJECT_DIVISIBILITY,
+                  "DeepSpeed's pipeline engine takes ZeRO-0 or 1 only (ZeRO-%d with pp %d)", l->zero, p);
   return 0;
 }
 

@@ -97,6 +97,7 @@ static void print_breakdown(FILE *f, const plan_candidate_t *c) {
              " per trillion tokens), %.1f days\n",
           r->mfu, r->model_tflops, r->mfu_causal, r->hfu, r->hw_tflops, r->tokens_per_gpu_s,
           r->gpu_hours_per_t_tokens, r->days);
+  if (r->warning[0]) fprintf(f, "  warning: %s\n", r->warning);
 }
 
 void plan_print_table(FILE *f, const plan_model_t *m, const plan_cluster_t *c, const plan_job_t *j,
