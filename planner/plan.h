@@ -219,14 +219,14 @@ typedef struct {
 // seconds per step outside the pipeline, seconds per DeepSpeed micro-batch
 // slot, and Hopper's sustained clock (plan_cluster.c). The kernel gap
 // (PLAN_KERNEL_GAP_US) is fitted too and sits at its declared bound.
-#define PLAN_JITTER 0.0091
-#define PLAN_JITTER_SE 0.0098
-#define PLAN_STEP_OVERHEAD 0.087
-#define PLAN_STEP_OVERHEAD_SE 0.034
-#define PLAN_ENGINE_MB_OVERHEAD 0.0367
+#define PLAN_JITTER 0.0092
+#define PLAN_JITTER_SE 0.0076
+#define PLAN_STEP_OVERHEAD 0.089
+#define PLAN_STEP_OVERHEAD_SE 0.031
+#define PLAN_ENGINE_MB_OVERHEAD 0.0366
 #define PLAN_ENGINE_MB_OVERHEAD_SE 0.0089
-#define PLAN_HOPPER_CLOCK 0.773
-#define PLAN_CLOCK_SE 0.028
+#define PLAN_HOPPER_CLOCK 0.775
+#define PLAN_CLOCK_SE 0.029
 
 typedef struct {
   int gpus;

@@ -23,7 +23,9 @@
 
 void plan_job_defaults(plan_job_t *job) {
   memset(job, 0, sizeof(*job));
-  job->bytes = (plan_bytes_t){.weight = 2, .grad = 2, .optim = 12, .act = 2};
+  // bf16 weights, fp32 gradients (accumulated and reduced in fp32, as
+  // Megatron-LM does for bf16 and Llama 3 reports), fp32 master, m and v.
+  job->bytes = (plan_bytes_t){.weight = 2, .grad = 4, .optim = 12, .act = 2};
   job->sequence_parallel = 1;
   job->dp_overlap = 1;
   job->max_bubble = PLAN_MAX_BUBBLE;

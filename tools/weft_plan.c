@@ -92,7 +92,7 @@ static const opt_t opts[] = {
     {"--batch-tokens", "N", "global batch in tokens (rounded to whole sequences)", T_NUM, NULL},
     {"--tokens", "N", "tokens to train on (default 20 per parameter)", T_NUM, NULL},
     {"--weight-bytes", "X", "bytes per parameter for weights (default 2)", T_NUM, NULL},
-    {"--grad-bytes", "X", "bytes per parameter for gradients (default 2)", T_NUM, NULL},
+    {"--grad-bytes", "X", "bytes per gradient element, kept and reduced (default 4: fp32; 2 for fp16/bf16)", T_NUM, NULL},
     {"--optim-bytes", "X", "bytes per parameter for optimizer state (default 12: fp32 master, m, v)", T_NUM, NULL},
     {"--act-bytes", "X", "bytes per activation element (default 2)", T_NUM, NULL},
     {"--sp", "on|off", "sequence parallelism with tensor parallelism (default on)", T_SWITCH, NULL},

@@ -128,6 +128,7 @@ static plan_job_t job(int gpus, double batch) {
   plan_job_defaults(&j);
   j.gpus = gpus;
   j.global_batch = batch;
+  j.bytes.grad = 2;  // the ZeRO paper's 2-byte gradients: the formulas below are its
   return j;
 }
 

@@ -75,7 +75,7 @@ Test(plan_cli, zero_table_is_16_bytes_per_parameter, .timeout = 30) {
   } rows[] = {{"1e9", "16 GB"}, {"7B", "112 GB"}, {"70e9", "1.12 TB"}};
   for (int i = 0; i < 3; i++) {
     char args[128];
-    snprintf(args, sizeof(args), "--params %s --zero-table", rows[i].params);
+    snprintf(args, sizeof(args), "--params %s --zero-table --grad-bytes 2", rows[i].params);
     run_t r = run(args);
     cr_expect_eq(r.status, 0, "%s", r.out);
     char want[64];
@@ -87,7 +87,7 @@ Test(plan_cli, zero_table_is_16_bytes_per_parameter, .timeout = 30) {
     free(r.out);
   }
   // The ZeRO paper's 7.5B on 64 ranks, read back as JSON.
-  run_t r = run("--params 7.5e9 --dp 64 --zero-table --json");
+  run_t r = run("--params 7.5e9 --dp 64 --zero-table --grad-bytes 2 --json");
   char err[200];
   plan_json_t *doc = plan_json_parse(r.out, err, sizeof(err));
   cr_assert_not_null(doc, "%s: %s", err, r.out);
@@ -365,5 +365,21 @@ Test(plan_cli, check_compares_a_forced_layout_with_the_best, .timeout = 60) {
   cr_expect_not_null(strstr(check, "your layout: tp 4 x cp 2 x pp 16 x dp 64"), "%s", check);
   cr_expect_not_null(strstr(check, "the best layout: tp 8 x cp 1 x pp 16 x dp 64"), "%s", check);
   cr_expect_not_null(strstr(check, "a step; where: compute"), "%s", check);
+  free(r.out);
+}
+
+// The 128K context-parallel run: Meta's TP8 CP16 PP16 DP8 in the top three.
+Test(plan_cli, llama3_405b_128k_ranks_the_published_cp_layout_near_the_top, .timeout = 60) {
+  run_t r = run("--model llama3-405b --cluster h100-80g --gpus 16384 --seq 131072 --batch 128 "
+                "--json --top 3");
+  char err[200];
+  plan_json_t *doc = plan_json_parse(r.out, err, sizeof(err));
+  cr_assert_not_null(doc, "%s: %s", err, r.out);
+  int found = 0;
+  for (const plan_json_t *l = plan_json_get(doc, "layouts")->child; l; l = l->next)
+    found |= plan_json_number(l, "tp", 0) == 8 && plan_json_number(l, "cp", 0) == 16 &&
+             plan_json_number(l, "pp", 0) == 16 && plan_json_number(l, "dp", 0) == 8;
+  cr_expect(found, "TP8 CP16 PP16 DP8 in the top three:\n%s", r.out);
+  plan_json_free(doc);
   free(r.out);
 }
