@@ -25,6 +25,7 @@ report, which is what the table must show.
     python3 planner/fit.py                  # fit, report
     python3 planner/fit.py --check          # the code's defaults, report
     python3 planner/fit.py --write          # rewrite the table's predicted/error cells
+    python3 planner/fit.py --ranks          # where a free search ranks each published layout
 """
 import argparse
 import json
@@ -204,14 +205,40 @@ def write_table(doc, text, rows):
     open(doc, "w", encoding="utf-8").write(text)
 
 
+def published_ranks(binary, rows):
+    """Where a free search (the layout flags lifted, the run's other
+    settings kept) ranks each row's published tp x cp x pp (x ep)."""
+    for row in rows:
+        args, want, i = shlex.split(backticked(row["command"]))[1:], {}, 0
+        kept = []
+        while i < len(args):
+            if args[i] in ("--tp", "--cp", "--pp", "--ep"):
+                want[args[i][2:]] = int(args[i + 1])
+                i += 2
+                continue
+            kept.append(args[i])
+            i += 1
+        out = subprocess.run([binary] + kept + ["--json", "--top", "0"], capture_output=True,
+                             text=True).stdout
+        layouts = json.loads(out)["layouts"]
+        rank = next((k + 1 for k, l in enumerate(layouts)
+                     if all(l[d] == v for d, v in want.items())), None)
+        print(f"  {row['run']:<40} {'x'.join(str(v) for v in want.values()):<12} "
+              f"rank {rank} of {len(layouts)}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--plan", default="build/bin/weft-plan")
     ap.add_argument("--doc", default="docs/planner.md")
     ap.add_argument("--check", action="store_true", help="no fit: the code's defaults")
     ap.add_argument("--write", action="store_true", help="rewrite predicted/error (implies --check)")
+    ap.add_argument("--ranks", action="store_true", help="where the search ranks each published layout")
     a = ap.parse_args()
     text, rows = table_rows(a.doc)
+    if a.ranks:
+        published_ranks(a.plan, rows)
+        return 0
     if a.check or a.write:
         report(a.plan, rows, None)
         if a.write:
