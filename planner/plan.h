@@ -384,6 +384,8 @@ void plan_search_free(plan_search_t *s);
 // the node, +1 for cp leaving a rank under PLAN_CP_RULE_TOKENS tokens, +1
 // for ZeRO-3.
 int plan_rule_departures(const plan_model_t *m, const plan_cluster_t *c, const plan_layout_t *l);
+// The widest tp the rule asks for: the node, as far as heads and ffn divide.
+int plan_rule_widest_tp(const plan_model_t *m, const plan_cluster_t *c);
 #define PLAN_CP_RULE_TOKENS 8192
 // Step times closer than this are a tie the model cannot resolve (its RMS
 // error on the validation set of docs/planner.md); ties go to the layout

@@ -63,10 +63,7 @@ static void print_differences(FILE *f, const plan_candidate_t *a, const plan_can
 static void why_departures(FILE *f, const plan_model_t *m, const plan_cluster_t *c,
                            const plan_candidate_t *l) {
   const char *sep = "";
-  int widest = 1;
-  for (int t = 1; t <= c->gpus_per_node; t++)
-    if (c->gpus_per_node % t == 0 && m->heads % t == 0 && m->kv_heads % t == 0 && m->ffn % t == 0)
-      widest = t;
+  int widest = plan_rule_widest_tp(m, c);
   if (l->layout.tp < widest) fprintf(f, "%stp %d below the node's %d", sep, l->layout.tp, widest), sep = "; ";
   if (l->layout.cp > 1 && (double)m->seq / l->layout.cp < PLAN_CP_RULE_TOKENS)
     fprintf(f, "%scp %d leaves %d tokens a rank (< %d)", sep, l->layout.cp, m->seq / l->layout.cp,

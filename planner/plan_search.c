@@ -177,11 +177,16 @@ static int cp_allowed(const plan_model_t *m, int cp) {
 // pre-training length of Llama 3 and Megatron-Core's recipes, which run
 // without it); ZeRO-3, which fits the model by sharding weights over the
 // data-parallel ranks where the rule would add pipeline stages.
-int plan_rule_departures(const plan_model_t *m, const plan_cluster_t *c, const plan_layout_t *l) {
+int plan_rule_widest_tp(const plan_model_t *m, const plan_cluster_t *c) {
   int widest = 1;
   for (int t = 1; t <= c->gpus_per_node; t++)
     if (c->gpus_per_node % t == 0 && m->heads % t == 0 && m->kv_heads % t == 0 && m->ffn % t == 0)
       widest = t;
+  return widest;
+}
+
+int plan_rule_departures(const plan_model_t *m, const plan_cluster_t *c, const plan_layout_t *l) {
+  int widest = plan_rule_widest_tp(m, c);
   int cp = l->cp > 1 && (double)m->seq / l->cp < PLAN_CP_RULE_TOKENS;
   return cp + (l->tp < widest) + (l->zero >= 3);
 }
