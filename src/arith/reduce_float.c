@@ -7,7 +7,7 @@
  * each operand is widened into a float array on the stack, combined there
  * with the float32 loops (which vectorise), and rounded once to the type
  * with round-to-nearest-even. Max and min return NaN when either operand is
- * NaN.
+ * NaN; a sum or product of two NaNs carries the first operand's.
  */
 #include <stdint.h>
 
@@ -19,20 +19,31 @@
 #define FMAX(x, y) (((x) > (y) || (x) != (x)) ? (x) : (y))
 #define FMIN(x, y) (((x) < (y) || (x) != (x)) ? (x) : (y))
 
+// Sum and product whose NaN is defined by operand order: x's (quieted) when
+// x is NaN, else the operation's (y's, quieted, when y is NaN). A bare x + y
+// leaves it to the compiler, which may swap the operands of the commutative
+// instruction, and did differently in vector and scalar code. A NaN x meets
+// itself instead of y; the select of values (no arithmetic in its arms)
+// still vectorises.
+#define FLOAT_ARITH(P, T)                                     \
+  static inline T P##_add(T x, T y) { return x + (x != x ? x : y); } \
+  static inline T P##_mul(T x, T y) { return x * (x != x ? x : y); }
+
 // All loops for native float type T; the scalar is used as type T.
 #define FLOAT_KERNELS(P, T)                                                           \
-  WEFT_REDUCE_DEF_COMBINE(P##_sum, T, x + y)                                         \
-  WEFT_REDUCE_DEF_COMBINE(P##_prod, T, x * y)                                        \
+  FLOAT_ARITH(P, T)                                                                  \
+  WEFT_REDUCE_DEF_COMBINE(P##_sum, T, P##_add(x, y))                                 \
+  WEFT_REDUCE_DEF_COMBINE(P##_prod, T, P##_mul(x, y))                                \
   WEFT_REDUCE_DEF_COMBINE(P##_max, T, FMAX(x, y))                                    \
   WEFT_REDUCE_DEF_COMBINE(P##_min, T, FMIN(x, y))                                    \
   static void P##_scale_t(size_t n, T *restrict d, const T *restrict s, T k) {        \
-    WEFT_REDUCE_LOOP(n, d[i] = s[i] * k);                                            \
+    WEFT_REDUCE_LOOP(n, d[i] = P##_mul(s[i], k));                                            \
   }                                                                                  \
   static void P##_scale(size_t n, void *d, const void *s, const weft_redop_t *op) {   \
     P##_scale_t(n, d, s, (T)op->scale_f);                                            \
   }                                                                                  \
   static void P##_scale_inplace_t(size_t n, T *restrict d, T k) {                     \
-    WEFT_REDUCE_LOOP(n, d[i] = d[i] * k);                                            \
+    WEFT_REDUCE_LOOP(n, d[i] = P##_mul(d[i], k));                                            \
   }                                                                                  \
   static void P##_scale_inplace(size_t n, void *d, const weft_redop_t *op) {          \
     P##_scale_inplace_t(n, d, (T)op->scale_f);                                       \
