@@ -7,7 +7,9 @@
  * each operand is widened into a float array on the stack, combined there
  * with the float32 loops (which vectorise), and rounded once to the type
  * with round-to-nearest-even. Max and min return NaN when either operand is
- * NaN; a sum or product of two NaNs carries the first operand's.
+ * NaN; a sum or product of two NaNs carries the first operand's. float32 and float64 are compiled for AVX2 and AVX-512 too
+ * (reduce_simd.c chooses); the 16- and 8-bit formats' vector loops are in
+ * reduce_small_avx2.c and reduce_small_avx512.c, this is their oracle.
  */
 #include <stdint.h>
 
@@ -62,14 +64,25 @@
       .postdiv = P##_postdiv,                                                        \
   };
 
-FLOAT_KERNELS(f32, float)
-FLOAT_KERNELS(f64, double)
+// float32 and float64's loops, and their lookup weft_reduce_float_kern##L.
+#define FLOAT_LEVEL(L)                                                     \
+  FLOAT_KERNELS(f32##L, float)                                             \
+  FLOAT_KERNELS(f64##L, double)                                            \
+  const weft_reduce_kern_t *weft_reduce_float_kern##L(ncclDataType_t dt) { \
+    if (dt == ncclFloat32) return &f32##L##_kern;                          \
+    if (dt == ncclFloat64) return &f64##L##_kern;                          \
+    return NULL;                                                           \
+  }
 
-const weft_reduce_kern_t *weft_reduce_float_kern(ncclDataType_t dt) {
-  if (dt == ncclFloat32) return &f32_kern;
-  if (dt == ncclFloat64) return &f64_kern;
-  return NULL;
-}
+FLOAT_LEVEL()
+#if defined(__x86_64__)
+WEFT_SIMD_BEGIN_AVX2
+FLOAT_LEVEL(_avx2)
+WEFT_SIMD_END
+WEFT_SIMD_BEGIN_AVX512
+FLOAT_LEVEL(_avx512)
+WEFT_SIMD_END
+#endif
 
 // ---- fp16, bf16, fp8: widen to float, compute, round once ----
 

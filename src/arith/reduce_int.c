@@ -6,7 +6,8 @@
  * multiplies by the scalar the same way (only its low bits matter). Max and
  * min compare in the signed or unsigned type itself. The post-division
  * (integer Avg) truncates toward zero; the divisor is > 1, so no quotient
- * can overflow.
+ * can overflow. The same loops are compiled for AVX2 and AVX-512 too
+ * (reduce_simd.c chooses).
  */
 #include <stdint.h>
 
@@ -44,21 +45,32 @@
       .postdiv = P##_postdiv,                                                        \
   };
 
-INT_KERNELS(i8, int8_t, uint8_t, int32_t)
-INT_KERNELS(u8, uint8_t, uint8_t, uint32_t)
-INT_KERNELS(i32, int32_t, uint32_t, int64_t)
-INT_KERNELS(u32, uint32_t, uint32_t, uint32_t)
-INT_KERNELS(i64, int64_t, uint64_t, int64_t)
-INT_KERNELS(u64, uint64_t, uint64_t, uint64_t)
-
-const weft_reduce_kern_t *weft_reduce_int_kern(ncclDataType_t dt) {
-  switch (dt) {
-    case ncclInt8: return &i8_kern;
-    case ncclUint8: return &u8_kern;
-    case ncclInt32: return &i32_kern;
-    case ncclUint32: return &u32_kern;
-    case ncclInt64: return &i64_kern;
-    case ncclUint64: return &u64_kern;
-    default: return NULL;
+// Every integer type's loops, and their lookup weft_reduce_int_kern##L.
+#define INT_LEVEL(L)                                                      \
+  INT_KERNELS(i8##L, int8_t, uint8_t, int32_t)                            \
+  INT_KERNELS(u8##L, uint8_t, uint8_t, uint32_t)                          \
+  INT_KERNELS(i32##L, int32_t, uint32_t, int64_t)                         \
+  INT_KERNELS(u32##L, uint32_t, uint32_t, uint32_t)                       \
+  INT_KERNELS(i64##L, int64_t, uint64_t, int64_t)                         \
+  INT_KERNELS(u64##L, uint64_t, uint64_t, uint64_t)                       \
+  const weft_reduce_kern_t *weft_reduce_int_kern##L(ncclDataType_t dt) {  \
+    switch (dt) {                                                         \
+      case ncclInt8: return &i8##L##_kern;                                \
+      case ncclUint8: return &u8##L##_kern;                               \
+      case ncclInt32: return &i32##L##_kern;                              \
+      case ncclUint32: return &u32##L##_kern;                             \
+      case ncclInt64: return &i64##L##_kern;                              \
+      case ncclUint64: return &u64##L##_kern;                             \
+      default: return NULL;                                               \
+    }                                                                     \
   }
-}
+
+INT_LEVEL()
+#if defined(__x86_64__)
+WEFT_SIMD_BEGIN_AVX2
+INT_LEVEL(_avx2)
+WEFT_SIMD_END
+WEFT_SIMD_BEGIN_AVX512
+INT_LEVEL(_avx512)
+WEFT_SIMD_END
+#endif
