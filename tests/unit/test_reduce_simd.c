@@ -194,6 +194,53 @@ Test(reduce_simd, every_type_tails, .timeout = 60) {
   for (size_t t = 0; t < NTYPES; t++) sweep_type(ALL_TYPES[t]);
 }
 
+// ---- the integer Avg's division, in float or double, is integer division ----
+
+static const int DIVS[] = {2, 3, 5, 7, 8, 100, 127, 128, 255, 256, 1000, 65537, 1 << 24,
+                           (1 << 24) + 1, 1 << 30, 2147483647};
+#define NDIVS (sizeof DIVS / sizeof DIVS[0])
+
+// Every level's postdiv of n elements of dt at p against C's division.
+static void check_div(ncclDataType_t dt, const void *p, size_t n) {
+  size_t size = weft_dtype_size(dt);
+  char *d = malloc(n * size);
+  for (size_t k = 0; k < NDIVS; k++)
+    for (int l = 0; l < WEFT_SIMD_LEVELS; l++) {
+      const weft_simd_impl_t *impl = weft_simd_impl((weft_simd_level_t)l);
+      if (impl == NULL) continue;
+      memcpy(d, p, n * size);
+      impl->native(dt)->postdiv(n, d, DIVS[k]);
+      for (size_t i = 0; i < n; i++) {
+        int64_t x, q, got;
+        const char *e = (const char *)p + i * size;
+        switch (dt) {
+          case ncclInt8: x = *(const int8_t *)e; q = x / DIVS[k]; got = ((int8_t *)d)[i]; break;
+          case ncclUint8: x = *(const uint8_t *)e; q = x / DIVS[k]; got = ((uint8_t *)d)[i]; break;
+          case ncclInt32: x = *(const int32_t *)e; q = x / DIVS[k]; got = ((int32_t *)d)[i]; break;
+          default: x = *(const uint32_t *)e; q = x / DIVS[k]; got = ((uint32_t *)d)[i]; break;
+        }
+        cr_assert_eq(got, q, "%s %s: %lld / %d gave %lld", impl->name, weft_dtype_name(dt),
+                     (long long)x, DIVS[k], (long long)got);
+      }
+    }
+  free(d);
+}
+
+Test(reduce_simd, integer_avg_division, .timeout = 30) {
+  uint8_t b[256];
+  for (int i = 0; i < 256; i++) b[i] = (uint8_t)i;
+  check_div(ncclInt8, b, 256);
+  check_div(ncclUint8, b, 256);
+  enum { N = 4096 };
+  uint32_t *w = malloc(N * 4);
+  static const uint32_t EDGE[] = {0, 1, 2, 0x7fffffffu, 0x80000000u, 0x80000001u, 0xffffffffu,
+                                  0xfffffffeu, 2147483646u, 4294967294u};
+  for (size_t i = 0; i < N; i++) w[i] = i < 10 ? EDGE[i] : (uint32_t)next_rand();
+  check_div(ncclInt32, w, N);
+  check_div(ncclUint32, w, N);
+  free(w);
+}
+
 // ---- choosing the level ----
 
 Test(reduce_simd, configure, .timeout = 5) {
