@@ -1,18 +1,21 @@
 /*
- * reduce_small_simd.h — the vector loop for fp16, bf16 and fp8, written once
- * for every ISA: included by reduce_small_avx2.c and reduce_small_avx512.c
- * after they define, for their vector `vf` of VW floats,
- *   ld_half/ld_bf16/ld_e4m3/ld_e5m2 (p)   VW elements at p, widened exactly
- *   st_half/st_bf16/st_e4m3/st_e5m2 (p, x) x rounded as dtype_inline.h rounds
- *   v_add, v_mul, v_div, v_max, v_min, v_set1
- * and SMALL_SUFFIX (_avx2, _avx512) for the exported names.
+ * reduce_small_simd.h — the vector loop and roundings for fp16, bf16 and
+ * fp8, written once for every ISA: included by reduce_small_avx2.c and
+ * reduce_small_avx512.c after they define, for their vectors vf (VW floats),
+ * vi (VW 32-bit lanes) and masks vm, the primitives
+ *   i_k i_and i_or i_add i_sub i_srl i_gt i_sel   32-bit lane integer work
+ *   f_bits bits_f v_set1 f_nan f_sel f_add f_mul v_div f_max f_min
+ *   st16 st8                                       each lane's low bits, stored
+ * and SMALL_SUFFIX (_avx2, _avx512) for the exported names; they define
+ * ld_half/ld_bf16/ld_e4m3/ld_e5m2 (VW elements widened exactly) and st_half
+ * after it.
  *
  * Each element is widened, computed and rounded in registers, in the order
  * reduce_float.c's block loop uses: b times the scalar (prescale), a OP b,
- * the result divided by div (integer Avg on a float type never happens;
- * this is PreMulSum's and Avg's final divide), then one rounding. The tail
- * (fewer than VW elements) goes through small stack buffers. d may equal a,
- * b or s: each vector is read before it is written.
+ * the result divided by div (Avg's and PreMulSum's final divide), then one
+ * rounding, as dtype_inline.h rounds. The tail (fewer than VW elements) goes
+ * through small stack buffers. d may equal a, b or s: each vector is read
+ * before it is written.
  */
 #ifndef WEFT_REDUCE_SMALL_SIMD_H
 #define WEFT_REDUCE_SMALL_SIMD_H
@@ -26,6 +29,74 @@
 #define SMALL_CAT(a, b) SMALL_CAT2(a, b)
 #define SMALL_NAME(x) SMALL_CAT(x, SMALL_SUFFIX)
 #define SMALL_INLINE static inline __attribute__((always_inline))
+
+static inline vf ld_half(const void *p);
+static inline vf ld_bf16(const void *p);
+static inline vf ld_e4m3(const void *p);
+static inline vf ld_e5m2(const void *p);
+static inline void st_half(void *p, vf x);
+
+// ---- arithmetic with reduce_float.c's NaN rules ----
+
+// x's NaN (quieted) when x is NaN, else the operation's: FLOAT_ARITH, which
+// fixes what the commutative instruction leaves open.
+static inline vf v_add(vf x, vf y) { return f_sel(f_nan(x), f_add(x, x), f_add(x, y)); }
+static inline vf v_mul(vf x, vf y) { return f_sel(f_nan(x), f_add(x, x), f_mul(x, y)); }
+// MAXPS gives x when x > y and y otherwise (y when either is NaN); a NaN x
+// must win too, as FMAX says.
+static inline vf v_max(vf x, vf y) { return f_sel(f_nan(x), x, f_max(x, y)); }
+static inline vf v_min(vf x, vf y) { return f_sel(f_nan(x), x, f_min(x, y)); }
+
+// ---- conversions ----
+
+// Lanes whose float bits are NaN (|bits| above infinity's).
+static inline vm is_nan(vi u) { return i_gt(i_and(u, i_k(0x7fffffffu)), i_k(0x7f800000u)); }
+
+// e4m3 read as fp16 (the magnitude's bits in fp16's fields, which is the
+// value times 2^-8, subnormals too) scaled back exactly, its NaN patched in.
+// e5m2 is fp16's top byte and needs nothing. The NaNs these give have other
+// payloads than weft_dtype_e4m3/e5m2_table's, which nothing can see: every
+// fp8 NaN result is rounded to the one NaN pattern of its sign.
+static inline vf e4m3_fix(vf f, vm nan) {
+  vi u = f_bits(f_mul(f, v_set1(256.0f)));
+  return bits_f(i_sel(nan, i_or(u, i_k(0x7fc00000u)), u));
+}
+
+// weft_float_to_bf16. The ld_bf16s leave a signalling NaN signalling,
+// unlike weft_bf16_to_float: every path from there either quiets it
+// (arithmetic) or keeps it whole (max, min), and this sets the quiet bit.
+static inline void st_bf16(void *p, vf x) {
+  vi u = f_bits(x), hi = i_srl(u, 16);
+  vi r = i_srl(i_add(i_add(u, i_k(0x7fffu)), i_and(hi, i_k(1))), 16);
+  st16(p, i_sel(is_nan(u), i_or(hi, i_k(0x0040u)), r));
+}
+
+// weft_dtype_e4m3_round / _e5m2_round lane by lane: `sh` mantissa bits
+// dropped, exponent rebias `rebias`, subnormals by adding `magic` (whose ulp
+// is the format's subnormal step), saturation to `maxv` above `sat`, `nanv`
+// for NaN. Signed compares, as there: |x|'s bits are below 2^31.
+static inline void st_fp8(void *p, vf x, unsigned sh, uint32_t rebias, float magic,
+                          uint32_t min_norm, uint32_t sat, uint32_t maxv, uint32_t nanv) {
+  vi u = f_bits(x);
+  vi sign = i_and(i_srl(u, 24), i_k(0x80u));
+  vi a = i_and(u, i_k(0x7fffffffu));
+  vi lsb = i_and(i_srl(a, sh), i_k(1));
+  vi norm = i_sub(i_srl(i_add(i_add(a, i_k((1u << (sh - 1)) - 1u)), lsb), sh), i_k(rebias));
+  vf mf = v_set1(magic);
+  vi sub = i_sub(f_bits(f_add(bits_f(a), mf)), f_bits(mf));
+  vi r = i_sel(i_gt(a, i_k(min_norm - 1u)), norm, sub);
+  r = i_sel(i_gt(a, i_k(sat)), i_k(maxv), r);
+  r = i_sel(i_gt(a, i_k(0x7f800000u)), i_k(nanv), r);
+  st8(p, i_or(r, sign));
+}
+static inline void st_e4m3(void *p, vf x) {
+  st_fp8(p, x, 20, (127u - 7u) << 3, 16384.0f, 0x3c800000u, 0x43e00000u, 0x7eu, 0x7fu);
+}
+static inline void st_e5m2(void *p, vf x) {
+  st_fp8(p, x, 21, (127u - 15u) << 2, 128.0f, 0x38800000u, 0x47600000u, 0x7bu, 0x7eu);
+}
+
+// ---- the loop ----
 
 enum { T_HALF, T_BF16, T_E4M3, T_E5M2, T_COUNT };
 enum { K_SUM = WEFT_RED_SUM, K_PROD = WEFT_RED_PROD, K_MAX = WEFT_RED_MAX, K_MIN = WEFT_RED_MIN, K_FIRST };
