@@ -75,7 +75,7 @@
   }
 
 FLOAT_LEVEL()
-#if defined(__x86_64__)
+#if defined(WEFT_SIMD_X86)
 WEFT_SIMD_BEGIN_AVX2
 FLOAT_LEVEL(_avx2)
 WEFT_SIMD_END

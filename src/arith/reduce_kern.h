@@ -58,7 +58,13 @@
   static void NAME##_2(size_t n, void *d, const void *b) { NAME##_2t(n, d, b); }           \
   static void NAME##_2r(size_t n, void *d, const void *a) { NAME##_2rt(n, d, a); }
 
-// Compile what follows for a wider ISA (x86-64 only). No FMA: a product
+// x86-64 builds carry the AVX2 and AVX-512 loops too; other architectures
+// (or -DWEFT_SIMD_PORTABLE_ONLY) the portable ones only.
+#if defined(__x86_64__) && !defined(WEFT_SIMD_PORTABLE_ONLY)
+#define WEFT_SIMD_X86 1
+#endif
+
+// Compile what follows for a wider ISA (WEFT_SIMD_X86 only). No FMA: a product
 // and a sum stay two roundings, as in the portable loops.
 #define WEFT_SIMD_BEGIN_AVX2 _Pragma("GCC push_options") _Pragma("GCC target(\"avx2,f16c\")")
 #define WEFT_SIMD_BEGIN_AVX512 \
@@ -90,7 +96,7 @@ typedef struct {
 const weft_reduce_kern_t *weft_reduce_int_kern(ncclDataType_t dt);
 // The loops for float32 or float64 (reduce_float.c), NULL for any other.
 const weft_reduce_kern_t *weft_reduce_float_kern(ncclDataType_t dt);
-#if defined(__x86_64__)
+#if defined(WEFT_SIMD_X86)
 const weft_reduce_kern_t *weft_reduce_int_kern_avx2(ncclDataType_t dt);
 const weft_reduce_kern_t *weft_reduce_int_kern_avx512(ncclDataType_t dt);
 const weft_reduce_kern_t *weft_reduce_float_kern_avx2(ncclDataType_t dt);

@@ -20,7 +20,7 @@ static const weft_reduce_kern_t *native_none(ncclDataType_t dt) {
   return k ? k : weft_reduce_float_kern(dt);
 }
 
-#if defined(__x86_64__)
+#if defined(WEFT_SIMD_X86)
 static const weft_reduce_kern_t *native_avx2(ncclDataType_t dt) {
   const weft_reduce_kern_t *k = weft_reduce_int_kern_avx2(dt);
   return k ? k : weft_reduce_float_kern_avx2(dt);
@@ -34,7 +34,7 @@ static const weft_reduce_kern_t *native_avx512(ncclDataType_t dt) {
 static const weft_simd_impl_t impls[WEFT_SIMD_LEVELS] = {
     [WEFT_SIMD_NONE] = {WEFT_SIMD_NONE, "none", native_none, weft_reduce_small,
                         weft_reduce_small_first},
-#if defined(__x86_64__)
+#if defined(WEFT_SIMD_X86)
     [WEFT_SIMD_AVX2] = {WEFT_SIMD_AVX2, "avx2", native_avx2, weft_reduce_small_avx2,
                         weft_reduce_small_first_avx2},
     [WEFT_SIMD_AVX512] = {WEFT_SIMD_AVX512, "avx512", native_avx512, weft_reduce_small_avx512,
@@ -43,7 +43,7 @@ static const weft_simd_impl_t impls[WEFT_SIMD_LEVELS] = {
 };
 
 static int cpu_has(weft_simd_level_t level) {
-#if defined(__x86_64__)
+#if defined(WEFT_SIMD_X86)
   __builtin_cpu_init();
   switch (level) {
     case WEFT_SIMD_NONE: return 1;

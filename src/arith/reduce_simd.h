@@ -54,7 +54,7 @@ const weft_simd_impl_t *weft_simd_impl(weft_simd_level_t level);
 int weft_simd_force(weft_simd_level_t level);
 
 // The 16- and 8-bit floats' vector loops (reduce_small_avx2.c, _avx512.c).
-#if defined(__x86_64__)
+#if defined(WEFT_SIMD_X86)
 void weft_reduce_small_avx2(const weft_redop_t *op, void *d, const void *a, const void *b, size_t n,
                             int div);
 void weft_reduce_small_first_avx2(const weft_redop_t *op, void *d, const void *s, size_t n, int div);

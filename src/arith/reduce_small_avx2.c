@@ -10,12 +10,12 @@
  * lanes; results are narrowed with saturating packs, which never saturate
  * here (every lane already fits).
  */
-#if defined(__x86_64__)
+#include "reduce_kern.h"
+
+#if defined(WEFT_SIMD_X86)
 
 #include <immintrin.h>
 #include <stdint.h>
-
-#include "reduce_kern.h"
 
 WEFT_SIMD_BEGIN_AVX2
 

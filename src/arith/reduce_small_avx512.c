@@ -9,12 +9,12 @@
  * work on the bit patterns: AVX-512 BF16's VCVTNEPS2BF16 flushes subnormal
  * inputs to zero, so it would change results. fp8 widens through fp16.
  */
-#if defined(__x86_64__)
+#include "reduce_kern.h"
+
+#if defined(WEFT_SIMD_X86)
 
 #include <immintrin.h>
 #include <stdint.h>
-
-#include "reduce_kern.h"
 
 WEFT_SIMD_BEGIN_AVX512
 
