@@ -101,8 +101,10 @@ static void bench_size(size_t bytes, int runs, const char *want_dt, const char *
   memset(d, 0, bytes);
   printf("\n# %zu bytes per buffer; GB/s (reduction: 3 x bytes moved, memcpy: 2 x)\n", bytes);
   printf("%-10s %-10s", "dtype", "op");
-  for (int l = 0; l < WEFT_SIMD_LEVELS; l++)
-    if (weft_simd_impl((weft_simd_level_t)l)) printf(" %9s", weft_simd_impl((weft_simd_level_t)l)->name);
+  for (int l = 0; l < WEFT_SIMD_LEVELS; l++) {
+    const weft_simd_impl_t *impl = weft_simd_impl((weft_simd_level_t)l);
+    if (impl != NULL) printf(" %9s", impl->name);
+  }
   printf(" %9s\n", "memcpy");
   for (size_t t = 0; t < NTYPES; t++) {
     if (want_dt && strcmp(want_dt, weft_dtype_name(TYPES[t])) != 0) continue;
@@ -130,7 +132,8 @@ int main(int argc, char **argv) {
   int runs = 5;
   const char *want_dt = NULL, *want_op = NULL;
   for (int i = 1; i + 1 < argc; i += 2) {
-    if (strcmp(argv[i], "--bytes") == 0 && nsizes < 8) sizes[nsizes++] = strtoull(argv[i + 1], NULL, 0);
+    if (strcmp(argv[i], "--bytes") == 0 && nsizes < 8)
+      sizes[nsizes++] = strtoull(argv[i + 1], NULL, 0);
     else if (strcmp(argv[i], "--runs") == 0) runs = atoi(argv[i + 1]);
     else if (strcmp(argv[i], "--dtype") == 0) want_dt = argv[i + 1];
     else if (strcmp(argv[i], "--op") == 0) want_op = argv[i + 1];

@@ -3,15 +3,15 @@
  *
  * Chooses the typed loops (reduce_int.c, reduce_float.c, and for the 16- and
  * 8-bit floats reduce_small_*.c) at the level reduce_simd.c picked for the
- * process, and makes their `restrict` promises true. The common cases run as one call over the whole
- * range: dst distinct from both operands (3-operand loop), or dst equal to
- * one of them (2-operand in-place loop). Everything else goes chunk by chunk
- * through small stack buffers: the prescale (the local operand is scaled
- * into a buffer, then combined), the final integer division (applied to each
- * chunk while it is still in cache), operands that partly overlap dst
- * (copied aside first; outside the contract, but kept safe), and pointers
- * not aligned to the element size (bounced through aligned buffers, so the
- * loops never see a misaligned element).
+ * process, and makes their `restrict` promises true. The common cases run as
+ * one call over the whole range: dst distinct from both operands (3-operand
+ * loop), or dst equal to one of them (2-operand in-place loop). Everything
+ * else goes chunk by chunk through small stack buffers: the prescale (the
+ * local operand is scaled into a buffer, then combined), the final integer
+ * division (applied to each chunk while it is still in cache), operands that
+ * partly overlap dst (copied aside first; outside the contract, but kept
+ * safe), and pointers not aligned to the element size (bounced through
+ * aligned buffers, so the loops never see a misaligned element).
  *
  * Invalid arguments (unknown datatype or operation, NULL pointers) leave dst
  * untouched: callers validate at the API boundary and this layer has no way

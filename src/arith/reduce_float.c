@@ -3,13 +3,14 @@
  *
  * float32 and float64 are computed natively: one rounding per operation, the
  * prescale multiplies in float (float32) or double (float64). The 16- and
- * 8-bit formats (fp16, bf16, fp8 e4m3/e5m2) go through float: a block of
- * each operand is widened into a float array on the stack, combined there
- * with the float32 loops (which vectorise), and rounded once to the type
- * with round-to-nearest-even. Max and min return NaN when either operand is
- * NaN; a sum or product of two NaNs carries the first operand's. float32 and float64 are compiled for AVX2 and AVX-512 too
- * (reduce_simd.c chooses); the 16- and 8-bit formats' vector loops are in
- * reduce_small_avx2.c and reduce_small_avx512.c, this is their oracle.
+ * 8-bit formats (fp16, bf16, fp8 e4m3/e5m2) go through float: a block of each
+ * operand is widened into a float array on the stack, combined there with the
+ * float32 loops (which vectorise), and rounded once to the type with
+ * round-to-nearest-even. Max and min return NaN when either operand is NaN; a
+ * sum or product of two NaNs carries the first operand's. float32 and float64
+ * are compiled for AVX2 and AVX-512 too (reduce_simd.c chooses); the 16- and
+ * 8-bit formats' vector loops are in reduce_small_avx2.c and
+ * reduce_small_avx512.c, this is their oracle.
  */
 #include <stdint.h>
 

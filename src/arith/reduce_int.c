@@ -5,12 +5,12 @@
  * they wrap like two's complement without undefined behaviour; the prescale
  * multiplies by the scalar the same way (only its low bits matter). Max and
  * min compare in the signed or unsigned type itself. The post-division
- * (integer Avg) truncates toward zero; the divisor is > 1, so no quotient
- * can overflow. For 8- and 32-bit types it divides in float or double,
- * which vectorises where integer division does not, and is exact: the
- * quotient's ulp is far below 1/div, so rounding can never reach the next
- * integer, and truncating gives the integer quotient. The same loops are compiled for AVX2 and AVX-512 too
- * (reduce_simd.c chooses).
+ * (integer Avg) truncates toward zero; the divisor is > 1, so no quotient can
+ * overflow. For 8- and 32-bit types it divides in float or double, which
+ * vectorises where integer division does not, and is exact: the quotient's
+ * ulp is far below 1/div, so rounding can never reach the next integer, and
+ * truncating gives the integer quotient. The same loops are compiled for AVX2
+ * and AVX-512 too (reduce_simd.c chooses).
  */
 #include <stdint.h>
 

@@ -57,7 +57,8 @@ int weft_simd_force(weft_simd_level_t level);
 #if defined(WEFT_SIMD_X86)
 void weft_reduce_small_avx2(const weft_redop_t *op, void *d, const void *a, const void *b, size_t n,
                             int div);
-void weft_reduce_small_first_avx2(const weft_redop_t *op, void *d, const void *s, size_t n, int div);
+void weft_reduce_small_first_avx2(const weft_redop_t *op, void *d, const void *s, size_t n,
+                                  int div);
 void weft_reduce_small_avx512(const weft_redop_t *op, void *d, const void *a, const void *b,
                               size_t n, int div);
 void weft_reduce_small_first_avx512(const weft_redop_t *op, void *d, const void *s, size_t n,

@@ -12,7 +12,7 @@
  *
  * Each element is widened, computed and rounded in registers, in the order
  * reduce_float.c's block loop uses: b times the scalar (prescale), a OP b,
- * the result divided by div (Avg's and PreMulSum's final divide), then one
+ * the result divided by div (when the op has a final divide), then one
  * rounding, as dtype_inline.h rounds. The tail (fewer than VW elements) goes
  * through small stack buffers. d may equal a, b or s: each vector is read
  * before it is written.
@@ -99,7 +99,13 @@ static inline void st_e5m2(void *p, vf x) {
 // ---- the loop ----
 
 enum { T_HALF, T_BF16, T_E4M3, T_E5M2, T_COUNT };
-enum { K_SUM = WEFT_RED_SUM, K_PROD = WEFT_RED_PROD, K_MAX = WEFT_RED_MAX, K_MIN = WEFT_RED_MIN, K_FIRST };
+enum {
+  K_SUM = WEFT_RED_SUM,
+  K_PROD = WEFT_RED_PROD,
+  K_MAX = WEFT_RED_MAX,
+  K_MIN = WEFT_RED_MIN,
+  K_FIRST  // no combine: weft_reduce_first's transform
+};
 
 SMALL_INLINE vf ld(int t, const char *p) {
   switch (t) {

@@ -28,9 +28,9 @@ static uint64_t next_rand(void) {
   return rng * 0x2545f4914f6cdd1dull;
 }
 
-static const ncclDataType_t ALL_TYPES[] = {ncclInt8,    ncclUint8,   ncclInt32,     ncclUint32,
-                                           ncclInt64,   ncclUint64,  ncclFloat16,   ncclFloat32,
-                                           ncclFloat64, ncclBfloat16, ncclFloat8e4m3, ncclFloat8e5m2};
+static const ncclDataType_t ALL_TYPES[] = {
+    ncclInt8,    ncclUint8,   ncclInt32,    ncclUint32,     ncclInt64,     ncclUint64,
+    ncclFloat16, ncclFloat32, ncclFloat64,  ncclBfloat16,   ncclFloat8e4m3, ncclFloat8e5m2};
 #define NTYPES (sizeof ALL_TYPES / sizeof ALL_TYPES[0])
 
 // The op variants: plain, PreMulSum's scalar, Avg's final divide, both.
