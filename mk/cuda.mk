@@ -19,7 +19,8 @@ NVCC_GENCODE   := -gencode arch=compute_80,code=sm_80 -gencode 'arch=compute_90,
 NVCC_FLAGS     := -std=c++17 -O3 -g -fmad=false -ftz=false -prec-div=true -prec-sqrt=true \
                   -Xcompiler -fPIC,-fvisibility=hidden,-Wall,-Wextra -Iinclude -Isrc/arith -Isrc/kernels
 # The library objects the GPU tests and the stand-in kernels take their host reference from.
-ARITH_REF_OBJS := $(addprefix $(BUILD)/obj/src/arith/,reduce.o reduce_int.o reduce_float.o dtype.o)
+ARITH_REF_OBJS := $(addprefix $(BUILD)/obj/src/arith/,reduce.o reduce_int.o reduce_float.o reduce_simd.o \
+                  reduce_small_avx2.o reduce_small_avx512.o dtype.o)
 
 .PHONY: cuda
 ifneq ($(NVCC),)

@@ -1,16 +1,17 @@
 /*
  * reduce.c — the host memory backend's reduction entry points.
  *
- * Chooses the typed loops (reduce_int.c, reduce_float.c) and makes their
- * `restrict` promises true. The common cases run as one call over the whole
- * range: dst distinct from both operands (3-operand loop), or dst equal to
- * one of them (2-operand in-place loop). Everything else goes chunk by chunk
- * through small stack buffers: the prescale (the local operand is scaled
- * into a buffer, then combined), the final integer division (applied to each
- * chunk while it is still in cache), operands that partly overlap dst
- * (copied aside first; outside the contract, but kept safe), and pointers
- * not aligned to the element size (bounced through aligned buffers, so the
- * loops never see a misaligned element).
+ * Chooses the typed loops (reduce_int.c, reduce_float.c, and for the 16- and
+ * 8-bit floats reduce_small_*.c) at the level reduce_simd.c picked for the
+ * process, and makes their `restrict` promises true. The common cases run as
+ * one call over the whole range: dst distinct from both operands (3-operand
+ * loop), or dst equal to one of them (2-operand in-place loop). Everything
+ * else goes chunk by chunk through small stack buffers: the prescale (the
+ * local operand is scaled into a buffer, then combined), the final integer
+ * division (applied to each chunk while it is still in cache), operands that
+ * partly overlap dst (copied aside first; outside the contract, but kept
+ * safe), and pointers not aligned to the element size (bounced through
+ * aligned buffers, so the loops never see a misaligned element).
  *
  * Invalid arguments (unknown datatype or operation, NULL pointers) leave dst
  * untouched: callers validate at the API boundary and this layer has no way
@@ -23,6 +24,7 @@
 
 #include "dtype.h"
 #include "reduce_kern.h"
+#include "reduce_simd.h"
 
 // Bytes per chunk on the slow paths; each stack buffer is this large.
 #define CHUNK_BYTES 4096
@@ -38,11 +40,6 @@ static int overlaps(const void *p, const void *q, size_t bytes) {
 }
 
 static int misaligned(const void *p, size_t size) { return ((uintptr_t)p & (size - 1)) != 0; }
-
-static const weft_reduce_kern_t *native_kern(ncclDataType_t dt) {
-  const weft_reduce_kern_t *k = weft_reduce_int_kern(dt);
-  return k ? k : weft_reduce_float_kern(dt);
-}
 
 static int op_valid(const weft_redop_t *op) {
   return op != NULL && weft_dtype_size(op->dtype) != 0 && (unsigned)op->kind <= WEFT_RED_MIN;
@@ -102,13 +99,19 @@ static void native_reduce(const weft_reduce_kern_t *k, const weft_redop_t *op, c
 }
 
 // Pointers aligned, no partial overlaps beyond what the callees handle.
+// The 16- and 8-bit formats' vector loops take d equal to an operand but
+// not a partial overlap; the portable loop's block order defines that case.
 static void reduce_aligned(const weft_redop_t *op, void *d, const void *a, const void *b,
                            size_t n, int div) {
-  const weft_reduce_kern_t *k = native_kern(op->dtype);
+  const weft_simd_impl_t *impl = weft_simd_current();
+  const weft_reduce_kern_t *k = impl->native(op->dtype);
+  size_t bytes = n * weft_dtype_size(op->dtype);
   if (k != NULL)
     native_reduce(k, op, d, a, b, n, div);
-  else
+  else if ((a != d && overlaps(a, d, bytes)) || (b != d && overlaps(b, d, bytes)))
     weft_reduce_small(op, d, a, b, n, div);
+  else
+    impl->small(op, d, a, b, n, div);
 }
 
 void weft_reduce(const weft_redop_t *op, void *dst, const void *in, const void *local,
@@ -136,9 +139,10 @@ void weft_reduce(const weft_redop_t *op, void *dst, const void *in, const void *
 
 // dst = pre(src), then post; dst equals src or does not overlap it.
 static void first_aligned(const weft_redop_t *op, char *d, const char *s, size_t n, int div) {
-  const weft_reduce_kern_t *k = native_kern(op->dtype);
+  const weft_simd_impl_t *impl = weft_simd_current();
+  const weft_reduce_kern_t *k = impl->native(op->dtype);
   if (k == NULL) {
-    weft_reduce_small_first(op, d, s, n, div);
+    impl->small_first(op, d, s, n, div);
     return;
   }
   size_t size = k->size, per = CHUNK_BYTES / size;

@@ -3,11 +3,14 @@
  *
  * float32 and float64 are computed natively: one rounding per operation, the
  * prescale multiplies in float (float32) or double (float64). The 16- and
- * 8-bit formats (fp16, bf16, fp8 e4m3/e5m2) go through float: a block of
- * each operand is widened into a float array on the stack, combined there
- * with the float32 loops (which vectorise), and rounded once to the type
- * with round-to-nearest-even. Max and min return NaN when either operand is
- * NaN.
+ * 8-bit formats (fp16, bf16, fp8 e4m3/e5m2) go through float: a block of each
+ * operand is widened into a float array on the stack, combined there with the
+ * float32 loops (which vectorise), and rounded once to the type with
+ * round-to-nearest-even. Max and min return NaN when either operand is NaN; a
+ * sum or product of two NaNs carries the first operand's. float32 and float64
+ * are compiled for AVX2 and AVX-512 too (reduce_simd.c chooses); the 16- and
+ * 8-bit formats' vector loops are in reduce_small_avx2.c and
+ * reduce_small_avx512.c, this is their oracle.
  */
 #include <stdint.h>
 
@@ -19,20 +22,31 @@
 #define FMAX(x, y) (((x) > (y) || (x) != (x)) ? (x) : (y))
 #define FMIN(x, y) (((x) < (y) || (x) != (x)) ? (x) : (y))
 
+// Sum and product whose NaN is defined by operand order: x's (quieted) when
+// x is NaN, else the operation's (y's, quieted, when y is NaN). A bare x + y
+// leaves it to the compiler, which may swap the operands of the commutative
+// instruction, and did differently in vector and scalar code. A NaN x meets
+// itself instead of y; the select of values (no arithmetic in its arms)
+// still vectorises.
+#define FLOAT_ARITH(P, T)                                     \
+  static inline T P##_add(T x, T y) { return x + (x != x ? x : y); } \
+  static inline T P##_mul(T x, T y) { return x * (x != x ? x : y); }
+
 // All loops for native float type T; the scalar is used as type T.
 #define FLOAT_KERNELS(P, T)                                                           \
-  WEFT_REDUCE_DEF_COMBINE(P##_sum, T, x + y)                                         \
-  WEFT_REDUCE_DEF_COMBINE(P##_prod, T, x * y)                                        \
+  FLOAT_ARITH(P, T)                                                                  \
+  WEFT_REDUCE_DEF_COMBINE(P##_sum, T, P##_add(x, y))                                 \
+  WEFT_REDUCE_DEF_COMBINE(P##_prod, T, P##_mul(x, y))                                \
   WEFT_REDUCE_DEF_COMBINE(P##_max, T, FMAX(x, y))                                    \
   WEFT_REDUCE_DEF_COMBINE(P##_min, T, FMIN(x, y))                                    \
   static void P##_scale_t(size_t n, T *restrict d, const T *restrict s, T k) {        \
-    WEFT_REDUCE_LOOP(n, d[i] = s[i] * k);                                            \
+    WEFT_REDUCE_LOOP(n, d[i] = P##_mul(s[i], k));                                            \
   }                                                                                  \
   static void P##_scale(size_t n, void *d, const void *s, const weft_redop_t *op) {   \
     P##_scale_t(n, d, s, (T)op->scale_f);                                            \
   }                                                                                  \
   static void P##_scale_inplace_t(size_t n, T *restrict d, T k) {                     \
-    WEFT_REDUCE_LOOP(n, d[i] = d[i] * k);                                            \
+    WEFT_REDUCE_LOOP(n, d[i] = P##_mul(d[i], k));                                            \
   }                                                                                  \
   static void P##_scale_inplace(size_t n, void *d, const weft_redop_t *op) {          \
     P##_scale_inplace_t(n, d, (T)op->scale_f);                                       \
@@ -51,14 +65,25 @@
       .postdiv = P##_postdiv,                                                        \
   };
 
-FLOAT_KERNELS(f32, float)
-FLOAT_KERNELS(f64, double)
+// float32 and float64's loops, and their lookup weft_reduce_float_kern##L.
+#define FLOAT_LEVEL(L)                                                     \
+  FLOAT_KERNELS(f32##L, float)                                             \
+  FLOAT_KERNELS(f64##L, double)                                            \
+  const weft_reduce_kern_t *weft_reduce_float_kern##L(ncclDataType_t dt) { \
+    if (dt == ncclFloat32) return &f32##L##_kern;                          \
+    if (dt == ncclFloat64) return &f64##L##_kern;                          \
+    return NULL;                                                           \
+  }
 
-const weft_reduce_kern_t *weft_reduce_float_kern(ncclDataType_t dt) {
-  if (dt == ncclFloat32) return &f32_kern;
-  if (dt == ncclFloat64) return &f64_kern;
-  return NULL;
-}
+FLOAT_LEVEL()
+#if defined(WEFT_SIMD_X86)
+WEFT_SIMD_BEGIN_AVX2
+FLOAT_LEVEL(_avx2)
+WEFT_SIMD_END
+WEFT_SIMD_BEGIN_AVX512
+FLOAT_LEVEL(_avx512)
+WEFT_SIMD_END
+#endif
 
 // ---- fp16, bf16, fp8: widen to float, compute, round once ----
 

@@ -8,6 +8,10 @@
  * vectorises loops whose trip count is a known multiple of the vector
  * width). The driver in reduce.c guarantees the no-overlap promises that
  * `restrict` makes, and element-size alignment of every pointer.
+ *
+ * On x86-64 the same loops are also compiled for AVX2 and AVX-512 (between
+ * WEFT_SIMD_BEGIN_* and WEFT_SIMD_END, with a _avx2 or _avx512 suffix);
+ * reduce_simd.c picks one set per process.
  */
 #ifndef WEFT_REDUCE_KERN_H
 #define WEFT_REDUCE_KERN_H
@@ -54,6 +58,20 @@
   static void NAME##_2(size_t n, void *d, const void *b) { NAME##_2t(n, d, b); }           \
   static void NAME##_2r(size_t n, void *d, const void *a) { NAME##_2rt(n, d, a); }
 
+// x86-64 builds carry the AVX2 and AVX-512 loops too; other architectures
+// (or -DWEFT_SIMD_PORTABLE_ONLY) the portable ones only.
+#if defined(__x86_64__) && !defined(WEFT_SIMD_PORTABLE_ONLY)
+#define WEFT_SIMD_X86 1
+#endif
+
+// Compile what follows for a wider ISA (WEFT_SIMD_X86 only). No FMA: a product
+// and a sum stay two roundings, as in the portable loops.
+#define WEFT_SIMD_BEGIN_AVX2 _Pragma("GCC push_options") _Pragma("GCC target(\"avx2,f16c\")")
+#define WEFT_SIMD_BEGIN_AVX512 \
+  _Pragma("GCC push_options")  \
+      _Pragma("GCC target(\"avx512f,avx512bw,avx512vl,prefer-vector-width=512\")")
+#define WEFT_SIMD_END _Pragma("GCC pop_options")
+
 typedef void (*weft_reduce_combine3_fn)(size_t n, void *d, const void *a, const void *b);
 typedef void (*weft_reduce_combine2_fn)(size_t n, void *d, const void *b);
 
@@ -78,6 +96,12 @@ typedef struct {
 const weft_reduce_kern_t *weft_reduce_int_kern(ncclDataType_t dt);
 // The loops for float32 or float64 (reduce_float.c), NULL for any other.
 const weft_reduce_kern_t *weft_reduce_float_kern(ncclDataType_t dt);
+#if defined(WEFT_SIMD_X86)
+const weft_reduce_kern_t *weft_reduce_int_kern_avx2(ncclDataType_t dt);
+const weft_reduce_kern_t *weft_reduce_int_kern_avx512(ncclDataType_t dt);
+const weft_reduce_kern_t *weft_reduce_float_kern_avx2(ncclDataType_t dt);
+const weft_reduce_kern_t *weft_reduce_float_kern_avx512(ncclDataType_t dt);
+#endif
 
 // fp16, bf16 and fp8: converted block by block to float, computed in float,
 // rounded once. d may alias a or b (reduce_small) or s (reduce_small_first).

@@ -18,6 +18,8 @@
 #include "cuda_direct.h"
 #include "cuda_rt.h"
 #include "cuda_staging.h"
+#include "env.h"
+#include "reduce_simd.h"
 #include "rendezvous.h"
 #include "topo.h"
 #include "util.h"
@@ -48,9 +50,20 @@ static ncclResult_t topo_at_init(const struct ncclComm *comm) {
   return weft_topo_comm_init(comm->local_rank, comm->local_size, here) ? ncclSystemError : ncclSuccess;
 }
 
+// The host reductions' instruction set (WEFT_SIMD), fixed for the process
+// by the first communicator.
+static void simd_at_init(void) {
+  int unknown = 0;
+  const char *mode = weft_env_WEFT_SIMD();
+  const weft_simd_impl_t *simd = weft_simd_configure(mode, &unknown);
+  if (unknown) WARN("WEFT_SIMD=%s is not auto, avx512, avx2 or none; using %s", mode, simd->name);
+  INFO(WEFT_LOG_INIT, "host reductions use %s", simd->name);
+}
+
 static ncclResult_t comm_init(struct ncclComm *comm, const weft_id_t *ids, int nid) {
   ncclResult_t res = ncclSuccess;
   weft_debug_set_rank(comm->rank);
+  simd_at_init();
   weft_peer_info_t me = {.rank = comm->rank, .pid = (int32_t)getpid(), .host_hash = weft_host_hash()};
   weft_peer_info_t *table = calloc((size_t)comm->nranks, sizeof(*table));
   int listen_fd = -1;
