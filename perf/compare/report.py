@@ -388,6 +388,9 @@ def dtype_section(rows, colls, dtypes, reps, n):
                     held = sum(1 for p in pairs if p[1] >= TARGET_RATIO)
                     line += "; >= %.1fx at %d of %d sizes (target %s)" % (
                         TARGET_RATIO, held, len(pairs), "met" if held == len(pairs) else "not met")
+                first, last = pairs[0][0], pairs[-1][0]
+                if first > lo or last < hi:  # a partial range says so
+                    line += "; only %s to %s measured" % (human(first), human(last))
                 line += "."
             out.append("- " + line)
             short.append(line)
