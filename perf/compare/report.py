@@ -5,15 +5,23 @@ run.sh measures; this file turns what it measured into results. It has two
 commands, so the report can be rebuilt from the raw data without measuring
 again:
 
-  report.py ingest --csv raw.csv --lib LIB --coll COLL --rep K --nranks N
-                   --rc RC --log LOGFILE
+  report.py ingest --csv raw.csv --lib LIB --coll COLL [--dtype TYPE] --rep K
+                   --nranks N --rc RC --log LOGFILE
       Parse one benchmark run's output (nccl-tests format for weft, RESULT
       lines for mpi_coll_bench/torch_bench) and append one CSV row per size;
       a run that failed (RC != 0, or no rows) adds a row with status=failed.
 
   report.py report --dir build/compare
       Read DIR/raw.csv, DIR/membw.txt and DIR/meta.txt; write
-      DIR/results.md and DIR/<coll>.png.
+      DIR/results.md and DIR/<coll>.png (DIR/<coll>_<dtype>.png for the
+      datatypes other than float).
+
+Datatypes: raw.csv's last column names the element type (weft's -d names;
+a raw.csv from before the column reads as float). A float-only run gives
+the report it always gave; with more types every table is per datatype and
+a last section sets weft's busbw of each type against its float32 busbw at
+the same size (the issue's "every datatype's AllReduce >= 0.9x float32"),
+and against the best MPI peer where MPI has the type.
 
 Only the standard library is needed for `ingest`; `report` needs matplotlib.
 """
@@ -29,8 +37,16 @@ PEERS = ("openmpi", "mpich", "gloo")
 COLLS = ("allreduce", "allgather", "reducescatter", "broadcast", "alltoall")
 TITLES = {"allreduce": "AllReduce", "allgather": "AllGather", "reducescatter": "ReduceScatter",
           "broadcast": "Broadcast", "alltoall": "AlltoAll"}
+# dtype last, so the columns before it are where they always were.
 FIELDS = ("rep", "lib", "coll", "nranks", "size", "count", "time_us", "algbw", "busbw", "wrong",
-          "time_ip_us", "busbw_ip", "wrong_ip", "status", "load", "busy", "note")
+          "time_ip_us", "busbw_ip", "wrong_ip", "status", "load", "busy", "note", "dtype")
+MPI_PEERS = ("openmpi", "mpich")
+# weft's *_perf -d names, in report order, and how the tables title them.
+DTYPES = ("float", "bfloat16", "half", "double")
+DTYPE_TITLES = {"float": "float32", "bfloat16": "bfloat16", "half": "float16 (half)",
+                "double": "float64 (double)"}
+TARGET_RANGE = (1 << 20, 256 << 20)  # the issue's datatype target: AllReduce from 1 MiB to 256 MiB
+TARGET_RATIO = 0.9
 LARGE = 64 << 20  # sizes from here on get a memory-bound fraction
 SMALL = 1 << 10   # sizes up to here also get a table of times per call
 
@@ -96,7 +112,7 @@ def cmd_ingest(a):
         print("report.py: cannot read %s: %s" % (a.log, e), file=sys.stderr)
     rows = parse_nccl_tests(text) if a.lib == "weft" else parse_kv(text)
     base = {"rep": a.rep, "lib": a.lib, "coll": a.coll, "nranks": a.nranks, "load": a.load,
-            "busy": a.busy}
+            "busy": a.busy, "dtype": a.dtype}
     out = []
     for r in rows:
         row = dict(base, status="ok")
@@ -200,14 +216,17 @@ def bus_factor(coll, n):
 
 def load_rows(path):
     with open(path, newline="") as f:
-        return list(csv.DictReader(f))
+        rows = list(csv.DictReader(f))
+    for r in rows:  # a raw.csv from before the dtype column measured float
+        r["dtype"] = r.get("dtype") or "float"
+    return rows
 
 
-def summarize(rows, coll):
+def summarize(rows, coll, dtype="float"):
     """{lib: {size: (median busbw, median time_us, reps, wrong)}} and per-lib status."""
     vals, status = {}, {}
     for r in rows:
-        if r["coll"] != coll:
+        if r["coll"] != coll or r["dtype"] != dtype:
             continue
         lib = r["lib"]
         if r["status"] == "ok" and r["size"] and int(r["size"]) > 0:
@@ -241,11 +260,17 @@ def cell(med, status, lib, size, reps):
     return s
 
 
-def table_for(coll, rows, reps, n, bw):
-    med, status = summarize(rows, coll)
+def coll_title(coll, dtype, multi):
+    """A collective's name, with the datatype when the run had several."""
+    return "%s, %s" % (TITLES[coll], DTYPE_TITLES.get(dtype, dtype)) if multi else TITLES[coll]
+
+
+def table_for(coll, rows, reps, n, bw, dtype="float", multi=False):
+    rows = [r for r in rows if r["dtype"] == dtype]
+    med, status = summarize(rows, coll, dtype)
     sizes = sorted({s for lib in med for s in med[lib]})
     libs_present = {r["lib"] for r in rows if r["coll"] == coll}
-    out = ["## %s (%d ranks)" % (TITLES[coll], n), ""]
+    out = ["## %s (%d ranks)" % (coll_title(coll, dtype, multi), n), ""]
     if not libs_present:
         return out + ["not measured", ""], med, status, []
     notes = {}
@@ -300,7 +325,80 @@ def table_for(coll, rows, reps, n, bw):
     return out + bound, med, status, bound
 
 
-def plot(coll, med, status, n, reps, bw, path):
+def ratio_cell(num, den):
+    """num's median busbw over den's, or "—" where either is missing."""
+    if not num or not den or den[0] <= 0:
+        return "—"
+    return "%.2fx" % (num[0] / den[0])
+
+
+def dtype_section(rows, colls, dtypes, reps, n):
+    """The table "weft per datatype against weft float32" and its one-line
+    summaries (the AllReduce target: every type >= 0.9x float32 from 1 MiB
+    to 256 MiB): results.md lines, and the summaries alone for stdout."""
+    others = [t for t in dtypes if t != "float"]
+    out = ["## weft per datatype against weft float32", "",
+           "For each collective, size and datatype: weft's median busbw of that datatype "
+           "(GB/s), that over weft's float32 median busbw at the same size (`/ float32`, the "
+           "same bytes moved; the issue's target: every datatype's AllReduce >= %.1fx from "
+           "%s to %s), and weft over the best of Open MPI and MPICH in that datatype (`/ best "
+           "MPI`; \"—\" where MPI has no such type). Float32's own columns come first." % (
+               TARGET_RATIO, human(TARGET_RANGE[0]), human(TARGET_RANGE[1])), ""]
+    short = []
+    for coll in colls:
+        meds = {t: summarize(rows, coll, t)[0] for t in dtypes}
+        wf = meds.get("float", {}).get("weft", {})
+        sizes = sorted({s for t in dtypes for s in meds[t].get("weft", {})})
+        if not sizes:
+            continue
+        out += ["### %s (%d ranks)" % (TITLES[coll], n), ""]
+        head = ["size"]
+        for t in dtypes:
+            head += (["float32", "float32 / best MPI"] if t == "float" else
+                     [t, "%s / float32" % t, "%s / best MPI" % t])
+        out += ["| %s |" % " | ".join(head), "|%s" % ("---:|" * len(head))]
+        for size in sizes:
+            cells = [human(size)]
+            for t in dtypes:
+                w = meds[t].get("weft", {}).get(size)
+                peers = [meds[t][p][size] for p in MPI_PEERS if size in meds[t].get(p, {})]
+                best = max(peers, key=lambda v: v[0]) if peers else None
+                bw_cell = "—" if not w else ("%.3g" % w[0] if w[0] < 100 else "%.0f" % w[0])
+                if w and w[2] < reps:
+                    bw_cell += " (%d/%d)" % (w[2], reps)
+                cells.append(bw_cell + (" WRONG" if w and w[3] else ""))
+                if t != "float":
+                    cells.append(ratio_cell(w, wf.get(size)))
+                cells.append(ratio_cell(w, best))
+            out.append("| %s |" % " | ".join(cells))
+        out.append("")
+        lo, hi = TARGET_RANGE
+        for t in others:
+            pairs = [(s, meds[t]["weft"][s][0] / wf[s][0]) for s in sizes
+                     if lo <= s <= hi and s in meds[t].get("weft", {}) and s in wf and wf[s][0] > 0]
+            if not pairs:
+                line = "%s, %s / float32: no size from %s to %s measured." % (
+                    TITLES[coll], t, human(lo), human(hi))
+            else:
+                worst = min(pairs, key=lambda p: p[1])
+                line = "%s, %s / float32 from %s to %s: lowest %.2fx (at %s), median %.2fx" % (
+                    TITLES[coll], t, human(lo), human(hi), worst[1], human(worst[0]),
+                    statistics.median(p[1] for p in pairs))
+                if coll == "allreduce":
+                    held = sum(1 for p in pairs if p[1] >= TARGET_RATIO)
+                    line += "; >= %.1fx at %d of %d sizes (target %s)" % (
+                        TARGET_RATIO, held, len(pairs), "met" if held == len(pairs) else "not met")
+                first, last = pairs[0][0], pairs[-1][0]
+                if first > lo or last < hi:  # a partial range says so
+                    line += "; only %s to %s measured" % (human(first), human(last))
+                line += "."
+            out.append("- " + line)
+            short.append(line)
+        out.append("")
+    return out, short
+
+
+def plot(coll, med, status, n, reps, bw, path, title=None):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -339,7 +437,7 @@ def plot(coll, med, status, n, reps, bw, path):
     handles, labels = axes[0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize=9, frameon=False)
     fig.suptitle("%s: bus bandwidth vs message size, %d ranks, median of %d repetition%s "
-                 "(weft: %s)" % (TITLES[coll], n, reps, "" if reps == 1 else "s",
+                 "(weft: %s)" % (title or TITLES[coll], n, reps, "" if reps == 1 else "s",
                                  "in place, as MPI_Bcast" if coll == "broadcast" else "out-of-place"))
     fig.tight_layout(rect=(0, 0.06, 1, 1))
     fig.savefig(path, dpi=110)
@@ -425,17 +523,34 @@ def cmd_report(a):
         model = []
         out += ["(no membw.txt: memory-bound fractions omitted)", ""]
     summary = list(model)
+    dtypes = [t for t in DTYPES if any(r["dtype"] == t for r in rows)]
+    multi = dtypes != ["float"]
+    if multi:
+        out += ["Datatypes: %s. The size column is bytes, so at one size a 2-byte type moves twice "
+                "as many elements as float32 and double half as many; busbw is bytes per second "
+                "in every table. Open MPI and MPICH run MPI_FLOAT and MPI_DOUBLE; MPI has no "
+                "standard bfloat16 or half type (\"n/a\"). Gloo runs the torch dtype where torch's "
+                "gloo has it for that collective, else \"n/a\"." % ", ".join(
+                    DTYPE_TITLES[t] for t in dtypes), ""]
     for coll in colls:
-        lines, med, status, bound = table_for(coll, rows, reps, n, bw)
+        for dtype in dtypes:
+            if not any(r["coll"] == coll and r["dtype"] == dtype for r in rows):
+                continue
+            title = coll_title(coll, dtype, multi)
+            lines, med, status, bound = table_for(coll, rows, reps, n, bw, dtype, multi)
+            out += lines
+            if bound:
+                summary += ["%s, %d ranks:" % (title, n)] + bound
+            name = coll if dtype == "float" else "%s_%s" % (coll, dtype)
+            try:
+                plot(coll, med, status, n, reps, bw, os.path.join(d, name + ".png"), title)
+                out += ["![%s](%s.png)" % (title, name), ""]
+            except ImportError as e:
+                out += ["(plot skipped: %s)" % e, ""]
+    if multi:
+        lines, short = dtype_section(rows, colls, dtypes, reps, n)
         out += lines
-        if bound:
-            summary += ["%s, %d ranks:" % (TITLES[coll], n)] + bound
-        png = os.path.join(d, "%s.png" % coll)
-        try:
-            plot(coll, med, status, n, reps, bw, png)
-            out += ["![%s](%s.png)" % (TITLES[coll], coll), ""]
-        except ImportError as e:
-            out += ["(plot skipped: %s)" % e, ""]
+        summary += short
     with open(os.path.join(d, "results.md"), "w") as f:
         f.write("\n".join(out))
     if summary:
@@ -451,6 +566,7 @@ def main():
     g.add_argument("--csv", required=True)
     g.add_argument("--lib", required=True, choices=LIBS)
     g.add_argument("--coll", required=True, choices=COLLS)
+    g.add_argument("--dtype", default="float", choices=DTYPES, help="element type (weft's -d name)")
     g.add_argument("--rep", required=True, type=int)
     g.add_argument("--nranks", required=True, type=int)
     g.add_argument("--rc", required=True, type=int)

@@ -18,9 +18,14 @@
 # --placement unpinned runs the MPIs with --bind-to none and weft unbound.
 # Small sizes get thousands of iterations so that every library reaches its
 # steady state (--iters-plan), and every library runs the same plan.
+# -d "float bfloat16 half double" adds the datatype dimension (default float
+# alone): weft's *_perf -d TYPE, the MPIs with MPI_FLOAT or MPI_DOUBLE (MPI
+# has no standard bfloat16 or half: n/a), Gloo with the torch dtype where
+# torch's gloo has it for that collective (else n/a).
 #
 #   perf/compare/run.sh [-n NRANKS] [-r REPS] [-b MIN] [-e MAX] [-f FACTOR]
 #                       [-c "allreduce allgather reducescatter broadcast alltoall"]
+#                       [-d "float bfloat16 half double"]
 #                       [--iters N] [--warmup N] [--iters-plan PLAN]
 #                       [--placement pinned|unpinned] [--timeout SECONDS]
 #                       [--quiet-wait SECONDS] [--quiet-busy PERCENT]
@@ -35,6 +40,8 @@ usage: perf/compare/run.sh [options]
   -b MIN, -e MAX   message sizes as in nccl-tests, K/M/G = 1024^k (default 8 .. 256M)
   -f FACTOR        size multiplier (default 2)
   -c "COLLS"       subset of: allreduce allgather reducescatter broadcast alltoall
+  -d "TYPES"       datatypes, subset of: float bfloat16 half double (default float);
+                   the MPIs run float and double only, Gloo what torch's gloo has
   --iters-plan P   timed and warm-up iterations by size, as comma-separated
                    UPTO:ITERS:WARMUP bands (default 64K:5000:1000,1M:1000:100,16M:100:10,4G:20:5)
   --iters N        timed iterations at every size (with --warmup: one band, replaces the plan)
@@ -62,9 +69,10 @@ OUT=build/compare
 PY=/usr/bin/python3  # Debian's python: torch, matplotlib, numpy come from apt
 PACKAGES=(openmpi-bin libopenmpi-dev mpich libmpich-dev python3-torch python3-matplotlib python3-numpy)
 ALL_COLLS="allreduce allgather reducescatter broadcast alltoall"
+ALL_DTYPES="float bfloat16 half double"  # weft's *_perf -d names (perf/common_args.c)
 
 CMDLINE="perf/compare/run.sh$(printf ' %q' "$@")"
-NR=2 REPS= MINB= MAXB= FACTOR=2 COLLS=$ALL_COLLS ITERS= WARMUP= TMO=900 QWAIT=30 QBUSY=25 INSTALL=1 BUILD=1 QUICK=0 WEFT_Z=2
+NR=2 REPS= MINB= MAXB= FACTOR=2 COLLS=$ALL_COLLS DTYPES=float ITERS= WARMUP= TMO=900 QWAIT=30 QBUSY=25 INSTALL=1 BUILD=1 QUICK=0 WEFT_Z=2
 PLAN=64K:5000:1000,1M:1000:100,16M:100:10,4G:20:5 PLACEMENT=pinned
 
 while [ $# -gt 0 ]; do
@@ -75,6 +83,7 @@ while [ $# -gt 0 ]; do
     -e) MAXB=${2:?-e needs a value}; shift 2 ;;
     -f) FACTOR=${2:?-f needs a value}; shift 2 ;;
     -c) COLLS=${2:?-c needs a value}; shift 2 ;;
+    -d) DTYPES=${2:?-d needs a value}; shift 2 ;;
     -o) OUT=${2:?-o needs a value}; shift 2 ;;
     --iters) ITERS=${2:?}; shift 2 ;;
     --warmup) WARMUP=${2:?}; shift 2 ;;
@@ -125,6 +134,10 @@ OUT=${OUT%/}
 for c in $COLLS; do
   case " $ALL_COLLS " in *" $c "*) ;; *) echo "run.sh: unknown collective '$c'" >&2; exit 2 ;; esac
 done
+for t in $DTYPES; do
+  case " $ALL_DTYPES " in *" $t "*) ;; *) echo "run.sh: unknown datatype '$t' (one of: $ALL_DTYPES)" >&2; exit 2 ;; esac
+done
+[ -n "${DTYPES// /}" ] || { echo "run.sh: -d needs at least one datatype" >&2; exit 2; }
 
 log() { printf '[compare %s] %s\n' "$(date +%H:%M:%S)" "$*"; }
 
@@ -236,6 +249,8 @@ weft_version() {
   echo "ranks: $NR"
   echo "repetitions: $REPS (interleaved weft, openmpi, mpich, gloo; median reported)"
   echo "sizes: -b $MINB -e $MAXB -f $FACTOR, iterations by size (up to:timed:warm-up) $PLAN"
+  # Only when asked for: a float-only run's header stays as it always was.
+  [ "$DTYPES" = float ] || echo "datatypes: $DTYPES (weft -d TYPE; Open MPI and MPICH MPI_FLOAT, MPI_DOUBLE, n/a otherwise; Gloo the torch dtype where its gloo has it)"
   echo "placement: $PLACEMENT ($([ "$PLACEMENT" = pinned ] && echo 'Open MPI and MPICH --bind-to core, weft WEFT_BIND=1' || echo 'Open MPI and MPICH --bind-to none, weft unbound'); Gloo unpinned)"
   echo "openmpi transport: --mca pml ob1 --mca btl self,vader --mca btl_vader_single_copy_mechanism cma"
   echo "weft mode: -z $WEFT_Z ($([ "$WEFT_Z" = 2 ] && echo 'NULL stream: each call complete on return, like a blocking MPI call' || echo 'see perf/README.md'))"
@@ -292,13 +307,20 @@ BANDS=$(size=$(to_bytes "$MINB") max=$(to_bytes "$MAXB") prev=0
 
 if [ "$PLACEMENT" = pinned ]; then MPI_BIND=core WEFT_BIND_ENV=WEFT_BIND=1; else MPI_BIND=none WEFT_BIND_ENV=WEFT_BIND=0; fi
 
-bench_cmd() {  # lib coll first last iters warmup: the command, in CMD
-  local lib=$1 coll=$2 args=(-b "$3" -e "$4" -f "$FACTOR" -n "$5" -w "$6")
-  CMD=()
+bench_cmd() {  # lib coll dtype first last iters warmup: the command, in CMD; or NA, why not
+  local lib=$1 coll=$2 dtype=$3 args=(-b "$4" -e "$5" -f "$FACTOR" -n "$6" -w "$7")
+  CMD=() NA=
+  case "$lib" in
+    openmpi|mpich)
+      case "$dtype" in
+        float|double) args+=(-d "$dtype") ;;
+        *) NA="MPI has no standard $dtype datatype"; return ;;
+      esac ;;
+  esac
   case "$lib" in
     weft)
       local bin="build/bin/$(perf_bin "$coll")"
-      [ -x "$bin" ] && CMD=(env "$WEFT_BIND_ENV" build/bin/weftrun -n "$NR" -t "$TMO" "$bin" "${args[@]}" -a 3 -z "$WEFT_Z") ;;
+      [ -x "$bin" ] && CMD=(env "$WEFT_BIND_ENV" build/bin/weftrun -n "$NR" -t "$TMO" "$bin" "${args[@]}" -d "$dtype" -a 3 -z "$WEFT_Z") ;;
     openmpi)
       # Shared memory through vader, single copy by CMA: Open MPI's own advice for one host.
       [ -x "$OUT/mpi_coll_bench.openmpi" ] &&
@@ -312,17 +334,27 @@ bench_cmd() {  # lib coll first last iters warmup: the command, in CMD
         CMD=(env UCX_TLS=self,sm UCX_NET_DEVICES=lo mpirun.mpich -np "$NR" -bind-to "$MPI_BIND"
              "$OUT/mpi_coll_bench.mpich" -c "$coll" "${args[@]}") ;;
     gloo)
-      CMD=("$PY" "$HERE/torch_bench.py" --backend gloo -np "$NR" -c "$coll" "${args[@]}") ;;
+      CMD=("$PY" "$HERE/torch_bench.py" --backend gloo -np "$NR" -c "$coll" "${args[@]}" --dtype "$dtype") ;;
   esac
 }
 
-run_one() {  # lib coll rep
-  local lib=$1 coll=$2 rep=$3 logf="$OUT/logs/${1}_${2}_r${3}.log" rc=0 r load first last it wu
+run_one() {  # lib coll dtype rep
+  local lib=$1 coll=$2 dtype=$3 rep=$4 rc=0 r load first last it wu
+  # float keeps the log names a float-only run always had.
+  local logf="$OUT/logs/${lib}_${coll}_r${rep}.log"
+  [ "$dtype" = float ] || logf="$OUT/logs/${lib}_${coll}_${dtype}_r${rep}.log"
   : >"$logf"
+  bench_cmd "$lib" "$coll" "$dtype" 0 0 1 0
+  if [ -n "$NA" ]; then  # nothing to run: the library has no such type
+    echo "UNSUPPORTED coll=$coll nranks=$NR reason=${NA// /_}" >>"$logf"
+    "$PY" "$HERE/report.py" ingest --csv "$OUT/raw.csv" --lib "$lib" --coll "$coll" --dtype "$dtype" \
+      --rep "$rep" --nranks "$NR" --rc 0 --log "$logf" --load "" --busy ""
+    return
+  fi
   wait_quiet
   load=$(cut -d' ' -f1 /proc/loadavg)
   while read -r first last it wu; do
-    bench_cmd "$lib" "$coll" "$first" "$last" "$it" "$wu"
+    bench_cmd "$lib" "$coll" "$dtype" "$first" "$last" "$it" "$wu"
     if [ ${#CMD[@]} -eq 0 ]; then
       echo "$lib: benchmark for $coll not built" >>"$logf"
       rc=127
@@ -336,7 +368,7 @@ run_one() {  # lib coll rep
     CHILD=
     [ "$r" -ne 0 ] && { rc=$r; break; }
   done <<<"$BANDS"
-  "$PY" "$HERE/report.py" ingest --csv "$OUT/raw.csv" --lib "$lib" --coll "$coll" \
+  "$PY" "$HERE/report.py" ingest --csv "$OUT/raw.csv" --lib "$lib" --coll "$coll" --dtype "$dtype" \
     --rep "$rep" --nranks "$NR" --rc "$rc" --log "$logf" --load "$load" --busy "$BUSY"
 }
 
@@ -344,9 +376,11 @@ for rep in $(seq 1 "$REPS"); do
   run_membw "$rep"
   run_linelat "$rep"
   for coll in $COLLS; do
-    log "repetition $rep/$REPS, $coll"
-    for lib in weft openmpi mpich gloo; do
-      run_one "$lib" "$coll" "$rep"
+    for dtype in $DTYPES; do
+      if [ "$DTYPES" = float ]; then log "repetition $rep/$REPS, $coll"; else log "repetition $rep/$REPS, $coll, $dtype"; fi
+      for lib in weft openmpi mpich gloo; do
+        run_one "$lib" "$coll" "$dtype" "$rep"
+      done
     done
   done
 done

@@ -4,7 +4,8 @@ backend: "gloo" (perf/compare/run.sh's Gloo peer) or "weft" (weft_torch,
 from `make torch`), the twin of weft's nccl-tests-style benchmarks and of
 mpi_coll_bench.c, plus a DDP training step.
 
-Same conventions as mpi_coll_bench.c and nccl-tests: float32, sum, root 0;
+Same conventions as mpi_coll_bench.c and nccl-tests: float32 (or --dtype
+bfloat16, half = torch.float16, double = torch.float64), sum, root 0;
 sizes -b/-e/-f with K/M/G = powers of 1024; per-rank chunks of allgather,
 reducescatter and alltoall rounded down to a multiple of 16 bytes; time =
 wall time of ITERS back-to-back calls / ITERS after WARMUP untimed calls,
@@ -20,8 +21,11 @@ state in bounded time.
 torch.distributed's all_reduce and broadcast work in place (the API has no
 out-of-place form); allgather and alltoall are out of place. Every call is
 a blocking one (async_op=False), as a training script makes it. A
-collective that the backend does not implement prints one "UNSUPPORTED"
-line and the program exits 0.
+collective that the backend does not implement, or not for --dtype, prints
+one "UNSUPPORTED" line and the program exits 0. Inputs are small integers,
+exact in every type; the check compares exactly, except that bfloat16 and
+half sums may round their partial sums (above 256 and 2048), so there an
+element is wrong when it is off by more than nranks units in the last place.
 
 -c ddp times DistributedDataParallel training steps instead (forward,
 backward with DDP's bucketed all_reduce, SGD step) of a small transformer
@@ -34,7 +38,7 @@ backend's step time can approach.
 
 Usage (starts NRANKS processes on this host, rendezvous on 127.0.0.1):
   torch_bench.py [--backend gloo|weft] -np NRANKS -c COLL [-b MIN] [-e MAX] [-f FACTOR]
-                 [-n ITERS | -T SECONDS] [-w WARMUP]
+                 [-n ITERS | -T SECONDS] [-w WARMUP] [--dtype float|bfloat16|half|double]
 Output: '#' comments, then per size
   RESULT coll=allreduce nranks=2 size=1024 count=256 time_us=12.3 algbw=0.08 busbw=0.08 wrong=0
 """
@@ -48,6 +52,10 @@ import time
 
 COLLS = ("allreduce", "allgather", "reducescatter", "broadcast", "alltoall", "ddp")
 BACKENDS = ("gloo", "weft")
+# --dtype, named as weft's *_perf -d names them: (torch dtype name, bytes, relative
+# tolerance of the check: the type's unit in the last place for a sum of small integers).
+DTYPES = {"float": ("float32", 4, 0.0), "bfloat16": ("bfloat16", 2, 2.0 ** -8),
+          "half": ("float16", 2, 2.0 ** -11), "double": ("float64", 8, 0.0)}
 
 
 def parse_size(text):
@@ -73,6 +81,7 @@ def parse_args(argv):
     p.add_argument("-n", dest="iters", type=int, default=20)
     p.add_argument("-w", dest="warmup", type=int, default=5)
     p.add_argument("-T", dest="budget_s", type=float, default=0.0)
+    p.add_argument("--dtype", choices=tuple(DTYPES), default="float")
     p.add_argument("--ddp-layers", type=int, default=2)
     p.add_argument("--ddp-width", type=int, default=256)
     p.add_argument("--ddp-batch", type=int, default=4)
@@ -95,12 +104,12 @@ def sizes(a):
         s *= a.factor
 
 
-def counts_for(coll, nbytes, n):
-    """(param, send, recv) element counts, rounded as nccl-tests does."""
-    count = nbytes // 4
+def counts_for(coll, nbytes, n, elt=4):
+    """(param, send, recv) element counts of elt-byte elements, rounded as nccl-tests does."""
+    count = nbytes // elt
     if coll in ("allreduce", "broadcast"):
         return count, count, count
-    base = (count // n) & ~3  # multiple of 16 bytes of float
+    base = (count // n) & ~(16 // elt - 1)  # multiple of 16 bytes
     if coll == "allgather":
         return base, base, base * n
     if coll == "reducescatter":
@@ -208,9 +217,19 @@ def worker(a):
     if a.coll == "ddp":
         return ddp_worker(a, torch, dist, rank, n)
 
-    def inputs(r, count, offset=0):
+    tname, elt, tol = DTYPES[a.dtype]
+    dtype = getattr(torch, tname)
+
+    def inputs(r, count, offset=0, dt=dtype):
         idx = torch.arange(offset, offset + count, dtype=torch.int64) % 13 + 1
-        return (idx * (r + 1)).to(torch.float32)
+        return (idx * (r + 1)).to(dt)
+
+    def differ(got, exp):
+        """Elements of got that are not exp (exactly, or within the type's tolerance)."""
+        if not tol:
+            return int((got != exp).sum())
+        exp = exp.to(torch.float64)
+        return int(((got.to(torch.float64) - exp).abs() > tol * n * exp.abs()).sum())
 
     def make_op(coll, send, recv, param):
         if coll == "allreduce":
@@ -247,35 +266,34 @@ def worker(a):
 
     def count_wrong(coll, send, recv, param):
         tri = float(n * (n + 1) // 2)
+        # Sums are formed in float64 for the low-precision types (exact), then compared.
+        sdt = dtype if not tol else torch.float64
         if coll == "allreduce":
-            exp = inputs(0, param) * tri
-            return int((send != exp).sum())
+            return differ(send, inputs(0, param, dt=sdt) * tri)
         if coll == "broadcast":
-            return int((send != inputs(0, param)).sum())
+            return differ(send, inputs(0, param))
         if coll == "allgather":
-            exp = torch.cat([inputs(r, param) for r in range(n)])
-            return int((recv != exp).sum())
+            return differ(recv, torch.cat([inputs(r, param) for r in range(n)]))
         if coll == "reducescatter":
-            exp = inputs(0, param, rank * param) * tri
-            return int((recv != exp).sum())
-        exp = torch.cat([inputs(r, param, rank * param) for r in range(n)])
-        return int((recv != exp).sum())
+            return differ(recv, inputs(0, param, rank * param, dt=sdt) * tri)
+        return differ(recv, torch.cat([inputs(r, param, rank * param) for r in range(n)]))
 
     if rank == 0:
-        print("# torch_bench coll=%s nranks=%d iters=%s warmup=%d" %
-              (a.coll, n, "%.2f s per size" % a.budget_s if a.budget_s else a.iters, a.warmup))
+        print("# torch_bench coll=%s dtype=%s nranks=%d iters=%s warmup=%d" %
+              (a.coll, a.dtype, n, "%.2f s per size" % a.budget_s if a.budget_s else a.iters, a.warmup))
         print("# library: torch %s, backend %s" % (torch.__version__, BACKEND_TEXT[a.backend]))
         print("# time: wall time of the back-to-back calls / their count, max over ranks; allreduce and "
               "broadcast in place (torch API)")
         sys.stdout.flush()
 
+    probing = [False]
     # Buffers for the largest size, every page touched before any timing.
-    big_total = max(max(counts_for(a.coll, nb, n)[1:]) for nb in sizes(a))
-    big_send = torch.zeros(big_total + 1, dtype=torch.float32)
-    big_recv = torch.zeros(big_total + 1, dtype=torch.float32)
+    big_total = max(max(counts_for(a.coll, nb, n, elt)[1:]) for nb in sizes(a))
+    big_send = torch.zeros(big_total + 1, dtype=dtype)
+    big_recv = torch.zeros(big_total + 1, dtype=dtype)
 
     for nbytes in sizes(a):
-        param, nsend, nrecv = counts_for(a.coll, nbytes, n)
+        param, nsend, nrecv = counts_for(a.coll, nbytes, n, elt)
         if a.coll == "allgather" and param == 0:
             # gloo's allgather divides by the element count: SIGFPE on 0.
             if rank == 0:
@@ -294,10 +312,22 @@ def worker(a):
             ops = [op] + [make_op(a.coll, big_send[k * total:k * total + nsend],
                                   big_recv[k * total:k * total + nrecv], param)
                           for k in range(1, steps)]
+            if a.dtype != "float":
+                probing[0] = True
+                op()  # a backend without this type raises here, on every rank alike
+                probing[0] = False
         except RuntimeError as e:
             if rank == 0:
                 msg = str(e).splitlines()[0] if str(e) else type(e).__name__
+                if probing[0]:
+                    msg += " (dtype %s)" % a.dtype
                 print("UNSUPPORTED coll=%s nranks=%d reason=%s" % (a.coll, n, msg.replace(" ", "_")))
+                sys.stdout.flush()
+            if probing[0]:
+                # The failed call leaves gloo's queue in error: a barrier now
+                # raises it again. Every rank failed alike; leave without one.
+                sys.stderr.flush()
+                os._exit(0)
             break
         if rank == 0 and api_used[0] and len(api_used) == 1:  # once, at the first size
             print("# api: torch.distributed.%s" % api_used[0])
@@ -321,7 +351,7 @@ def worker(a):
         wrong = torch.tensor([count_wrong(a.coll, send, recv, param)], dtype=torch.int64)
         dist.all_reduce(wrong, op=dist.ReduceOp.SUM)
         if rank == 0:
-            size = max(nsend, nrecv) * 4
+            size = max(nsend, nrecv) * elt
             t = float(dt[0])
             algbw = size / t / 1e9 if t > 0 else 0.0
             print("RESULT coll=%s nranks=%d size=%d count=%d time_us=%.2f algbw=%.4f busbw=%.4f "
