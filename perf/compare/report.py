@@ -20,7 +20,7 @@ Datatypes: raw.csv's last column names the element type (weft's -d names;
 a raw.csv from before the column reads as float). A float-only run gives
 the report it always gave; with more types every table is per datatype and
 a last section sets weft's busbw of each type against its float32 busbw at
-the same size (the issue's "every datatype's AllReduce >= 0.9x float32"),
+the same size (the goal: every datatype's AllReduce >= 0.9x float32's),
 and against the best MPI peer where MPI has the type.
 
 Only the standard library is needed for `ingest`; `report` needs matplotlib.
@@ -45,7 +45,7 @@ MPI_PEERS = ("openmpi", "mpich")
 DTYPES = ("float", "bfloat16", "half", "double")
 DTYPE_TITLES = {"float": "float32", "bfloat16": "bfloat16", "half": "float16 (half)",
                 "double": "float64 (double)"}
-TARGET_RANGE = (1 << 20, 256 << 20)  # the issue's datatype target: AllReduce from 1 MiB to 256 MiB
+TARGET_RANGE = (1 << 20, 256 << 20)  # the datatype goal: AllReduce from 1 MiB to 256 MiB
 TARGET_RATIO = 0.9
 LARGE = 64 << 20  # sizes from here on get a memory-bound fraction
 SMALL = 1 << 10   # sizes up to here also get a table of times per call
@@ -340,7 +340,7 @@ def dtype_section(rows, colls, dtypes, reps, n):
     out = ["## weft per datatype against weft float32", "",
            "For each collective, size and datatype: weft's median busbw of that datatype "
            "(GB/s), that over weft's float32 median busbw at the same size (`/ float32`, the "
-           "same bytes moved; the issue's target: every datatype's AllReduce >= %.1fx from "
+           "same bytes moved; the goal: every datatype's AllReduce >= %.1fx from "
            "%s to %s), and weft over the best of Open MPI and MPICH in that datatype (`/ best "
            "MPI`; \"—\" where MPI has no such type). Float32's own columns come first." % (
                TARGET_RATIO, human(TARGET_RANGE[0]), human(TARGET_RANGE[1])), ""]
