@@ -484,6 +484,17 @@ static int check_config(sim_t *m) {
         return -1;
       }
   }
+  if (c->numa_of) {
+    if (c->nnuma < 1 || c->nnuma > c->nranks) {
+      weft_sim_fail(m, "%d NUMA groups for %d ranks", c->nnuma, c->nranks);
+      return -1;
+    }
+    for (int r = 0; r < c->nranks; r++)
+      if (c->numa_of[r] < 0 || c->numa_of[r] >= c->nnuma) {
+        weft_sim_fail(m, "rank %d in NUMA group %d, outside [0, %d)", r, c->numa_of[r], c->nnuma);
+        return -1;
+      }
+  }
   if (c->order && check_order(m, c)) return -1;
   weft_coll_args_t a = weft_sim_args(c, 0);
   char why[160];
@@ -503,6 +514,7 @@ static uint64_t derive_seed(const weft_sim_config_t *c) {
     h = (h ^ parts[i]) * 0x100000001b3ull;
   for (int r = 0; c->host_of && r < c->nranks; r++) h = (h ^ (uint64_t)c->host_of[r]) * 0x100000001b3ull;
   for (int p = 0; c->order && p < c->nranks; p++) h = (h ^ (uint64_t)c->order[p]) * 0x100000001b3ull;
+  for (int r = 0; c->numa_of && r < c->nranks; r++) h = (h ^ (uint64_t)c->numa_of[r]) * 0x100000001b3ull;
   return h;
 }
 
