@@ -44,22 +44,36 @@ static ncclResult_t hier_build(const weft_coll_args_t *a, const weft_layout_t *l
   return ncclSuccess;
 }
 
-ncclResult_t weft_hier_build(const weft_coll_args_t *a, weft_schedule_t *s) {
-  if (a->coll != WEFT_COLL_ALLREDUCE) {
-    WARN("hier: cannot run %s", weft_coll_name(a->coll));
-    return ncclInvalidArgument;
-  }
+// a's hosts are the groups: every group must hold the same number of ranks.
+static ncclResult_t groups_build(const weft_coll_args_t *a, const char *what, weft_schedule_t *s) {
   if (weft_coll_hosts(a) == 1) return weft_ring_build(a, s);
   weft_layout_t lay;
   ncclResult_t res = weft_layout_init(&lay, a, 1);
   for (int h = 1; res == ncclSuccess && h < lay.nhosts; h++) {
     if (weft_layout_host_size(&lay, h) != weft_layout_host_size(&lay, 0)) {
-      WARN("hier needs the same number of ranks on every host (host 0 has %d, host %d has %d)",
-           weft_layout_host_size(&lay, 0), h, weft_layout_host_size(&lay, h));
+      WARN("hier needs the same number of ranks on every %s (%s 0 has %d, %s %d has %d)", what, what,
+           weft_layout_host_size(&lay, 0), what, h, weft_layout_host_size(&lay, h));
       res = ncclInvalidArgument;
     }
   }
   if (res == ncclSuccess) res = hier_build(a, &lay, s);
   weft_layout_free(&lay);
   return res;
+}
+
+static int is_allreduce(const weft_coll_args_t *a, const char *name) {
+  if (a->coll == WEFT_COLL_ALLREDUCE) return 1;
+  WARN("%s: cannot run %s", name, weft_coll_name(a->coll));
+  return 0;
+}
+
+ncclResult_t weft_hier_build(const weft_coll_args_t *a, weft_schedule_t *s) {
+  if (!is_allreduce(a, "hier")) return ncclInvalidArgument;
+  return groups_build(a, "host", s);
+}
+
+ncclResult_t weft_hier_numa_build(const weft_coll_args_t *a, weft_schedule_t *s) {
+  if (!is_allreduce(a, "numa")) return ncclInvalidArgument;
+  weft_coll_args_t g = weft_coll_by_numa(a);
+  return groups_build(&g, g.host_of == a->numa_of ? "NUMA node" : "host", s);
 }

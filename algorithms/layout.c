@@ -8,6 +8,9 @@
  * ranks and only the host starts are kept. A call that brings the
  * communicator's own order (args.order, args.pos) uses it as it is; only the
  * host starts are counted, when asked for.
+ *
+ * NUMA groups are numbered by sorting the ranks by (host, NUMA node): each
+ * new pair in that order is the next group.
  */
 #include "layout.h"
 
@@ -84,4 +87,39 @@ int weft_layout_even(const weft_coll_args_t *a, int *per_host) {
   }
   weft_layout_free(&l);
   return even;
+}
+
+typedef struct {
+  int host, numa, rank;
+} numa_key_t;
+
+static int by_host_numa(const void *x, const void *y) {
+  const numa_key_t *a = x, *b = y;
+  if (a->host != b->host) return a->host < b->host ? -1 : 1;
+  if (a->numa != b->numa) return a->numa < b->numa ? -1 : 1;
+  return (a->rank > b->rank) - (a->rank < b->rank);
+}
+
+int weft_layout_numa_groups(const int *host_of, int nhosts, const int *numa, int n, int *numa_of) {
+  if (n < 1 || numa == NULL || numa_of == NULL) return 0;
+  for (int r = 0; r < n; r++)
+    if (numa[r] < 0 || (host_of && (host_of[r] < 0 || host_of[r] >= nhosts))) return 0;
+  numa_key_t *k = malloc(sizeof(*k) * (size_t)n);
+  if (k == NULL) return 0;
+  for (int r = 0; r < n; r++) k[r] = (numa_key_t){.host = host_of ? host_of[r] : 0, .numa = numa[r], .rank = r};
+  qsort(k, (size_t)n, sizeof(*k), by_host_numa);
+  int groups = 1, split = 0;  // split: some host spans two NUMA nodes
+  for (int i = 1; i < n; i++) {
+    if (k[i].host == k[i - 1].host && k[i].numa == k[i - 1].numa) continue;
+    split |= k[i].host == k[i - 1].host;
+    groups++;
+  }
+  if (split) {
+    for (int i = 0, g = 0; i < n; i++) {
+      if (i > 0 && (k[i].host != k[i - 1].host || k[i].numa != k[i - 1].numa)) g++;
+      numa_of[k[i].rank] = g;
+    }
+  }
+  free(k);
+  return split ? groups : 0;
 }

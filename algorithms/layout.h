@@ -11,7 +11,11 @@
  * did before. A call may bring its own order instead (weft_coll_args_t's
  * order and pos: the ring the communicator chose from the machine's
  * topology, each host's ranks still side by side); it is used as given,
- * without a copy. Private to algorithms/.
+ * without a copy. NUMA groups (a host and one of its NUMA nodes, numa_of)
+ * are laid out the same way: weft_coll_by_numa shows a call with its NUMA
+ * groups as its hosts, so a schedule built over hosts (hier.c) runs over
+ * NUMA nodes unchanged. Private to algorithms/, except
+ * weft_layout_numa_groups, which the communicator calls at init.
  */
 #ifndef WEFT_LAYOUT_H
 #define WEFT_LAYOUT_H
@@ -54,5 +58,27 @@ int weft_layout_even(const weft_coll_args_t *a, int *per_host);
 static inline int weft_coll_hosts(const weft_coll_args_t *a) {
   return a->host_of && a->nhosts > 1 ? a->nhosts : 1;
 }
+
+// The call seen with its NUMA groups as hosts, in group order (each group's
+// ranks side by side, groups of one host together): numa_of and nnuma as
+// host_of and nhosts, the communicator's ring order dropped (it keeps hosts,
+// not NUMA nodes, side by side). Without numa_of, the call as it is.
+static inline weft_coll_args_t weft_coll_by_numa(const weft_coll_args_t *a) {
+  weft_coll_args_t g = *a;
+  if (a->numa_of != NULL && a->nnuma > 1) {
+    g.host_of = a->numa_of;
+    g.nhosts = a->nnuma;
+    g.order = g.pos = NULL;
+  }
+  return g;
+}
+
+// Numbers the (host, NUMA node) pairs of n ranks: numa_of[r] is rank r's
+// group, groups numbered host by host (host_of; NULL: one host), each
+// host's NUMA nodes in increasing order. numa[r] is the NUMA node rank r
+// sits on, -1 unknown. Returns the number of groups, or 0 (numa_of left
+// alone) when some rank's node is unknown, when no host spans two NUMA
+// nodes (the groups would be the hosts), or on bad input.
+int weft_layout_numa_groups(const int *host_of, int nhosts, const int *numa, int n, int *numa_of);
 
 #endif

@@ -24,7 +24,7 @@ static const char *const coll_names[WEFT_NUM_COLLS] = {
     "AlltoAll",  "Gather",    "Scatter", "Send",      "Recv"};
 
 static const char *const algo_names[WEFT_NUM_ALGOS] = {
-    "ring", "chain", "direct", "oneshot", "read", "tree", "recursive", "rabenseifner", "hier"};
+    "ring", "chain", "direct", "oneshot", "read", "tree", "recursive", "rabenseifner", "hier", "numa"};
 
 static const char *const kind_names[WEFT_NUM_STEP_KINDS] = {
     "SEND", "RECV", "RECV_REDUCE", "RECV_REDUCE_SEND", "RECV_COPY_SEND", "COPY",
@@ -62,7 +62,8 @@ int weft_algo_supports(weft_algo_t algo, weft_coll_t coll) {
     case WEFT_ALGO_TREE:
     case WEFT_ALGO_RECURSIVE:
     case WEFT_ALGO_RABENSEIFNER:
-    case WEFT_ALGO_HIER: return coll == WEFT_COLL_ALLREDUCE;
+    case WEFT_ALGO_HIER:
+    case WEFT_ALGO_NUMA: return coll == WEFT_COLL_ALLREDUCE;
     default: return 0;
   }
 }
@@ -73,25 +74,29 @@ int weft_algo_stages_send(weft_algo_t algo, weft_coll_t coll) {
 
 int weft_algo_fits(weft_algo_t algo, const weft_coll_args_t *a, char *why, size_t whylen) {
   if (why && whylen) why[0] = '\0';
-  if (algo != WEFT_ALGO_HIER || weft_coll_hosts(a) == 1 || weft_layout_even(a, NULL)) return 1;
+  if (algo != WEFT_ALGO_HIER && algo != WEFT_ALGO_NUMA) return 1;
+  // numa groups by NUMA node where the call knows them, else by host, as hier does.
+  weft_coll_args_t g = algo == WEFT_ALGO_NUMA ? weft_coll_by_numa(a) : *a;
+  if (weft_coll_hosts(&g) == 1 || weft_layout_even(&g, NULL)) return 1;
   if (why && whylen) {
-    // Name the first host whose size differs from host 0's.
-    int m = a->nhosts, *size = calloc((size_t)m, sizeof(int)), h = 1;
-    for (int r = 0; size && r < a->nranks; r++)
-      if (a->host_of[r] >= 0 && a->host_of[r] < m) size[a->host_of[r]]++;
+    // Name the first group whose size differs from group 0's.
+    const char *what = g.host_of == a->numa_of ? "NUMA node" : "host";
+    int m = g.nhosts, *size = calloc((size_t)m, sizeof(int)), h = 1;
+    for (int r = 0; size && r < g.nranks; r++)
+      if (g.host_of[r] >= 0 && g.host_of[r] < m) size[g.host_of[r]]++;
     while (size && h < m - 1 && size[h] == size[0]) h++;
     if (size)
-      snprintf(why, whylen, "%s needs the same number of ranks on every host (host 0 has %d, host %d has %d)",
-               weft_algo_name(algo), size[0], h, size[h]);
+      snprintf(why, whylen, "%s needs the same number of ranks on every %s (%s 0 has %d, %s %d has %d)",
+               weft_algo_name(algo), what, what, size[0], what, h, size[h]);
     else
-      snprintf(why, whylen, "%s needs the same number of ranks on every host", weft_algo_name(algo));
+      snprintf(why, whylen, "%s needs the same number of ranks on every %s", weft_algo_name(algo), what);
     free(size);
   }
   return 0;
 }
 
 size_t weft_schedule_min_capacity(weft_algo_t algo, size_t slice) {
-  return algo == WEFT_ALGO_RING || algo == WEFT_ALGO_HIER ? 2 * slice : slice;
+  return algo == WEFT_ALGO_RING || algo == WEFT_ALGO_HIER || algo == WEFT_ALGO_NUMA ? 2 * slice : slice;
 }
 
 // count * nranks, the size of the "all ranks" buffer of per-rank collectives.
@@ -272,6 +277,7 @@ ncclResult_t weft_schedule_build(const weft_coll_args_t *a, weft_algo_t algo, we
     case WEFT_ALGO_RECURSIVE: WEFTCHECKGOTO(weft_recursive_build(a, s), res, fail); break;
     case WEFT_ALGO_RABENSEIFNER: WEFTCHECKGOTO(weft_rabenseifner_build(a, s), res, fail); break;
     case WEFT_ALGO_HIER: WEFTCHECKGOTO(weft_hier_build(a, s), res, fail); break;
+    case WEFT_ALGO_NUMA: WEFTCHECKGOTO(weft_hier_numa_build(a, s), res, fail); break;
     default: WEFTCHECKGOTO(weft_direct_build(a, s), res, fail); break;
   }
   if (s->nlanes > 0 && s->lanes[s->nlanes - 1].count == 0) s->nlanes--;

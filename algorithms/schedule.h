@@ -24,7 +24,9 @@
  * Multi-host layouts: host_of gives each rank's host. Rings and chains visit
  * the ranks in host order (sorted by host, then rank), trees and the
  * hierarchical schedule are built over hosts, recursive doubling pairs
- * ranks in host order (algorithms/layout.h).
+ * ranks in host order (algorithms/layout.h). numa_of refines hosts into
+ * NUMA groups (a host and one of its NUMA nodes); only the NUMA-hierarchical
+ * schedule (WEFT_ALGO_NUMA) reads it.
  */
 #ifndef WEFT_SCHEDULE_H
 #define WEFT_SCHEDULE_H
@@ -58,6 +60,7 @@ typedef enum {
   WEFT_ALGO_RECURSIVE,  // AllReduce for small counts: recursive doubling, log2(n) exchanges
   WEFT_ALGO_RABENSEIFNER,  // AllReduce: recursive-halving ReduceScatter + recursive-doubling AllGather
   WEFT_ALGO_HIER,       // AllReduce: ReduceScatter in each host, AllReduce across hosts, AllGather in each host
+  WEFT_ALGO_NUMA,       // AllReduce: hier's schedule over NUMA nodes (numa_of) instead of hosts
   WEFT_NUM_ALGOS
 } weft_algo_t;
 
@@ -144,6 +147,8 @@ typedef struct {
   const int *order;     // [nranks] the communicator's ring order: the rank at each position, each host's
   const int *pos;       // ranks side by side, hosts in increasing order; pos[] is its inverse. Both
                         // NULL: host order (layout.h). Set from the topology at init (comm_order.c).
+  const int *numa_of;   // [nranks] NUMA group of each rank: (host, NUMA node) pairs numbered host by host,
+  int nnuma;            // 0 .. nnuma-1 (weft_layout_numa_groups), or NULL: a host is one group
 } weft_coll_args_t;
 
 // Element counts of the user's buffers for a collective on this rank
@@ -156,7 +161,7 @@ size_t weft_coll_recv_elems(const weft_coll_args_t *a);
 size_t weft_coll_inplace_offset(const weft_coll_args_t *a, int *send_inside_recv);
 
 const char *weft_coll_name(weft_coll_t c);   // "AllReduce", ...
-const char *weft_algo_name(weft_algo_t a);   // "ring", "chain", "direct", ..., "hier"
+const char *weft_algo_name(weft_algo_t a);   // "ring", "chain", "direct", ..., "hier", "numa"
 int weft_coll_has_op(weft_coll_t c);         // does it reduce?
 
 // Which algorithms can run a collective.
@@ -168,9 +173,10 @@ int weft_algo_supports(weft_algo_t algo, weft_coll_t coll);
 // (src/core/engine.c), and the simulator runs it with separate storage.
 int weft_algo_stages_send(weft_algo_t algo, weft_coll_t coll);
 
-// Can the algorithm run this call's host layout? Only hier has a condition:
-// every host must hold the same number of ranks. When it cannot, `why`
-// (may be NULL) says so in words. weft_schedule_build refuses such calls.
+// Can the algorithm run this call's host layout? Only hier and numa have a
+// condition: every host (numa: every NUMA group) must hold the same number
+// of ranks. When it cannot, `why` (may be NULL) says so in words.
+// weft_schedule_build refuses such calls.
 int weft_algo_fits(weft_algo_t algo, const weft_coll_args_t *a, char *why, size_t whylen);
 
 // Build this rank's schedule (appends to an empty, zeroed schedule).
@@ -188,7 +194,7 @@ ncclResult_t weft_schedule_add_split(weft_schedule_t *s, const weft_step_t *step
 // Smallest connection capacity (elements) an algorithm's schedules need to be
 // deadlock-free at this slice. A ring step receives and sends at once while
 // its own previous piece still sits in the next connection, so rings (and
-// hier, made of rings) need room for more than one slice; 2*slice is what is
+// hier and numa, made of rings) need room for more than one slice; 2*slice is what is
 // returned (enough for any move granularity up to a slice). Chains, trees,
 // recursive doubling/halving and direct lanes need one slice: every rank
 // takes its steps in one global order of pieces, each piece's connections
@@ -214,5 +220,6 @@ ncclResult_t weft_tree_links(const weft_coll_args_t *a, int up[2], int down[2][2
 ncclResult_t weft_recursive_build(const weft_coll_args_t *a, weft_schedule_t *s);
 ncclResult_t weft_rabenseifner_build(const weft_coll_args_t *a, weft_schedule_t *s);
 ncclResult_t weft_hier_build(const weft_coll_args_t *a, weft_schedule_t *s);
+ncclResult_t weft_hier_numa_build(const weft_coll_args_t *a, weft_schedule_t *s);
 
 #endif

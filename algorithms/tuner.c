@@ -7,6 +7,12 @@
  * hosts every allowed algorithm is priced by the cost model (cost.h) and the
  * cheapest wins, ties going to the earlier algorithm in weft_algo_t. Both
  * depend only on what every rank knows alike, so all ranks choose the same.
+ *
+ * NUMA nodes enter by a rule, not a price (the cost model has no socket
+ * link): on one host whose ranks sit on several NUMA nodes, as many on each
+ * and at least two, AllReduce past the one-hop limit runs numa (hier's
+ * stages over the NUMA nodes) ahead of the ring. Across hosts numa runs
+ * only when NCCL_ALGO allows nothing else.
  */
 #include "tuner.h"
 
@@ -142,6 +148,9 @@ static int cheapest(const weft_tuner_params_t *p, const weft_coll_args_t *args, 
   // algorithm allowed; its schedule alone would be nranks x count large.
   if (args->count > p->oneshot_max && (allowed & ~(1u << WEFT_ALGO_ONESHOT)) != 0)
     allowed &= ~(1u << WEFT_ALGO_ONESHOT);
+  // The model prices numa's extra stages but not the socket link they spare:
+  // across hosts it runs only when nothing else is allowed.
+  if ((allowed & ~(1u << WEFT_ALGO_NUMA)) != 0) allowed &= ~(1u << WEFT_ALGO_NUMA);
   for (int a = 0; a < WEFT_NUM_ALGOS; a++)
     if ((allowed & (1u << a)) && runnable(p, args, (weft_algo_t)a, why, whylen)) candidates++, only = a;
   if (candidates <= 1) return only;  // nothing to weigh
@@ -168,7 +177,7 @@ typedef struct {
   int nranks, nhosts, can_read, algo;
   size_t count, esize, slice;
   unsigned allowed;
-  uint64_t layout;  // hash of host_of
+  uint64_t layout;  // hash of host_of and numa_of
   weft_links_t links;
 } choice_t;
 
@@ -178,6 +187,7 @@ static unsigned nchoices, next_choice;
 static uint64_t layout_hash(const weft_coll_args_t *a) {
   uint64_t h = 0xcbf29ce484222325ull;
   for (int r = 0; r < a->nranks; r++) h = (h ^ (uint64_t)(unsigned)a->host_of[r]) * 0x100000001b3ull;
+  for (int r = 0; a->numa_of && r < a->nranks; r++) h = (h ^ (uint64_t)(unsigned)a->numa_of[r] << 32) * 0x100000001b3ull;
   return h;
 }
 
@@ -231,6 +241,17 @@ size_t weft_tuner_read_min(const weft_tuner_params_t *p, weft_coll_t coll) {
   }
 }
 
+// One host whose ranks sit on several NUMA nodes, as many on each and at
+// least two: hier's stages over the NUMA nodes (numa) reduce inside each
+// node, cross the socket link once per byte and direction, and move as many
+// bytes per rank as the ring in fewer steps (docs/algorithms.md).
+static int numa_favoured(const weft_coll_args_t *args) {
+  if (args->coll != WEFT_COLL_ALLREDUCE || args->numa_of == NULL || args->nnuma < 2) return 0;
+  weft_coll_args_t g = weft_coll_by_numa(args);
+  int per_node = 0;
+  return weft_layout_even(&g, &per_node) && per_node >= 2;
+}
+
 // One host: the first allowed algorithm in a preference order set by size.
 static int preferred(const weft_tuner_params_t *p, const weft_coll_args_t *args, size_t esize, unsigned allowed,
                      char *why, size_t whylen) {
@@ -242,6 +263,8 @@ static int preferred(const weft_tuner_params_t *p, const weft_coll_args_t *args,
   int large = p->can_read && read_min > 0 && args->nranks > 1 && bytes >= read_min;
   if (small) prefs[np++] = WEFT_ALGO_ONESHOT;
   if (large) prefs[np++] = WEFT_ALGO_READ;
+  int numa = !small && numa_favoured(args);
+  if (numa) prefs[np++] = WEFT_ALGO_NUMA;
   prefs[np++] = WEFT_ALGO_RING;
   prefs[np++] = WEFT_ALGO_CHAIN;
   prefs[np++] = WEFT_ALGO_DIRECT;
@@ -252,6 +275,7 @@ static int preferred(const weft_tuner_params_t *p, const weft_coll_args_t *args,
   prefs[np++] = WEFT_ALGO_RECURSIVE;
   prefs[np++] = WEFT_ALGO_RABENSEIFNER;
   prefs[np++] = WEFT_ALGO_HIER;
+  if (!numa) prefs[np++] = WEFT_ALGO_NUMA;
   for (int i = 0; i < np; i++)
     if ((allowed & (1u << prefs[i])) && runnable(p, args, prefs[i], why, whylen)) return (int)prefs[i];
   return -1;

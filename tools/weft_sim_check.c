@@ -9,6 +9,8 @@
  *                 3, 1, 2, 3, 1, 2 ... ranks), alt (two hosts, ranks alternating)
  *                 or all (default: every layout for algorithms that look at
  *                 hosts — one, k1, k2, k4, k8, uneven, alt — else one)
+ *     -M LAYOUT   NUMA nodes inside the hosts, in -H's words (kK: nodes of K
+ *                 ranks; default: every layout for the numa algorithm, else one)
  *     -c COUNT    NCCL count (default: sweep 0, 1, n-1, n+1, 3n+5, 1000)
  *     -s SLICE    elements per step (default: sweep 1, 7, 64)
  *     -k CAP      connection capacity (default: the algorithm's minimum)
@@ -21,7 +23,8 @@
  * Exits 0 when every configuration checks out, 1 on the first failure (its
  * message names the configuration and the fault), 2 on bad usage. It is the
  * quickest way to see what an algorithm does and to test a new one. Layouts
- * an algorithm cannot run (hier on hosts of different sizes) are skipped.
+ * an algorithm cannot run (hier on hosts of different sizes, numa on NUMA
+ * nodes of different sizes) are skipped.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -36,7 +39,7 @@
 
 static void usage(void) {
   fprintf(stderr,
-          "usage: weft-sim [-n N | -N MAX] [-a ALGO] [-H LAYOUT] [-c COUNT] [-s SLICE] [-k CAP]\n"
+          "usage: weft-sim [-n N | -N MAX] [-a ALGO] [-H LAYOUT] [-M LAYOUT] [-c COUNT] [-s SLICE] [-k CAP]\n"
           "                [-r ROOT] [-i|-o] [-R RUNS] [-S SEED] [-d] [COLLECTIVE|all]\n"
           "       weft-sim cost [options]   AllReduce at scale through the cost model (cost --help)\n"
           "layouts: one kK uneven alt all\ncollectives:");
@@ -57,17 +60,19 @@ static int parse_layout(const char *s, weft_sim_layout_t *out) {
   return 0;
 }
 
-static const char *layout_name(const weft_sim_layout_t *l, char *buf, size_t len) {
-  static const char *const names[] = {"one host", "", "uneven hosts", "alternating hosts"};
-  if (l->kind == WEFT_SIM_HOSTS_OF_K) snprintf(buf, len, "hosts of %d", l->k);
-  else snprintf(buf, len, "%s", names[l->kind]);
+// "hosts of 4", or for NUMA nodes (numa) "NUMA nodes of 4".
+static const char *layout_name(const weft_sim_layout_t *l, int numa, char *buf, size_t len) {
+  static const char *const names[] = {"one %s", "", "uneven %ss", "alternating %ss"};
+  const char *what = numa ? "NUMA node" : "host";
+  if (l->kind == WEFT_SIM_HOSTS_OF_K) snprintf(buf, len, "%ss of %d", what, l->k);
+  else snprintf(buf, len, names[l->kind], what);
   return buf;
 }
 
 // Does the algorithm's schedule depend on where ranks sit?
 static int looks_at_hosts(weft_algo_t a) {
   return a == WEFT_ALGO_RING || a == WEFT_ALGO_CHAIN || a == WEFT_ALGO_TREE || a == WEFT_ALGO_RECURSIVE ||
-         a == WEFT_ALGO_RABENSEIFNER || a == WEFT_ALGO_HIER;
+         a == WEFT_ALGO_RABENSEIFNER || a == WEFT_ALGO_HIER || a == WEFT_ALGO_NUMA;
 }
 
 static int rooted(weft_coll_t c) {
@@ -93,12 +98,13 @@ static const char *remote(char *out, size_t len, const weft_step_t *st) {
 }
 
 static void dump(weft_coll_t coll, weft_algo_t algo, int n, int root, size_t count, size_t slice,
-                 const int *host_of, int nhosts) {
+                 const int *host_of, int nhosts, const int *numa_of, int nnuma) {
   char src[64], dst[64];
   printf("(a peer's region reads PEER:buf[off..+count])\n");
   for (int r = 0; r < n; r++) {
     weft_coll_args_t a = {.coll = coll, .nranks = n, .rank = r, .root = root, .count = count, .slice = slice,
-                          .host_of = host_of, .nhosts = host_of ? nhosts : 1};
+                          .host_of = host_of, .nhosts = host_of ? nhosts : 1, .numa_of = numa_of,
+                          .nnuma = nnuma};
     weft_schedule_t s = {0};
     if (weft_schedule_build(&a, algo, &s) != ncclSuccess) {
       printf("rank %d: build failed\n", r);
@@ -125,12 +131,12 @@ static void dump(weft_coll_t coll, weft_algo_t algo, int n, int root, size_t cou
 int main(int argc, char **argv) {
   if (argc > 1 && strcmp(argv[1], "cost") == 0) return weft_sim_cost_main(argc - 1, argv + 1);
   int nfix = 0, nmax = 8, inplace_mask = 3, dump_only = 0, runs_random = 1, opt, algo_pick = -1;
-  weft_sim_layout_t layout_fix = {WEFT_SIM_ONE_HOST, 0};
-  int layout_given = 0;
+  weft_sim_layout_t layout_fix = {WEFT_SIM_ONE_HOST, 0}, numa_fix = {WEFT_SIM_ONE_HOST, 0};
+  int layout_given = 0, numa_given = 0;
   long long root_fix = -1;
   size_t count_fix = (size_t)-1, slice_fix = 0, cap_fix = 0, tmp;
   unsigned long long seed = 0;
-  while ((opt = getopt(argc, argv, "n:N:a:H:c:s:k:r:ioR:S:dh")) != -1) {
+  while ((opt = getopt(argc, argv, "n:N:a:H:M:c:s:k:r:ioR:S:dh")) != -1) {
     int bad = 0;
     switch (opt) {
       case 'a':
@@ -141,6 +147,10 @@ int main(int argc, char **argv) {
       case 'H':
         layout_given = strcmp(optarg, "all") != 0;
         bad = layout_given && parse_layout(optarg, &layout_fix);
+        break;
+      case 'M':
+        numa_given = strcmp(optarg, "all") != 0;
+        bad = numa_given && parse_layout(optarg, &numa_fix);
         break;
       case 'n':
         bad = weft_prog_parse_size(optarg, &tmp) || tmp < 1 || tmp > WEFT_SIM_MAX_RANKS;
@@ -194,12 +204,13 @@ int main(int argc, char **argv) {
       fprintf(stderr, "weft-sim: root %lld outside [0, %d)\n", root_fix, nfix);
       return 2;
     }
-    int host_of[WEFT_SIM_MAX_RANKS];
+    int host_of[WEFT_SIM_MAX_RANKS], numa_of[WEFT_SIM_MAX_RANKS];
     int nhosts = weft_sim_layout_fill(&layout_fix, nfix, host_of);
+    int nnuma = weft_sim_numa_fill(&numa_fix, nhosts ? host_of : NULL, nhosts, nfix, numa_of);
     for (int al = 0; al < WEFT_NUM_ALGOS; al++)
       if (weft_algo_supports((weft_algo_t)al, (weft_coll_t)coll_pick) && (algo_pick < 0 || al == algo_pick))
         dump((weft_coll_t)coll_pick, (weft_algo_t)al, nfix, root_fix < 0 ? 0 : (int)root_fix,
-             count_fix, slice_fix ? slice_fix : 64, nhosts ? host_of : NULL, nhosts);
+             count_fix, slice_fix ? slice_fix : 64, nhosts ? host_of : NULL, nhosts, nnuma ? numa_of : NULL, nnuma);
     return 0;
   }
   long checked = 0;
@@ -209,16 +220,21 @@ int main(int argc, char **argv) {
     for (int al = 0; al < WEFT_NUM_ALGOS; al++) {
       if (!weft_algo_supports((weft_algo_t)al, (weft_coll_t)c) || (algo_pick >= 0 && al != algo_pick)) continue;
       int nlayouts = layout_given || !looks_at_hosts((weft_algo_t)al) ? 1 : weft_sim_nlayouts;
-      for (int li = 0; li < nlayouts; li++) {
-        const weft_sim_layout_t *lay = layout_given ? &layout_fix : &weft_sim_layouts[li];
+      int nsplits = numa_given || al != WEFT_ALGO_NUMA ? 1 : weft_sim_nlayouts;  // NUMA layouts per host layout
+      for (int li = 0; li < nlayouts * nsplits; li++) {
+        const weft_sim_layout_t *lay = layout_given ? &layout_fix : &weft_sim_layouts[li / nsplits];
+        const weft_sim_layout_t *split = numa_given ? &numa_fix : &weft_sim_layouts[li % nsplits];
         long before = checked;
         for (int n = nfix ? nfix : 1; n <= (nfix ? nfix : nmax); n++) {
           int host_of[WEFT_SIM_MAX_RANKS], nhosts = weft_sim_layout_fill(lay, n, host_of);
+          int numa_of[WEFT_SIM_MAX_RANKS], nnuma = weft_sim_numa_fill(split, nhosts ? host_of : NULL, nhosts, n, numa_of);
+          if (nnuma == 0 && split->kind != WEFT_SIM_ONE_HOST) continue;  // no host split: as with one node
           size_t un = (size_t)n, counts[] = {0, 1, un - 1, un + 1, 3 * un + 5, 1000};
           size_t slices[] = {1, 7, 64};
           long long roots[] = {0, n - 1, n / 2};
           weft_coll_args_t probe = {.coll = (weft_coll_t)c, .nranks = n, .count = 1, .slice = 1,
-                                    .host_of = nhosts ? host_of : NULL, .nhosts = nhosts ? nhosts : 1};
+                                    .host_of = nhosts ? host_of : NULL, .nhosts = nhosts ? nhosts : 1,
+                                    .numa_of = nnuma ? numa_of : NULL, .nnuma = nnuma};
           if (!weft_algo_fits((weft_algo_t)al, &probe, NULL, 0)) continue;
           for (int ci = 0; ci < 6; ci++)
             for (int si = 0; si < 3; si++)
@@ -241,6 +257,8 @@ int main(int argc, char **argv) {
                   cfg.seed = seed;
                   cfg.host_of = nhosts ? host_of : NULL;
                   cfg.nhosts = nhosts;
+                  cfg.numa_of = nnuma ? numa_of : NULL;
+                  cfg.nnuma = nnuma;
                   if (cfg.root >= n) continue;
                   ncclResult_t rc = weft_sim_run(&cfg, err, sizeof(err));
                   checked++;
@@ -250,8 +268,13 @@ int main(int argc, char **argv) {
                   }
                 }
         }
-        printf("ok   %s/%s, %s (%ld)\n", weft_coll_name((weft_coll_t)c), weft_algo_name((weft_algo_t)al),
-               layout_name(lay, lname, sizeof(lname)), checked - before);
+        char sname[48] = "";
+        if (numa_given || nsplits > 1) {
+          char part[32];
+          snprintf(sname, sizeof(sname), ", %s", layout_name(split, 1, part, sizeof(part)));
+        }
+        printf("ok   %s/%s, %s%s (%ld)\n", weft_coll_name((weft_coll_t)c), weft_algo_name((weft_algo_t)al),
+               layout_name(lay, 0, lname, sizeof(lname)), sname, checked - before);
       }
     }
   }

@@ -446,6 +446,21 @@ static int check_order(sim_t *m, const weft_sim_config_t *c) {
   return 0;
 }
 
+// group_of[r] (a host, a NUMA group) lies in [0, ngroups), ngroups in [1, nranks].
+static int check_groups(sim_t *m, const int *group_of, int ngroups, const char *what) {
+  int n = m->cfg->nranks;
+  if (ngroups < 1 || ngroups > n) {
+    weft_sim_fail(m, "%d %ss for %d ranks", ngroups, what, n);
+    return -1;
+  }
+  for (int r = 0; r < n; r++)
+    if (group_of[r] < 0 || group_of[r] >= ngroups) {
+      weft_sim_fail(m, "rank %d on %s %d, outside [0, %d)", r, what, group_of[r], ngroups);
+      return -1;
+    }
+  return 0;
+}
+
 static int check_config(sim_t *m) {
   const weft_sim_config_t *c = m->cfg;
   if ((unsigned)c->coll >= WEFT_NUM_COLLS || (unsigned)c->algo >= WEFT_NUM_ALGOS) {
@@ -473,17 +488,8 @@ static int check_config(sim_t *m) {
     weft_sim_fail(m, "count %zu too large to simulate", c->count);
     return -1;
   }
-  if (c->host_of) {
-    if (c->nhosts < 1 || c->nhosts > c->nranks) {
-      weft_sim_fail(m, "%d hosts for %d ranks", c->nhosts, c->nranks);
-      return -1;
-    }
-    for (int r = 0; r < c->nranks; r++)
-      if (c->host_of[r] < 0 || c->host_of[r] >= c->nhosts) {
-        weft_sim_fail(m, "rank %d on host %d, outside [0, %d)", r, c->host_of[r], c->nhosts);
-        return -1;
-      }
-  }
+  if (c->host_of && check_groups(m, c->host_of, c->nhosts, "host")) return -1;
+  if (c->numa_of && check_groups(m, c->numa_of, c->nnuma, "NUMA group")) return -1;
   if (c->order && check_order(m, c)) return -1;
   weft_coll_args_t a = weft_sim_args(c, 0);
   char why[160];
@@ -503,6 +509,7 @@ static uint64_t derive_seed(const weft_sim_config_t *c) {
     h = (h ^ parts[i]) * 0x100000001b3ull;
   for (int r = 0; c->host_of && r < c->nranks; r++) h = (h ^ (uint64_t)c->host_of[r]) * 0x100000001b3ull;
   for (int p = 0; c->order && p < c->nranks; p++) h = (h ^ (uint64_t)c->order[p]) * 0x100000001b3ull;
+  for (int r = 0; c->numa_of && r < c->nranks; r++) h = (h ^ (uint64_t)c->numa_of[r]) * 0x100000001b3ull;
   return h;
 }
 

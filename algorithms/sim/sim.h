@@ -15,8 +15,9 @@
  * its schedule) is an error, and SIGNAL/WAIT tokens travel through the
  * connections like data.
  *
- * A configuration may place the ranks on several hosts (host_of), which
- * the builders see in weft_coll_args_t; the checks do not depend on it.
+ * A configuration may place the ranks on several hosts (host_of) and
+ * NUMA nodes (numa_of), which the builders see in weft_coll_args_t; the
+ * checks do not depend on them.
  *
  * Checked before running: step fields and bounds, at most `slice` elements
  * per step, one lane per connection end, sender and receiver listing the same
@@ -62,6 +63,8 @@ typedef struct {
   const int *order;         // [nranks] a ring order as a communicator chooses it from the topology
   const int *pos;           // (each host's ranks side by side, hosts in increasing order) and its
                             // inverse, or both NULL: host order. Passed to the builders.
+  const int *numa_of;       // [nranks] NUMA group of each rank (weft_coll_args_t's numa_of), or
+  int nnuma;                // NULL: each host one group. Passed to the builders.
 } weft_sim_config_t;
 
 // Simulate one configuration. Returns ncclSuccess, ncclInvalidArgument for a
@@ -87,5 +90,11 @@ extern const weft_sim_layout_t weft_sim_layouts[];
 extern const int weft_sim_nlayouts;
 // Fill host_of for n ranks; returns the number of hosts, 0 for one host (host_of unused).
 int weft_sim_layout_fill(const weft_sim_layout_t *l, int n, int *host_of);
+// NUMA nodes as a layout of the same kinds, cut inside the hosts: rank r sits
+// on node fill(l)[r] of its host (host_of NULL: one host), so groups of K
+// ranks, uneven and alternating nodes, each host's share of a group its own
+// group. Fills numa_of (weft_layout_numa_groups) and returns the number of
+// groups, 0 when no host spans two nodes (numa_of unused).
+int weft_sim_numa_fill(const weft_sim_layout_t *l, const int *host_of, int nhosts, int n, int *numa_of);
 
 #endif

@@ -77,7 +77,8 @@ static inline int is_p2p(weft_coll_t c) { return c == WEFT_COLL_SEND || c == WEF
 static inline weft_coll_args_t weft_sim_args(const weft_sim_config_t *c, int r) {
   return (weft_coll_args_t){.coll = c->coll, .nranks = c->nranks, .rank = r, .root = c->root, .count = c->count,
                             .slice = c->slice, .host_of = c->host_of, .nhosts = c->host_of ? c->nhosts : 1,
-                            .order = c->order, .pos = c->order ? c->pos : NULL};
+                            .order = c->order, .pos = c->order ? c->pos : NULL,
+                            .numa_of = c->numa_of, .nnuma = c->numa_of ? c->nnuma : 0};
 }
 
 // What each step kind does: pops its input FIFO, pushes its output FIFO,

@@ -1,9 +1,11 @@
 /*
  * sim_layout.c — the host layouts the simulator's sweeps run schedules on
- * (see sim.h), shared by weft-sim and the algorithm tests so both check
+ * and the NUMA splits inside them (see sim.h), shared by weft-sim and the algorithm tests so both check
  * the same shapes of cluster.
  */
 #include "sim.h"
+
+#include "layout.h"
 
 const weft_sim_layout_t weft_sim_layouts[] = {
     {WEFT_SIM_ONE_HOST, 0},    {WEFT_SIM_HOSTS_OF_K, 1}, {WEFT_SIM_HOSTS_OF_K, 2},  {WEFT_SIM_HOSTS_OF_K, 4},
@@ -30,4 +32,12 @@ int weft_sim_layout_fill(const weft_sim_layout_t *l, int n, int *host_of) {
       for (int r = 0; r < n; r++) host_of[r] = r % 2;
       return n < 2 ? 1 : 2;
   }
+}
+
+int weft_sim_numa_fill(const weft_sim_layout_t *l, const int *host_of, int nhosts, int n, int *numa_of) {
+  int node[WEFT_SIM_MAX_RANKS];
+  if (n < 1 || n > WEFT_SIM_MAX_RANKS) return 0;
+  if (weft_sim_layout_fill(l, n, node) == 0)
+    for (int r = 0; r < n; r++) node[r] = 0;
+  return weft_layout_numa_groups(host_of, nhosts, node, n, numa_of);
 }

@@ -51,6 +51,11 @@ void weft_sim_fail(sim_t *m, const char *fmt, ...) {
     for (int r = 0; r < c->nranks; r++) sb_add(&b, "%s%d", r ? "," : "", c->host_of[r]);
     sb_add(&b, ")");
   }
+  if (c->numa_of) {  // "numa=4 (0,0,1,1,2,2,3,3)"
+    sb_add(&b, " numa=%d (", c->nnuma);
+    for (int r = 0; r < c->nranks; r++) sb_add(&b, "%s%d", r ? "," : "", c->numa_of[r]);
+    sb_add(&b, ")");
+  }
   if (c->order) {  // "ring=(0,2,1,3)"
     sb_add(&b, " ring=(");
     for (int p = 0; p < c->nranks; p++) sb_add(&b, "%s%d", p ? "," : "", c->order[p]);

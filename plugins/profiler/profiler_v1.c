@@ -40,7 +40,8 @@ static uint8_t algo_number(weft_algo_t a) {
     case WEFT_ALGO_TREE: return NCCL_ALGO_TREE;
     case WEFT_ALGO_ONESHOT: return NCCL_ALGO_COLLNET_DIRECT;
     case WEFT_ALGO_READ: return NCCL_ALGO_NVLS;
-    case WEFT_ALGO_HIER: return NCCL_ALGO_NVLS_TREE;
+    case WEFT_ALGO_HIER:
+    case WEFT_ALGO_NUMA: return NCCL_ALGO_NVLS_TREE;
     case WEFT_ALGO_RECURSIVE:
     case WEFT_ALGO_RABENSEIFNER: return NCCL_ALGO_PAT;
     default: return (uint8_t)NCCL_ALGO_UNDEF;

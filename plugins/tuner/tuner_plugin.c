@@ -9,6 +9,7 @@
  *   oneshot             -> COLLNET_DIRECT, SIMPLE  (one hop to every peer)
  *   read (single copy)  -> NVLS, SIMPLE            (loads from peers' memory)
  *   hier                -> NVLS_TREE, SIMPLE       (a stage in the host, one across)
+ *   numa                -> NVLS_TREE, LL128        (hier's stages over NUMA nodes)
  *   recursive doubling  -> PAT, LL                 (log-step, latency-bound)
  *   rabenseifner        -> PAT, SIMPLE             (log-step, bandwidth-bound)
  * Every other entry is -1 (NCCL_ALGO_PROTO_IGNORE), as are the entries of
@@ -45,6 +46,7 @@ static const cell_t cells[] = {
     {WEFT_ALGO_ONESHOT, NCCL_ALGO_COLLNET_DIRECT, NCCL_PROTO_SIMPLE},
     {WEFT_ALGO_READ, NCCL_ALGO_NVLS, NCCL_PROTO_SIMPLE},
     {WEFT_ALGO_HIER, NCCL_ALGO_NVLS_TREE, NCCL_PROTO_SIMPLE},
+    {WEFT_ALGO_NUMA, NCCL_ALGO_NVLS_TREE, NCCL_PROTO_LL128},
     {WEFT_ALGO_RECURSIVE, NCCL_ALGO_PAT, NCCL_PROTO_LL},
     {WEFT_ALGO_RABENSEIFNER, NCCL_ALGO_PAT, NCCL_PROTO_SIMPLE},
 };

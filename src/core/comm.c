@@ -205,6 +205,7 @@ void weft_comm_free(struct ncclComm *comm) {
   weft_comm_disconnect(comm);
   free(comm->host_of);
   free(comm->order);  // pos shares its allocation
+  free(comm->numa_of);
   free(comm->init_affinity);
   weft_bootstrap_close(&comm->bs);
   weft_windows_free(comm);

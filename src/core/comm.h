@@ -61,6 +61,9 @@ struct ncclComm {
   int *order, *pos;        // [nranks] each: the ring order chosen from the topology (the rank at each
                            // position; each host's ranks side by side) and its inverse, or NULL: host
                            // order (comm_order.c). Handed to the schedules in weft_coll_args_t.
+  int *numa_of;            // [nranks]: NUMA group of each rank ((host, NUMA node) pairs numbered host by
+  int nnuma;               // host, weft_layout_numa_groups), or NULL where some rank's node is unknown or no
+                           // host spans two (comm_order.c). Handed to the schedules in weft_coll_args_t.
   void *init_affinity;      // the initialising thread's own CPU set (cpu_set_t) while init runs it near
                            // the GPU, or NULL (comm_order.c)
   int local_rank, local_size;  // this rank among the ranks of its host

@@ -18,6 +18,12 @@
  * Nothing is kept, and the schedules cost what they did, when every host
  * keeps rank order.
  *
+ * The first round also carries each rank's NUMA node (its place's), so every
+ * rank numbers the same (host, NUMA node) groups (numa_of), which the
+ * NUMA-hierarchical AllReduce and the tuner's rule for it read (algorithms/
+ * hier.c, tuner.c). Kept only where every rank's node is known and some host
+ * spans two.
+ *
  * A rank that drives a GPU has its init threads placed near it
  * (comm_affinity.c).
  */
@@ -30,12 +36,14 @@
 #include "comm.h"
 #include "cuda_rt.h"
 #include "env.h"
+#include "layout.h"
 #include "schedule.h"
 #include "topo.h"
 
 typedef struct {
   int32_t place;  // node of the rank's host graph, -1 unknown
   uint32_t sig;   // the graph's signature, 0 none
+  int32_t numa;   // the NUMA node (numaid) of that place, -1 unknown
 } place_card_t;
 
 typedef struct {
@@ -107,6 +115,28 @@ static int global_order(const struct ncclComm *comm, const pos_card_t *pc, int *
   return changed;
 }
 
+// Every rank's NUMA group, from the gathered cards (the same on every rank).
+static ncclResult_t numa_groups(struct ncclComm *comm, const place_card_t *cards) {
+  int n = comm->nranks, *numa = malloc(sizeof(int) * (size_t)n), *of = malloc(sizeof(int) * (size_t)n);
+  if (numa == NULL || of == NULL) {
+    free(numa);
+    free(of);
+    return ncclSystemError;
+  }
+  for (int r = 0; r < n; r++) numa[r] = cards[r].numa;
+  int groups = weft_layout_numa_groups(comm->host_of, comm->nhosts, numa, n, of);
+  free(numa);
+  if (groups > 0) {
+    INFO(WEFT_LOG_GRAPH, "rank %d: NUMA group %d of %d (host %d)", comm->rank, of[comm->rank], groups,
+         comm->host_of[comm->rank]);
+    comm->numa_of = of;
+    comm->nnuma = groups;
+  } else {
+    free(of);
+  }
+  return ncclSuccess;
+}
+
 // NCCL's INIT lines: rank 0 prints the ring from itself ("Channel 00/01 :
 // 0 1 3 2", numbers as wide as the largest rank), every rank its neighbours
 // and trees.
@@ -153,8 +183,10 @@ ncclResult_t weft_comm_order_ranks(struct ncclComm *comm) {
     goto out;
   }
   int ncpus = allowed_cpus(&allowed, cpus, MAX_CPUS);
-  cards[comm->rank] = (place_card_t){.place = t ? weft_topo_place(t, busid, cpus, ncpus) : -1, .sig = sig};
+  int place = t ? weft_topo_place(t, busid, cpus, ncpus) : -1;
+  cards[comm->rank] = (place_card_t){.place = place, .sig = sig, .numa = place >= 0 ? t->nodes[place].numa : -1};
   WEFTCHECKGOTO(weft_bootstrap_allgather(&comm->bs, cards, sizeof(*cards)), res, out);
+  WEFTCHECKGOTO(numa_groups(comm, cards), res, out);
 
   int k = 0, me = 0;
   for (int r = 0; r < n; r++)

@@ -163,7 +163,8 @@ static ncclResult_t enqueue_checked(weft_coll_t coll, const void *sendbuff, void
   o->cls = (coll == WEFT_COLL_SEND || coll == WEFT_COLL_RECV) ? WEFT_CLASS_P2P : WEFT_CLASS_COLL;
   o->args = (weft_coll_args_t){.coll = coll, .nranks = comm->nranks, .rank = comm->rank, .root = root,
                                .count = count, .host_of = comm->host_of, .nhosts = comm->nhosts,
-                               .order = comm->order, .pos = comm->pos};
+                               .order = comm->order, .pos = comm->pos, .numa_of = comm->numa_of,
+                               .nnuma = comm->nnuma};
   o->has_op = weft_coll_has_op(coll);
   if (o->has_op) WEFTCHECKGOTO(resolve_op(comm, api, op, dtype, &o->redop, &dev_scalar), res, fail);
   else o->user_op = 0;

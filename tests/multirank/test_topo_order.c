@@ -13,7 +13,12 @@
  *     FAKE_CUDA_BUSIDS on the GPUs of tests/topologies/pcie-8gpu.xml in a
  *     scrambled order): the GPUs of each PCI switch side by side, each
  *     socket's switches together;
- *   - ranks that sit alike (all unbound): rank order, as before.
+ *   - ranks that sit alike (all unbound): rank order, as before;
+ *   - the same two sockets under the NUMA-hierarchical AllReduce (numa:
+ *     reduce inside each socket, exchange across, gather inside), forced
+ *     and chosen by the tuner, and forced where the sockets hold unequal
+ *     ranks (weft's own choice instead): AllReduce sum of every datatype,
+ *     in and out of place, exact.
  */
 #include <criterion/criterion.h>
 #include <dirent.h>
@@ -32,6 +37,7 @@
 typedef struct {
   int cpu_of_rank;  // bind rank r to CPU r % 2 (1), or leave it unbound (0)
   int gpus;         // use the stand-in driver's device r (1)
+  int sums;         // run check_sums instead of check_collectives (1)
   char log_dir[256];
 } setup_t;
 
@@ -156,6 +162,39 @@ static int check_collectives(ncclComm_t comm, int rank, int n) {
   return 0;
 }
 
+// AllReduce sum of every datatype, out of place and in place, small (one
+// hop or forced numa) and large: element i of rank r is (r + i) % 3, so
+// every partial sum of 4 ranks is an integer up to 8, exact in each type.
+static int check_sums(ncclComm_t comm, int rank, int n) {
+  static const size_t counts[] = {1, 1000, 70000};
+  for (int dt = 0; dt < ncclNumTypes; dt++)
+    for (size_t ci = 0; ci < sizeof(counts) / sizeof(counts[0]); ci++) {
+      const weft_test_dtype_t *t = weft_test_dtype((ncclDataType_t)dt);
+      size_t c = counts[ci];
+      unsigned char *in = malloc(c * t->size), *out = malloc(c * t->size);
+      if (in == NULL || out == NULL) return 1;
+      for (int inplace = 0; inplace < 2; inplace++) {
+        unsigned char *dst = inplace ? in : out;
+        for (size_t i = 0; i < c; i++)
+          weft_test_store(in + i * t->size, t->size, weft_test_encode_int(t, (rank + (long)i) % 3));
+        WEFT_TEST_CHECK_RES(ncclAllReduce(in, dst, c, (ncclDataType_t)dt, ncclSum, comm, NULL), ncclSuccess);
+        for (size_t i = 0; i < c; i++) {
+          long want = 0;
+          for (int r = 0; r < n; r++) want += (r + (long)i) % 3;
+          uint64_t got = weft_test_load(dst + i * t->size, t->size);
+          if (got != weft_test_encode_int(t, want)) {
+            WEFT_TEST_CHECK(0, "%s AllReduce count %zu %s: element %zu is %g, not %ld", t->name, c,
+                            inplace ? "in place" : "out of place", i, weft_test_value(t, got), want);
+            break;
+          }
+        }
+      }
+      free(in);
+      free(out);
+    }
+  return 0;
+}
+
 static int rank_main(int rank, int n, ncclUniqueId id, void *arg) {
   const setup_t *s = arg;
   if (s->cpu_of_rank) {
@@ -170,7 +209,10 @@ static int rank_main(int rank, int n, ncclUniqueId id, void *arg) {
   }
   ncclComm_t comm = weft_test_init_rank(n, id, rank);
   if (comm == NULL) return weft_test_failures();
-  check_collectives(comm, rank, n);
+  if (s->sums)
+    check_sums(comm, rank, n);
+  else
+    check_collectives(comm, rank, n);
   WEFT_TEST_CHECK_RES(ncclCommDestroy(comm), ncclSuccess);
   return weft_test_failures();
 }
@@ -215,6 +257,31 @@ Test(topo_order, two_sockets_default, .timeout = 150) { two_sockets(NULL); }
 Test(topo_order, two_sockets_ring, .timeout = 150) { two_sockets("ring"); }
 Test(topo_order, two_sockets_tree, .timeout = 150) { two_sockets("tree"); }
 Test(topo_order, two_sockets_recursive, .timeout = 150) { two_sockets("recursive"); }
+
+// n ranks bound alternately to the two sockets, every datatype's sum under
+// NCCL_ALGO=algo (NULL: the tuner's choice); whether the ranks saw two NUMA
+// groups (the communicator's GRAPH line).
+static int two_sockets_sums(int n, const char *algo) {
+  weft_test_env_defaults();
+  setup_t s = {.cpu_of_rank = 1, .sums = 1};
+  make_log_dir(&s);
+  char topo[600], rest[256];
+  snprintf(topo, sizeof(topo), "%s/two-sockets.xml", s.log_dir);
+  write_file(topo, two_sockets_xml);
+  setenv("NCCL_TOPO_FILE", topo, 1);
+  run(&s, n, algo);
+  int grouped = find_line(s.log_dir, "NUMA group ", rest, sizeof(rest));
+  remove_dir(s.log_dir);
+  return grouped;
+}
+
+// 2 + 2 ranks: the tuner takes numa for the large calls (test_algos_numa.c).
+Test(topo_order, two_sockets_numa_default, .timeout = 150) {
+  cr_expect(two_sockets_sums(4, NULL), "the ranks did not see two NUMA groups");
+}
+Test(topo_order, two_sockets_numa_forced, .timeout = 150) { two_sockets_sums(4, "numa"); }
+// 2 + 1 ranks: numa cannot run; weft's own choice, exact all the same.
+Test(topo_order, two_sockets_numa_uneven, .timeout = 150) { two_sockets_sums(3, "numa"); }
 
 // Unbound ranks sit alike: rank order, whatever the file says.
 Test(topo_order, unbound_ranks_keep_rank_order, .timeout = 150) {

@@ -297,7 +297,7 @@ Test(schedule_names, names_and_support, .timeout = 10) {
   // tree, recursive doubling, Rabenseifner and hier for AllReduce, and
   // single-copy schedules for the six collectives they serve.
   static const int expected[WEFT_NUM_COLLS] = {
-      [WEFT_COLL_ALLREDUCE] = 7, [WEFT_COLL_BROADCAST] = 2, [WEFT_COLL_REDUCE] = 2, [WEFT_COLL_ALLGATHER] = 2,
+      [WEFT_COLL_ALLREDUCE] = 8, [WEFT_COLL_BROADCAST] = 2, [WEFT_COLL_REDUCE] = 2, [WEFT_COLL_ALLGATHER] = 2,
       [WEFT_COLL_REDUCESCATTER] = 2, [WEFT_COLL_ALLTOALL] = 2, [WEFT_COLL_GATHER] = 1, [WEFT_COLL_SCATTER] = 1,
       [WEFT_COLL_SEND] = 1, [WEFT_COLL_RECV] = 1};
   int ops = 0;
@@ -313,6 +313,7 @@ Test(schedule_names, names_and_support, .timeout = 10) {
   cr_assert_str_eq(weft_algo_name(WEFT_ALGO_RECURSIVE), "recursive");
   cr_assert_str_eq(weft_algo_name(WEFT_ALGO_RABENSEIFNER), "rabenseifner");
   cr_assert_str_eq(weft_algo_name(WEFT_ALGO_HIER), "hier");
+  cr_assert_str_eq(weft_algo_name(WEFT_ALGO_NUMA), "numa");
   cr_assert_str_eq(weft_step_kind_name(WEFT_STEP_WAIT), "WAIT");
   cr_assert_eq(ops, 3);
   cr_assert(weft_coll_has_op(WEFT_COLL_REDUCE));
