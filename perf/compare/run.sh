@@ -58,6 +58,8 @@ usage: perf/compare/run.sh [options]
                    on return, as a blocking MPI call is; 0: weft streams, synchronised
                    after each timed batch, as nccl-tests does on GPUs)
   --quick          small sizes (8 .. 64K), 1 repetition, few iterations: a smoke test
+  --malloc-default leave glibc's malloc thresholds as they are (by default every
+                   library runs with freed memory kept for reuse: see MALLOC_ENV)
 Outputs in build/compare/ (or -o DIR): results.md, <coll>.png, raw.csv, membw.txt, meta.txt, logs/
 EOF
 }
@@ -73,6 +75,7 @@ ALL_DTYPES="float bfloat16 half double"  # weft's *_perf -d names (perf/common_a
 
 CMDLINE="perf/compare/run.sh$(printf ' %q' "$@")"
 NR=2 REPS= MINB= MAXB= FACTOR=2 COLLS=$ALL_COLLS DTYPES=float ITERS= WARMUP= TMO=900 QWAIT=30 QBUSY=25 INSTALL=1 BUILD=1 QUICK=0 WEFT_Z=2
+MALLOC_DEFAULT=0
 PLAN=64K:5000:1000,1M:1000:100,16M:100:10,4G:20:5 PLACEMENT=pinned
 
 while [ $# -gt 0 ]; do
@@ -91,6 +94,7 @@ while [ $# -gt 0 ]; do
     --placement) PLACEMENT=${2:?}; shift 2 ;;
     --timeout) TMO=${2:?}; shift 2 ;;
     --quiet-wait) QWAIT=${2:?}; shift 2 ;;
+    --malloc-default) MALLOC_DEFAULT=1; shift ;;
     --quiet-busy) QBUSY=${2:?}; shift 2 ;;
     --no-install) INSTALL=0; shift ;;
     --no-build) BUILD=0; shift ;;
@@ -212,6 +216,21 @@ if [ "$need_make" = 1 ] && [ "$BUILD" = 1 ]; then
   make -j"$(nproc)" >"$OUT/logs/make.log" 2>&1 || log "make failed (see $OUT/logs/make.log)"
 fi
 
+# glibc hands every allocation above its mmap threshold (32 MiB at most) to a
+# fresh mmap and returns it on free, so a library that allocates a temporary
+# buffer per call (Open MPI's large AllReduce does) pays a page fault for
+# every 4 KiB of it on every call: on this virtual machine its 64 MiB
+# AllReduce ran 8x slower for that alone. Every library's processes get
+# thresholds high enough that freed memory is kept and reused, the same for
+# all (weft allocates nothing per call; `--malloc-default` leaves glibc's).
+MALLOC_ENV=(MALLOC_MMAP_THRESHOLD_=4294967296 MALLOC_TRIM_THRESHOLD_=4294967296)
+[ "$MALLOC_DEFAULT" = 1 ] && MALLOC_ENV=()
+MALLOC_FWD=()  # mpirun.openmpi forwards only what -x names
+for kv in "${MALLOC_ENV[@]}"; do
+  export "${kv?}"
+  MALLOC_FWD+=(-x "${kv%%=*}")
+done
+
 CFLAGS=(-std=c11 -O2 -Wall -Wextra -Werror -D_GNU_SOURCE -Itools/common)
 PROG_UTIL=tools/common/prog_util.c  # sizes and the clock, shared with weft's own programs
 for m in openmpi mpich; do
@@ -253,6 +272,7 @@ weft_version() {
   [ "$DTYPES" = float ] || echo "datatypes: $DTYPES (weft -d TYPE; Open MPI and MPICH MPI_FLOAT, MPI_DOUBLE, n/a otherwise; Gloo the torch dtype where its gloo has it)"
   echo "placement: $PLACEMENT ($([ "$PLACEMENT" = pinned ] && echo 'Open MPI and MPICH --bind-to core, weft WEFT_BIND=1' || echo 'Open MPI and MPICH --bind-to none, weft unbound'); Gloo unpinned)"
   echo "openmpi transport: --mca pml ob1 --mca btl self,vader --mca btl_vader_single_copy_mechanism cma"
+  echo "malloc: ${MALLOC_ENV[*]:-glibc defaults, --malloc-default} for every library"
   echo "weft mode: -z $WEFT_Z ($([ "$WEFT_Z" = 2 ] && echo 'NULL stream: each call complete on return, like a blocking MPI call' || echo 'see perf/README.md'))"
   echo "command: $CMDLINE"
   echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -326,7 +346,7 @@ bench_cmd() {  # lib coll dtype first last iters warmup: the command, in CMD; or
       [ -x "$OUT/mpi_coll_bench.openmpi" ] &&
         CMD=(mpirun.openmpi --allow-run-as-root --oversubscribe -np "$NR" --bind-to "$MPI_BIND"
              --mca pml ob1 --mca btl self,vader --mca btl_vader_single_copy_mechanism cma
-             --mca oob_tcp_if_include lo
+             --mca oob_tcp_if_include lo "${MALLOC_FWD[@]}"
              "$OUT/mpi_coll_bench.openmpi" -c "$coll" "${args[@]}") ;;
     mpich)
       # UCX is MPICH's netmod here: keep it on shared memory (no network devices).
