@@ -65,12 +65,24 @@
 #endif
 
 // Compile what follows for a wider ISA (WEFT_SIMD_X86 only). No FMA: a product
-// and a sum stay two roundings, as in the portable loops.
+// and a sum stay two roundings, as in the portable loops. GCC takes a target
+// pragma; clang (the fuzz and TSan builds) a target attribute pushed onto
+// every function of the region.
+#define WEFT_PRAGMA(text) _Pragma(#text)
+#if defined(__clang__)
+#define WEFT_SIMD_BEGIN_AVX2 \
+  WEFT_PRAGMA(clang attribute push(__attribute__((target("avx2,f16c"))), apply_to = function))
+#define WEFT_SIMD_BEGIN_AVX512 \
+  WEFT_PRAGMA(clang attribute push(__attribute__((target("avx512f,avx512bw,avx512vl"))), \
+                                   apply_to = function))
+#define WEFT_SIMD_END _Pragma("clang attribute pop")
+#else
 #define WEFT_SIMD_BEGIN_AVX2 _Pragma("GCC push_options") _Pragma("GCC target(\"avx2,f16c\")")
 #define WEFT_SIMD_BEGIN_AVX512 \
   _Pragma("GCC push_options")  \
       _Pragma("GCC target(\"avx512f,avx512bw,avx512vl,prefer-vector-width=512\")")
 #define WEFT_SIMD_END _Pragma("GCC pop_options")
+#endif
 
 typedef void (*weft_reduce_combine3_fn)(size_t n, void *d, const void *a, const void *b);
 typedef void (*weft_reduce_combine2_fn)(size_t n, void *d, const void *b);

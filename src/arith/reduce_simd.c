@@ -14,6 +14,9 @@
 
 #include <stdatomic.h>
 #include <string.h>
+#if defined(WEFT_SIMD_X86)
+#include <cpuid.h>
+#endif
 
 static const weft_reduce_kern_t *native_none(ncclDataType_t dt) {
   const weft_reduce_kern_t *k = weft_reduce_int_kern(dt);
@@ -42,14 +45,22 @@ static const weft_simd_impl_t impls[WEFT_SIMD_LEVELS] = {
 #endif
 };
 
+#if defined(WEFT_SIMD_X86)
+// F16C from CPUID leaf 1 (ECX bit 29): clang's __builtin_cpu_supports does
+// not know the name.
+static int cpu_has_f16c(void) {
+  unsigned a, b, c, d;
+  return __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29)) != 0;
+}
+#endif
+
 static int cpu_has(weft_simd_level_t level) {
 #if defined(WEFT_SIMD_X86)
   __builtin_cpu_init();
   switch (level) {
     case WEFT_SIMD_NONE: return 1;
     case WEFT_SIMD_AVX2:
-      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c") &&
-             __builtin_cpu_supports("fma");
+      return __builtin_cpu_supports("avx2") && cpu_has_f16c() && __builtin_cpu_supports("fma");
     case WEFT_SIMD_AVX512:
       return cpu_has(WEFT_SIMD_AVX2) && __builtin_cpu_supports("avx512f") &&
              __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
