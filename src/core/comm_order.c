@@ -183,8 +183,12 @@ ncclResult_t weft_comm_order_ranks(struct ncclComm *comm) {
     goto out;
   }
   int ncpus = allowed_cpus(&allowed, cpus, MAX_CPUS);
-  int place = t ? weft_topo_place(t, busid, cpus, ncpus) : -1;
-  cards[comm->rank] = (place_card_t){.place = place, .sig = sig, .numa = place >= 0 ? t->nodes[place].numa : -1};
+  place_card_t mine = {.place = -1, .sig = sig, .numa = -1};
+  if (t != NULL) {
+    mine.place = weft_topo_place(t, busid, cpus, ncpus);
+    if (mine.place >= 0) mine.numa = t->nodes[mine.place].numa;
+  }
+  cards[comm->rank] = mine;
   WEFTCHECKGOTO(weft_bootstrap_allgather(&comm->bs, cards, sizeof(*cards)), res, out);
   WEFTCHECKGOTO(numa_groups(comm, cards), res, out);
 
