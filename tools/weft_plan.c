@@ -438,7 +438,7 @@ static int print_tables(cli_t *c) {
 
 // --check: the layout the flags force against the best of a free search
 // (the layout, ZeRO, micro-batch, recompute and schedule flags lifted).
-static void rc_check(cli_t *c, const plan_search_t *yours) {
+static void check_against_best(cli_t *c, const plan_search_t *yours) {
   plan_job_t free_job = c->job;
   free_job.tp = free_job.cp = free_job.pp = free_job.dp = free_job.ep = 0;
   free_job.micro_batch = free_job.interleave = 0;
@@ -496,7 +496,7 @@ static int plan(cli_t *c) {
     plan_evaluate(m, &c->cluster, j, &best->layout, &r, why);
     plan_print_advice(why, m, &c->cluster, j, &s);
   }
-  if (c->check) rc_check(c, &s);
+  if (c->check) check_against_best(c, &s);
   int rc = 0;
   if (s.nranked == 0) {
     fprintf(stderr, "weft-plan: no feasible layout");
