@@ -314,6 +314,8 @@ static void op_release(weft_op_t *op) {
   struct ncclComm *comm = op->comm;
   if (op->released) return;
   op->released = 1;
+  weft_op_stage_give(op->send_copy, op->send_copy_bytes);  // every peer has written into this rank's output
+  op->send_copy = NULL;
   if (__builtin_expect(op->prof.on, 0)) weft_plugin_hooks.op_stop(comm->prof, &op->prof);
   weft_engine_publish(op, op->state == WEFT_OP_FAILED ? WEFT_STATUS_FAILED : WEFT_STATUS_IDLE, -1, 0, 0, 0);
   for (int p = 0; p < comm->nranks; p++) {
@@ -328,8 +330,41 @@ static void op_release(weft_op_t *op) {
   weft_doorbell_ring(weft_segment_doorbell(comm->seg, comm->rank));
 }
 
+// The descriptor goes on the board when the operation starts to run, not
+// when it is queued: a rank can queue any number of calls ahead of its
+// peers, but runs a call only once its earlier calls on that stream are
+// done, and a call that reads peers ends only after they have read it, so
+// a board of WEFT_DESC_RING entries still holds every entry a peer may
+// need (a group of more read calls than that runs them all at once).
+// Peers write into this rank's output as soon as they see its
+// descriptor; in place, the input they would overwrite is set aside before
+// that, when the call starts (so only running calls hold a copy).
+static void publish(weft_op_t *op) {
+  if (op->published || op->cls != WEFT_CLASS_COLL) return;
+  op->published = 1;
+  if (op->set_aside) {
+    size_t sbytes = weft_coll_send_elems(&op->args) * op->esize;
+    if ((op->send_copy = weft_op_stage_take(sbytes, &op->send_copy_bytes)) == NULL) {
+      char reason[160];
+      snprintf(reason, sizeof(reason), "rank %d is out of memory setting aside %zu bytes of %s #%" PRIu64 "'s input",
+               op->comm->rank, sbytes, weft_coll_name(op->args.coll), op->seq);
+      WARN("%s", reason);
+      weft_op_fail(op, ncclSystemError, reason);
+      return;
+    }
+    memcpy(op->send_copy, op->sendbuff, sbytes);
+    op->sendbuff = op->send_copy;
+  }
+  weft_mismatch_publish(op);
+}
+
 static int op_progress(weft_op_t *op) {
   if (op->state != WEFT_OP_PENDING) return 0;
+  publish(op);
+  if (op->state != WEFT_OP_PENDING) {  // it could not start
+    op_release(op);
+    return 1;
+  }
   struct ncclComm *comm = op->comm;
   if (weft_op_fail_if_aborted(op)) {
     op_release(op);
@@ -396,16 +431,7 @@ ncclResult_t weft_op_launch(weft_op_t *op) {
   size_t rbytes = weft_coll_recv_elems(&op->args) * op->esize, sbytes = weft_coll_send_elems(&op->args) * op->esize;
   int overlap = sb != 0 && rb != 0 && rb < sb + sbytes && sb < rb + rbytes;
   op->nt = nt_min > 0 && rbytes >= (uint64_t)nt_min && !overlap;
-  // Peers write into this rank's output as soon as they see its descriptor;
-  // in place, the input they would overwrite is set aside before that.
-  if (overlap && weft_algo_stages_send(op->algo, op->args.coll)) {
-    if ((op->send_copy = malloc(sbytes)) == NULL) {
-      WARN("out of memory setting aside %zu bytes of %s input", sbytes, weft_coll_name(op->args.coll));
-      return ncclSystemError;
-    }
-    memcpy(op->send_copy, op->sendbuff, sbytes);
-    op->sendbuff = op->send_copy;
-  }
+  op->set_aside = overlap && weft_algo_stages_send(op->algo, op->args.coll);
   op->lanes_left = 0;
   for (uint32_t l = 0; l < op->sched.nlanes; l++) op->lanes_left += op->sched.lanes[l].count > 0;
   if (op->lanes_left == 0) {
@@ -421,10 +447,8 @@ ncclResult_t weft_op_launch(weft_op_t *op) {
   }
   pthread_mutex_unlock(&comm->lock);
 
-  if (op->cls == WEFT_CLASS_COLL) {
-    if (op->check) op->tag = weft_mismatch_tag(op);
-    weft_mismatch_publish(op);
-  }
+  if (op->cls == WEFT_CLASS_COLL && op->check) op->tag = weft_mismatch_tag(op);
+  if (op->state != WEFT_OP_PENDING) publish(op);  // done already: never progressed
   if (op->state == WEFT_OP_PENDING) weft_engine_publish(op, WEFT_STATUS_RUNNING, -1, 0, 0, 0);
   op->last_progress_ns = 0;  // stamped when the engine first finds it idle
   // Counted until weft_op_free: the engine may touch the communicator until then.

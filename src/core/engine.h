@@ -55,10 +55,14 @@ typedef struct weft_op {
   uint32_t tag;            // collectives: a hash of seq and the call, sent with every slot
   int nt;                  // write the output with non-temporal stores (WEFT_NT_MIN_BYTES)
   int reads;               // the schedule reads or writes peer memory (READ*, WRITE steps)
-  uint64_t *peer_buf;      // reads: per peer, its sendbuff and recvbuff addresses
+  int published;           // its descriptor is on the board (mismatch.h): from its first progress
+  uint64_t *peer_buf;      // reads: [2n] each peer's sendbuff and recvbuff, then [2n] where this process
+                           // maps them (a window, window_map.c), 0 where it does not
   char *scratch;           // reads: a peer's operand on its way into a reduction
   size_t scratch_bytes;
   char *send_copy;         // in place, where weft_algo_stages_send: the send buffer set aside (sendbuff points here)
+  size_t send_copy_bytes;  // its size (weft_op_stage_take)
+  int set_aside;           // in place where weft_algo_stages_send: set the input aside when the call starts
   weft_lane_state_t *lanes;
   uint32_t lanes_left;
   int state;
@@ -105,6 +109,11 @@ void weft_op_fail_dead_peer(weft_op_t *op, int peer);
 // Assign sequence number and connection tickets; publish the descriptor.
 // Operations must be launched in the same order on every rank.
 ncclResult_t weft_op_launch(weft_op_t *op);
+// A staging buffer of at least `bytes` (its size in *got), the process's
+// kept one when it is large enough. NULL when out of memory.
+void *weft_op_stage_take(size_t bytes, size_t *got);
+// Gives a staging buffer back (the process keeps the largest); NULL is fine.
+void weft_op_stage_give(void *p, size_t bytes);
 // Run operations to completion (or failure); returns the first error.
 // `queued`: a stream's worker runs them (the waits poll for spin_ns_queued).
 ncclResult_t weft_engine_run(weft_op_t **ops, int nops, int queued);

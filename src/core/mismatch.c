@@ -1,9 +1,9 @@
 /*
  * mismatch.c — catching ranks that call different collectives.
  *
- * At launch each rank writes a descriptor of its collective (kind, count,
- * datatype, op, root, algorithm, slice, buffers) into the ring in its
- * control segment (segment.h), and every slot it sends carries a 32-bit tag
+ * When a collective starts to run, each rank writes a descriptor of it
+ * (kind, count, datatype, op, root, algorithm, slice, buffers) into the ring
+ * in its control segment (segment.h), and every slot it sends carries a 32-bit tag
  * of the sequence number and that descriptor. A receiver compares tags on
  * the first slot; peers whose tags a rank never sees (it only sends to
  * them) are compared by descriptor before it sleeps and before the

@@ -7,7 +7,10 @@
  * heap. Each thread keeps its most recently freed operation, schedule arrays
  * included, and hands it out again on the next allocation, so a loop of
  * small calls costs no allocator round trips for the operation and its
- * steps. A thread's kept operation is freed when the thread exits.
+ * steps. A thread's kept operation is freed when the thread exits. The
+ * process also keeps its largest freed staging buffer (an in-place call's
+ * input set aside), so a loop of such calls does not map and fault in
+ * fresh pages on every call.
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -19,6 +22,36 @@
 static pthread_key_t cache_key;
 static pthread_once_t cache_once = PTHREAD_ONCE_INIT;
 static int cache_ok;
+
+static pthread_mutex_t stage_lock = PTHREAD_MUTEX_INITIALIZER;
+static void *stage_kept;
+static size_t stage_kept_bytes;
+
+void *weft_op_stage_take(size_t bytes, size_t *got) {
+  void *p = NULL;
+  pthread_mutex_lock(&stage_lock);
+  if (stage_kept != NULL && stage_kept_bytes >= bytes) {
+    p = stage_kept;
+    *got = stage_kept_bytes;
+    stage_kept = NULL;
+  }
+  pthread_mutex_unlock(&stage_lock);
+  if (p == NULL && (p = malloc(bytes)) != NULL) *got = bytes;
+  return p;
+}
+
+void weft_op_stage_give(void *p, size_t bytes) {
+  if (p == NULL) return;
+  pthread_mutex_lock(&stage_lock);
+  if (stage_kept == NULL || stage_kept_bytes < bytes) {  // keep the larger
+    void *old = stage_kept;
+    stage_kept = p;
+    stage_kept_bytes = bytes;
+    p = old;
+  }
+  pthread_mutex_unlock(&stage_lock);
+  free(p);
+}
 
 static void free_fully(weft_op_t *op) {
   weft_schedule_free(&op->sched);
@@ -62,7 +95,7 @@ void weft_op_free(weft_op_t *op) {
   free(op->send_ticket);  // the block that also holds recv_ticket, lanes, expect and verified
   free(op->peer_buf);
   free(op->scratch);
-  free(op->send_copy);
+  weft_op_stage_give(op->send_copy, op->send_copy_bytes);
   if (!cache_ok || pthread_getspecific(cache_key) != NULL) {
     free_fully(op);
     return;
