@@ -25,6 +25,16 @@
 #include "cost.h"
 #include "layout.h"
 
+// Bytes per rank from which mapped buffers take the single-copy schedules,
+// measured on 2 ranks pinned to cores, in place and out of place (perf/
+// compare's -R 2 runs). Reduce folds faster through the ring's slots.
+#define MAPPED_ALLREDUCE_MIN 65536
+#define MAPPED_REDUCESCATTER_MIN 65536
+#define MAPPED_REDUCE_MIN 0
+#define MAPPED_BROADCAST_MIN 65536
+#define MAPPED_ALLGATHER_MIN 4096
+#define MAPPED_ALLTOALL_MIN 32768
+
 // NCCL's algorithms that need hardware weft does not drive (SHARP switches,
 // NVLink SHARP) or that it does not implement: ignored where named.
 static const char *const nccl_only_algos[] = {"CollNetDirect", "CollNetChain", "NVLS", "NVLSTree", "PAT", NULL};
@@ -224,6 +234,21 @@ static int cheapest_cached(const weft_tuner_params_t *p, const weft_coll_args_t 
   return algo;
 }
 
+// The same where the buffers are mapped (symmetric windows on ncclMemAlloc
+// memory): a read is a load, with no kernel call per slice, and single copy
+// wins from smaller sizes (perf/compare with -R 2).
+static size_t weft_tuner_mapped_read_min(weft_coll_t coll) {
+  switch (coll) {
+    case WEFT_COLL_ALLREDUCE: return MAPPED_ALLREDUCE_MIN;
+    case WEFT_COLL_REDUCESCATTER: return MAPPED_REDUCESCATTER_MIN;
+    case WEFT_COLL_REDUCE: return MAPPED_REDUCE_MIN;
+    case WEFT_COLL_BROADCAST: return MAPPED_BROADCAST_MIN;
+    case WEFT_COLL_ALLGATHER: return MAPPED_ALLGATHER_MIN;
+    case WEFT_COLL_ALLTOALL: return MAPPED_ALLTOALL_MIN;
+    default: return 0;
+  }
+}
+
 // Bytes per rank from which single copy beats the slot path unasked, as
 // measured on 2 ranks pinned to cores (perf/compare, docs/perf): Broadcast
 // from 64 KiB (the root writes a share while the receiver reads the rest),
@@ -233,6 +258,7 @@ static int cheapest_cached(const weft_tuner_params_t *p, const weft_coll_args_t 
 // the ring's slots, so they read only when asked.
 size_t weft_tuner_read_min(const weft_tuner_params_t *p, weft_coll_t coll) {
   if (p->read_min >= 0) return (size_t)p->read_min;
+  if (p->mapped) return weft_tuner_mapped_read_min(coll);
   switch (coll) {
     case WEFT_COLL_BROADCAST: return 65536;
     case WEFT_COLL_ALLGATHER: return 16384;

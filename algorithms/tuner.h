@@ -51,6 +51,7 @@ typedef struct {
   size_t nslots;          // slots per connection
   size_t oneshot_max;     // bytes per rank up to which AllReduce goes in one hop
   int can_read;           // ranks can read each other's memory (single-copy schedules)
+  int mapped;             // the buffers lie in symmetric windows every rank maps: reads are plain loads
   int64_t read_min;       // bytes per rank from which single-copy schedules are used; 0 = never unasked,
                           // -1 = each collective's measured threshold (weft_tuner_read_min)
   const char *algo_spec;  // NCCL_ALGO, or NULL

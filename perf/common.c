@@ -382,12 +382,19 @@ int perf_main(const perf_coll_t *c, int argc, char **argv) {
   int reduced = limit_maxbytes(comms, local, itmp);
 
   size_t bytes = o->maxbytes + 8 * (size_t)o->unalign + 64;
+  if (o->reg == 2 && local > 1) {  // window registration is collective: one communicator per thread of control
+    if (perf_proc == 0) fprintf(stderr, "%s: -R 2 needs one rank per process; using -R 1\n", perf_prog);
+    o->reg = 1;
+  }
   for (int i = 0; i < local; i++) {
     if (o->device) perf_dev_bind(perf_proc * local + i);  // ncclMemAlloc gives memory of the current device
     for (int k = 0; k < 2; k++) {
       if (ncclMemAlloc((void **)&bufs[k * local + i], bytes) != ncclSuccess)
         die(3, "cannot allocate the message buffers; lower -e");
-      if (o->reg)
+      if (o->reg == 2)  // every rank's buffers in its part of a symmetric window (NCCL 2.27's -R 2)
+        NCCLCHECK(ncclCommWindowRegister(comms[i], bufs[k * local + i], bytes, (ncclWindow_t *)&handles[k * local + i],
+                                         NCCL_WIN_COLL_SYMMETRIC));
+      else if (o->reg)
         NCCLCHECK(ncclCommRegister(comms[i], bufs[k * local + i], bytes, &handles[k * local + i]));
     }
     if (o->check && (bufs[2 * local + i] = malloc(bytes)) == NULL)
@@ -445,7 +452,8 @@ int perf_main(const perf_coll_t *c, int argc, char **argv) {
     else if (streams[i]) NCCLCHECK(weftStreamDestroy(streams[i]));
     if (o->device) free(bufs[3 * local + i]), free(bufs[4 * local + i]);
     for (int k = 0; k < 2; k++) {
-      if (o->reg) NCCLCHECK(ncclCommDeregister(comms[i], handles[k * local + i]));
+      if (o->reg == 2) NCCLCHECK(ncclCommWindowDeregister(comms[i], (ncclWindow_t)handles[k * local + i]));
+      else if (o->reg) NCCLCHECK(ncclCommDeregister(comms[i], handles[k * local + i]));
       NCCLCHECK(ncclMemFree(bufs[k * local + i]));
     }
     free(bufs[2 * local + i]);

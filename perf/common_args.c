@@ -54,7 +54,7 @@ static void usage(FILE *f) {
           "  -y,--stream_null <0/1>   issue on the NULL stream (0)\n"
           "  -a,--average <0-3>       time across ranks: 0 rank 0, 1 mean, 2 min, 3 max (1)\n"
           "  -C,--report_cputime <0/1> report the time before the final synchronize (0)\n"
-          "  -R,--local_register <0/1> register buffers with ncclCommRegister (0)\n"
+          "  -R,--local_register <0/1/2> register buffers: 1 ncclCommRegister, 2 symmetric windows (0)\n"
           "  -u,--unalign <n>         offset buffers by n elements (0)\n"
           "  -J,--output_file <file>  also write every row as JSON\n"
           "  --device <0/1>           buffers in GPU memory, calls on CUDA streams (0)\n"
@@ -233,10 +233,6 @@ int perf_args_parse(int argc, char **argv) {
   if (o->stepfactor <= 1 && o->stepbytes == 0 && o->minbytes < o->maxbytes) {
     fprintf(stderr, "%s: -i step must be > 0 when -f is not > 1\n", perf_prog);
     return 2;
-  }
-  if (o->reg == 2) {
-    note("-R 2 (symmetric windows) has no host-memory meaning; using -R 1");
-    o->reg = 1;
   }
   return -1;
 }

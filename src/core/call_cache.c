@@ -15,7 +15,7 @@ _Static_assert(sizeof(((weft_call_cache_entry_t *)0)->word) / sizeof(uint64_t) =
 static void key_of(const weft_tuner_params_t *tp, const weft_coll_args_t *args, size_t esize,
                    uint64_t key[W_SLICE]) {
   key[W_COUNT] = args->count;
-  key[W_SHAPE] = (uint64_t)esize | (uint64_t)(uint32_t)args->root << 32;
+  key[W_SHAPE] = (uint64_t)esize | (uint64_t)(tp->mapped != 0) << 31 | (uint64_t)(uint32_t)args->root << 32;
   key[W_ALGO_SPEC] = (uint64_t)(uintptr_t)tp->algo_spec;
   key[W_PROTO_SPEC] = (uint64_t)(uintptr_t)tp->proto_spec;
   key[W_ONESHOT_MAX] = tp->oneshot_max;

@@ -82,6 +82,8 @@ struct ncclComm {
   uint32_t shrink_count;   // ncclCommShrink calls on this communicator (mixed into the children's id_hash)
   _Atomic int suspended;   // ncclCommSuspend: 0, or 1 | the flags (<< 1) until ncclCommResume
   struct ncclWindow_vidmem *windows;  // registered windows (window.h), under `lock`
+  _Atomic int nwindows_mapped;  // windows every rank maps (window_map.c)
+  _Atomic int nsymmetric;  // of those, the ones registered NCCL_WIN_COLL_SYMMETRIC
   uint64_t *signals_taken; // [nranks]: signals from each rank consumed by ncclWaitSignal, under `lock`
   int grow_id_pending;     // ncclCommGetUniqueId gave grow_id, which no ncclCommGrow has consumed yet
   ncclUniqueId grow_id;

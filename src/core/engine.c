@@ -67,8 +67,11 @@ static int single_copy_step(weft_op_t *op, const weft_step_t *st, weft_lane_stat
   } else {
     int v = weft_mismatch_verify_peer(op, p);
     if (v != 1) return v < 0;
-    far = op->peer_buf[2 * p + (st->rem_buf == WEFT_BUF_RECV)] + st->rem_off * es;
+    int which = 2 * p + (st->rem_buf == WEFT_BUF_RECV);
+    far = op->peer_buf[which] + st->rem_off * es;
     if (comm->bs.peers[p].pid == comm->bs.peers[comm->rank].pid) near = (char *)(uintptr_t)far;
+    else if (op->peer_buf[2 * comm->nranks + which] != 0)  // mapped (window_map.c)
+      near = (char *)(uintptr_t)op->peer_buf[2 * comm->nranks + which] + st->rem_off * es;
   }
   weft_conn_t *c = weft_comm_conn(comm, WEFT_CLASS_COLL, 0, p);
   char *dst = op_buffer(op, st->dst_buf) + st->dst_off * es;
@@ -77,6 +80,7 @@ static int single_copy_step(weft_op_t *op, const weft_step_t *st, weft_lane_stat
   if (st->kind == WEFT_STEP_WRITE) {
     const char *src = op_buffer(op, st->src_buf) + st->src_off * es;
     if (near == NULL) res = c->tp->write(c, far, src, bytes);
+    else if (near != src && op->nt && p != comm->rank) weft_copy_nt(near, src, bytes);  // another rank's output
     else if (near != src) memmove(near, src, bytes);
   } else if (st->kind == WEFT_STEP_READ) {
     if (near == NULL) res = c->tp->read(c, dst, far, bytes);
@@ -422,7 +426,8 @@ ncclResult_t weft_op_launch(weft_op_t *op) {
     if (st->recv_peer >= 0) op->recv_ticket[st->recv_peer] = 0;
     if (weft_step_touches_peer(st)) op->reads = 1;
   }
-  if (op->reads && (op->peer_buf = calloc((size_t)n * 2, sizeof(uint64_t))) == NULL) return ncclSystemError;
+  // Per peer: its send and recv addresses, then where this process maps them (0: not mapped).
+  if (op->reads && (op->peer_buf = calloc((size_t)n * 4, sizeof(uint64_t))) == NULL) return ncclSystemError;
   op->check = op->cls == WEFT_CLASS_COLL && weft_env_WEFT_CHECK_MISMATCH() != 0;
   // Non-temporal output only out of place: in place, the output lines were
   // just read as input and are in the cache already.

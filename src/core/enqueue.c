@@ -15,6 +15,7 @@
 
 #include "api.h"
 #include "call_cache.h"
+#include "window.h"
 #include "checks.h"
 #include "cuda_rt.h"
 #include "cuda_direct.h"
@@ -127,6 +128,17 @@ static int is_rooted(weft_coll_t c) {
   return c == WEFT_COLL_BROADCAST || c == WEFT_COLL_REDUCE || c == WEFT_COLL_GATHER || c == WEFT_COLL_SCATTER;
 }
 
+// Whether every buffer the call touches on this rank (the root's alone
+// are read by a Broadcast) lies in a symmetric window every rank maps. NCCL
+// asks that all ranks then pass such buffers, so all choose alike; a rank
+// that does not is caught by the descriptor check (mismatch.c).
+static int symmetric_buffers(ncclComm_t comm, const weft_op_t *o) {
+  if (atomic_load_explicit(&comm->nsymmetric, memory_order_relaxed) == 0) return 0;
+  size_t sb = weft_coll_send_elems(&o->args) * o->esize, rb = weft_coll_recv_elems(&o->args) * o->esize;
+  return (sb == 0 || weft_window_symmetric(comm, o->sendbuff, sb)) &&
+         (rb == 0 || weft_window_symmetric(comm, o->recvbuff, rb));
+}
+
 static ncclResult_t enqueue_checked(weft_coll_t coll, const void *sendbuff, void *recvbuff, size_t count,
                                     ncclDataType_t dtype, ncclRedOp_t op, int root, ncclComm_t comm,
                                     cudaStream_t stream, void *api_event) {
@@ -211,6 +223,7 @@ static ncclResult_t enqueue_checked(weft_coll_t coll, const void *sendbuff, void
   weft_tuner_params_t tp = {.slot_bytes = comm->tv.slot_bytes, .nslots = comm->tv.nslots,
                             .oneshot_max = (size_t)weft_env_WEFT_ONESHOT_MAX_BYTES(),
                             .can_read = comm->tv.can_read,
+                            .mapped = !on_device && comm->tv.can_read && symmetric_buffers(comm, o),
                             // device buffers travel through staging: single copy only when asked
                             .read_min = on_device ? 0 : weft_env_WEFT_READ_MIN_BYTES(),
                             .algo_spec = weft_env_NCCL_ALGO(),

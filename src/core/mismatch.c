@@ -26,6 +26,7 @@
 #include "checks.h"
 #include "segment.h"
 #include "dtype.h"
+#include "window.h"
 
 static void describe(const weft_desc_t *d, char *buf, size_t len) {
   snprintf(buf, len, "%s count=%" PRIu64 " %s %s root=%d algo=%s slice=%" PRIu64, weft_coll_name(d->coll), d->count,
@@ -126,8 +127,16 @@ int weft_mismatch_verify_peer(weft_op_t *op, int peer) {
       return 1;
     case CALL_SAME:
       if (op->reads) {
+        int n = op->comm->nranks;
         op->peer_buf[2 * peer] = theirs.sendbuff;
         op->peer_buf[2 * peer + 1] = theirs.recvbuff;
+        // Where the peer's buffers lie in a window this process maps, it reaches them directly.
+        if (atomic_load_explicit(&op->comm->nwindows_mapped, memory_order_relaxed) > 0) {
+          uint64_t sb = weft_coll_send_elems(&op->args) * op->esize, rb = weft_coll_recv_elems(&op->args) * op->esize;
+          op->peer_buf[2 * n + 2 * peer] = (uint64_t)(uintptr_t)weft_window_near(op->comm, peer, theirs.sendbuff, sb);
+          op->peer_buf[2 * n + 2 * peer + 1] =
+              (uint64_t)(uintptr_t)weft_window_near(op->comm, peer, theirs.recvbuff, rb);
+        }
       }
       op->verified[peer] = 2;
       return 1;

@@ -125,6 +125,8 @@ ncclResult_t pncclPutSignal(const void *localbuff, size_t count, ncclDataType_t 
   uint64_t at = peerWin->peer_addr[peer] + peerWinOffset;
   if (bytes > 0 && peer == comm->rank) {
     memmove((void *)(uintptr_t)at, localbuff, bytes);
+  } else if (bytes > 0 && peerWin->mapped) {  // the peer's part is mapped here (window_map.c)
+    memmove(peerWin->near[peer] + peerWinOffset, localbuff, bytes);
   } else if (bytes > 0) {
     weft_conn_t *conn = weft_comm_conn(comm, WEFT_CLASS_P2P, 1, peer);
     if (conn->tp == NULL || conn->tp->write == NULL || !comm->tv.can_read) {

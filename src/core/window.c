@@ -21,14 +21,10 @@
 
 #define WINDOW_MAGIC 0x77656674776e6431ull  // "weftwnd1"
 
-typedef struct {
-  uint64_t addr, size;
-  int32_t flags, pad;
-} window_card_t;
-
 static void window_free(ncclWindow_t w) {
   if (w == NULL) return;
   w->magic = 0;
+  weft_window_unmap(w, w->nranks);
   free(w->peer_addr);
   free(w->peer_size);
   free(w);
@@ -72,7 +68,7 @@ ncclResult_t pncclCommWindowRegister(ncclComm_t comm, void *buff, size_t size, n
     return ncclInvalidUsage;
   }
   int n = comm->nranks;
-  window_card_t *cards = calloc((size_t)n, sizeof(*cards));
+  weft_window_card_t *cards = calloc((size_t)n, sizeof(*cards));
   ncclWindow_t w = calloc(1, sizeof(*w));
   if (w != NULL) {
     w->peer_addr = calloc((size_t)n, sizeof(uint64_t));
@@ -85,8 +81,9 @@ ncclResult_t pncclCommWindowRegister(ncclComm_t comm, void *buff, size_t size, n
   // A rank that could not make its window still takes part in the exchange,
   // so that none is left waiting; its card (size 0) tells the others.
   int ok = w != NULL && w->peer_addr != NULL && w->peer_size != NULL;
-  cards[comm->rank] = (window_card_t){.addr = ok ? (uint64_t)(uintptr_t)buff : 0, .size = ok ? size : 0,
-                                      .flags = winFlags};
+  cards[comm->rank] = (weft_window_card_t){.addr = ok ? (uint64_t)(uintptr_t)buff : 0, .size = ok ? size : 0,
+                                           .flags = winFlags};
+  weft_window_card_fill(buff, size, &cards[comm->rank]);
   ncclResult_t res = weft_bootstrap_allgather(&comm->bs, cards, sizeof(*cards));
   for (int p = 0; res == ncclSuccess && p < n; p++) {
     if (cards[p].size == 0) {
@@ -100,7 +97,14 @@ ncclResult_t pncclCommWindowRegister(ncclComm_t comm, void *buff, size_t size, n
     return res;
   }
   for (int p = 0; p < n; p++) w->peer_addr[p] = cards[p].addr, w->peer_size[p] = cards[p].size;
+  w->nranks = n;
+  w->user = buff;
+  res = weft_window_map(comm, w, cards);
   free(cards);
+  if (res != ncclSuccess) {
+    window_free(w);
+    return res;
+  }
   w->magic = WINDOW_MAGIC;
   w->comm = comm;
   w->user = buff;
@@ -109,6 +113,8 @@ ncclResult_t pncclCommWindowRegister(ncclComm_t comm, void *buff, size_t size, n
   pthread_mutex_lock(&comm->lock);
   w->next = comm->windows;
   comm->windows = w;
+  if (w->mapped) atomic_fetch_add(&comm->nwindows_mapped, 1);
+  if (w->mapped && (winFlags & NCCL_WIN_COLL_SYMMETRIC)) atomic_fetch_add(&comm->nsymmetric, 1);
   pthread_mutex_unlock(&comm->lock);
   INFO(WEFT_LOG_REG, "rank %d registered a window of %zu bytes at %p (flags 0x%x)", comm->rank, size, buff,
        (unsigned)winFlags);
@@ -126,6 +132,8 @@ ncclResult_t pncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win) {
   for (ncclWindow_t *p = &comm->windows; *p != NULL; p = &(*p)->next) {
     if (*p == win) {
       *p = win->next;
+      if (win->mapped) atomic_fetch_sub(&comm->nwindows_mapped, 1);
+      if (win->mapped && (win->flags & NCCL_WIN_COLL_SYMMETRIC)) atomic_fetch_sub(&comm->nsymmetric, 1);
       break;
     }
   }
