@@ -7,9 +7,10 @@ again:
 
   report.py ingest --csv raw.csv --lib LIB --coll COLL [--dtype TYPE] --rep K
                    --nranks N --rc RC --log LOGFILE
-      Parse one benchmark run's output (nccl-tests format for weft, RESULT
-      lines for mpi_coll_bench/torch_bench) and append one CSV row per size;
-      a run that failed (RC != 0, or no rows) adds a row with status=failed.
+      Parse one benchmark run's output (nccl-tests format for weft and
+      weftplain, RESULT lines for mpi_coll_bench/torch_bench) and append one
+      CSV row per size; a run that failed (RC != 0, or no rows) adds a row
+      with status=failed.
 
   report.py report --dir build/compare
       Read DIR/raw.csv, DIR/membw.txt and DIR/meta.txt; write
@@ -23,6 +24,12 @@ a last section sets weft's busbw of each type against its float32 busbw at
 the same size (the goal: every datatype's AllReduce >= 0.9x float32's),
 and against the best MPI peer where MPI has the type.
 
+"weft" is weft's *_perf on buffers registered as run.sh's --weft-reg says
+(default -R 2, symmetric windows), "weftplain" the same program on plain
+ncclMemAlloc buffers (-R 0); a run without weftplain (--no-plain, or a
+raw.csv from before it) has no weftplain columns. weftplain is not a peer:
+"/ best peer" is always over Open MPI, MPICH and Gloo.
+
 Only the standard library is needed for `ingest`; `report` needs matplotlib.
 """
 import argparse
@@ -32,8 +39,10 @@ import re
 import statistics
 import sys
 
-LIBS = ("weft", "openmpi", "mpich", "gloo")
+LIBS = ("weft", "weftplain", "openmpi", "mpich", "gloo")
+WEFT_LIBS = ("weft", "weftplain")  # nccl-tests output, in-place broadcast
 PEERS = ("openmpi", "mpich", "gloo")
+HEADS = {"weftplain": "weft plain"}  # table headers and legend labels
 COLLS = ("allreduce", "allgather", "reducescatter", "broadcast", "alltoall")
 TITLES = {"allreduce": "AllReduce", "allgather": "AllGather", "reducescatter": "ReduceScatter",
           "broadcast": "Broadcast", "alltoall": "AlltoAll"}
@@ -110,7 +119,7 @@ def cmd_ingest(a):
     except OSError as e:
         text = ""
         print("report.py: cannot read %s: %s" % (a.log, e), file=sys.stderr)
-    rows = parse_nccl_tests(text) if a.lib == "weft" else parse_kv(text)
+    rows = parse_nccl_tests(text) if a.lib in WEFT_LIBS else parse_kv(text)
     base = {"rep": a.rep, "lib": a.lib, "coll": a.coll, "nranks": a.nranks, "load": a.load,
             "busy": a.busy, "dtype": a.dtype}
     out = []
@@ -144,7 +153,7 @@ def cmd_ingest(a):
     ok = sum(1 for r in out if r["status"] == "ok")
     state = ("FAILED (%s)" % a.log if any(r["status"] == "failed" for r in out) else
              "n/a" if any(r["status"] == "n/a" for r in out) else "%d sizes" % ok)
-    print("  %-8s %-13s rep %s: %s" % (a.lib, a.coll, a.rep, state))
+    print("  %-9s %-13s rep %s: %s" % (a.lib, a.coll, a.rep, state))
     return 0
 
 
@@ -232,7 +241,7 @@ def summarize(rows, coll, dtype="float"):
         if r["status"] == "ok" and r["size"] and int(r["size"]) > 0:
             d = vals.setdefault(lib, {}).setdefault(int(r["size"]), ([], [], []))
             # MPI_Bcast and torch's broadcast have one buffer: compare weft's in-place broadcast.
-            ip = lib == "weft" and coll == "broadcast" and r.get("busbw_ip") not in (None, "")
+            ip = lib in WEFT_LIBS and coll == "broadcast" and r.get("busbw_ip") not in (None, "")
             d[0].append(float(r["busbw_ip"] if ip else r["busbw"]))
             d[1].append(float(r["time_ip_us"] if ip else r["time_us"]))
             d[2].append(r["wrong_ip"] if ip else r["wrong"])
@@ -260,6 +269,11 @@ def cell(med, status, lib, size, reps):
     return s
 
 
+def libs_in(rows):
+    """LIBS less weftplain where the run has none (--no-plain, an older raw.csv)."""
+    return [lib for lib in LIBS if lib != "weftplain" or any(r["lib"] == lib for r in rows)]
+
+
 def coll_title(coll, dtype, multi):
     """A collective's name, with the datatype when the run had several."""
     return "%s, %s" % (TITLES[coll], DTYPE_TITLES.get(dtype, dtype)) if multi else TITLES[coll]
@@ -277,17 +291,20 @@ def table_for(coll, rows, reps, n, bw, dtype="float", multi=False):
     for r in rows:
         if r["coll"] == coll and r["status"] in ("failed", "n/a") and r["note"]:
             notes.setdefault((r["lib"], r["status"]), r["note"])
-    out += ["| size | weft | openmpi | mpich | gloo | weft / best peer | weft mem-bound frac |",
-            "|---:|---:|---:|---:|---:|---:|---:|"]
+    libs = libs_in(rows)
+    mine = [lib for lib in WEFT_LIBS if lib in libs]  # weft's columns of ratios and fractions
+    short = {"weft": "weft", "weftplain": "plain"}
+    heads = ([HEADS.get(lib, lib) for lib in libs] + ["%s / best peer" % short[w] for w in mine] +
+             ["%s mem-bound frac" % short[w] for w in mine])
+    out += ["| size | %s |" % " | ".join(heads), "|---:|%s" % ("---:|" * len(heads))]
     for size in sizes:
-        cells = [cell(med, status, lib, size, reps) for lib in LIBS]
-        w = med.get("weft", {}).get(size)
+        cells = [cell(med, status, lib, size, reps) for lib in libs]
         peers = [med[p][size][0] for p in PEERS if size in med.get(p, {})]
-        ratio = "%.2fx" % (w[0] / max(peers)) if w and peers and max(peers) > 0 else "—"
-        frac = "—"
-        if w and size >= LARGE and bw:
-            frac = "%.2f" % (traffic_bytes(coll, size, n) / (bw * 1e9) / (w[1] * 1e-6))
-        out.append("| %s | %s | %s | %s |" % (human(size), " | ".join(cells), ratio, frac))
+        ws = [med.get(lib, {}).get(size) for lib in mine]
+        ratios = ["%.2fx" % (w[0] / max(peers)) if w and peers and max(peers) > 0 else "—" for w in ws]
+        fracs = ["%.2f" % (traffic_bytes(coll, size, n) / (bw * 1e9) / (w[1] * 1e-6))
+                 if w and size >= LARGE and bw else "—" for w in ws]
+        out.append("| %s | %s |" % (human(size), " | ".join(cells + ratios + fracs)))
     out.append("")
     for (lib, st), note in sorted(notes.items()):
         out.append("- %s %s: %s" % (lib, st, note))
@@ -295,28 +312,32 @@ def table_for(coll, rows, reps, n, bw, dtype="float", multi=False):
         out.append("")
     small = [s for s in sizes if s <= SMALL]
     if small:  # busbw rounds to nothing here: the time per call is what users feel
-        out += ["Time per call in µs (median) up to %s; `weft / best peer` = best peer's time over weft's." %
-                human(SMALL), "",
-                "| size | weft | openmpi | mpich | gloo | weft / best peer |", "|---:|---:|---:|---:|---:|---:|"]
+        heads = [HEADS.get(lib, lib) for lib in libs] + ["%s / best peer" % short[w] for w in mine]
+        out += ["Time per call in µs (median) up to %s; `%s / best peer` = best peer's time over %s." % (
+                    human(SMALL), " / best peer`, `".join(short[w] for w in mine),
+                    " and ".join("%s's" % HEADS.get(w, w) for w in mine)), "",
+                "| size | %s |" % " | ".join(heads), "|---:|%s" % ("---:|" * len(heads))]
         for size in small:
-            t = [med.get(lib, {}).get(size) for lib in LIBS]
-            cells = ["%.2f" % v[1] if v else cell(med, status, lib, size, reps) for lib, v in zip(LIBS, t)]
+            t = {lib: med.get(lib, {}).get(size) for lib in libs}
+            cells = ["%.2f" % t[lib][1] if t[lib] else cell(med, status, lib, size, reps) for lib in libs]
             peers = [med[p][size][1] for p in PEERS if size in med.get(p, {})]
-            ratio = "%.2fx" % (min(peers) / t[0][1]) if t[0] and peers and t[0][1] > 0 else "—"
-            out.append("| %s | %s | %s |" % (human(size), " | ".join(cells), ratio))
+            ratios = ["%.2fx" % (min(peers) / t[w][1]) if t[w] and peers and t[w][1] > 0 else "—"
+                      for w in mine]
+            out.append("| %s | %s |" % (human(size), " | ".join(cells + ratios)))
         out.append("")
     large = [s for s in sizes if s >= LARGE]
     bound = []
     if large and bw:
         bound += ["Memory-traffic bound for sizes >= 64 MiB: traffic T = %s, bound time = T / %.2f GB/s; "
                 "fraction = bound time / measured median time." % (TRAFFIC_TEXT[coll], bw), "",
-                "| size | traffic T | bound time (ms) | busbw at bound | weft | openmpi | mpich | gloo |",
-                "|---:|---:|---:|---:|---:|---:|---:|---:|"]
+                "| size | traffic T | bound time (ms) | busbw at bound | %s |" % " | ".join(
+                    HEADS.get(lib, lib) for lib in libs),
+                "|---:|---:|---:|---:|%s" % ("---:|" * len(libs))]
         for size in large:
             t = traffic_bytes(coll, size, n)
             bt = t / (bw * 1e9)
             fr = []
-            for lib in LIBS:
+            for lib in libs:
                 v = med.get(lib, {}).get(size)
                 fr.append("%.2f" % (bt / (v[1] * 1e-6)) if v else cell(med, status, lib, size, reps))
             bound.append("| %s | %s | %.2f | %.2f | %s |" % (
@@ -398,27 +419,30 @@ def dtype_section(rows, colls, dtypes, reps, n):
     return out, short
 
 
-def plot(coll, med, status, n, reps, bw, path, title=None):
+def plot(coll, med, status, n, reps, bw, path, title=None, libs=LIBS, labels=None):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     from matplotlib.ticker import FixedLocator, FuncFormatter
 
-    style = {"weft": ("tab:red", "o"), "openmpi": ("tab:blue", "s"),
-             "mpich": ("tab:green", "^"), "gloo": ("tab:purple", "D")}
+    style = {"weft": ("tab:red", "o", "-"), "weftplain": ("tab:orange", "o", "--"),
+             "openmpi": ("tab:blue", "s", "-"), "mpich": ("tab:green", "^", "-"),
+             "gloo": ("tab:purple", "D", "-")}
+    labels = labels or {}
     fig, axes = plt.subplots(1, 2, figsize=(13, 5))
     sizes_all = sorted({s for lib in med for s in med[lib]})
     for ax, logy in zip(axes, (False, True)):
-        for lib in LIBS:
+        for lib in libs:
             pts = sorted(med.get(lib, {}).items())
+            label = labels.get(lib, lib)
             if not pts:
                 st = ", ".join(sorted(status.get(lib, {"not measured"})))
-                ax.plot([], [], color=style[lib][0], label="%s (%s)" % (lib, st))
+                ax.plot([], [], color=style[lib][0], linestyle=style[lib][2], label="%s (%s)" % (label, st))
                 continue
             xs = [p[0] for p in pts]
             ys = [p[1][0] for p in pts]
-            ax.plot(xs, ys, color=style[lib][0], marker=style[lib][1], markersize=4,
-                    linewidth=1.5, label=lib)
+            ax.plot(xs, ys, color=style[lib][0], marker=style[lib][1], linestyle=style[lib][2],
+                    markersize=4, linewidth=1.5, label=label)
         if bw and sizes_all:
             level = bw * 1e9 * bus_factor(coll, n) / traffic_bytes(coll, 1, n) / 1e9
             ax.axhline(level, color="gray", linestyle="--", linewidth=1,
@@ -459,6 +483,10 @@ def cmd_report(a):
     threads = max([k[1] for k in membw if isinstance(k, tuple) and len(k) == 2] or [0])
     bw = membw.get(("copy", threads))
     colls = [c for c in COLLS if any(r["coll"] == c for r in rows)]
+    libs = libs_in(rows)
+    reg = md.get("weft buffers", "")  # "-R N (...); weftplain: -R 0 (...); ..."
+    m = re.match(r"-R (\d)", reg)
+    labels = {"weft": "weft -R %s" % m.group(1) if m else "weft", "weftplain": "weft plain -R 0"}
 
     out = ["# weft vs Open MPI vs MPICH vs Gloo — host-memory collectives", ""]
     for k, v in meta:
@@ -480,8 +508,9 @@ def cmd_report(a):
     out.append("")
     out += ["All numbers are **busbw in GB/s** (nccl-tests definition: AllReduce algbw·2(n-1)/n; "
             "AllGather, ReduceScatter, AlltoAll algbw·(n-1)/n; Broadcast algbw), the **median over "
-            "the repetitions**; the runs were interleaved weft, openmpi, mpich, gloo, weft, ... . "
-            "weft's numbers are nccl-tests' **out-of-place** columns, except Broadcast, where "
+            "the repetitions**; the runs were interleaved %s, %s, ... . "
+            "weft's numbers (every weft column) are nccl-tests' **out-of-place** columns, except "
+            "Broadcast, where "
             "they are the **in-place** ones (ncclBcast), because MPI_Bcast and torch's broadcast "
             "have a single buffer (an out-of-place broadcast also copies the root's input into its "
             "output). Time per size is the wall "
@@ -491,7 +520,14 @@ def cmd_report(a):
             "form). \"(k/R)\" = only k of R repetitions produced this size; \"failed\" = the "
             "program did not run or did not finish (see logs/); \"n/a\" = the library has no such "
             "collective; \"—\" = no value; \"WRONG\" = the run's own check found wrong elements. "
-            "Sizes whose per-rank chunk rounds to 0 bytes are left out.", ""]
+            "Sizes whose per-rank chunk rounds to 0 bytes are left out." % (", ".join(libs), libs[0]), ""]
+    if reg:
+        out += ["**weft** is weft's *_perf with %s%s; Open MPI, MPICH and Gloo use malloc'd buffers, "
+                "as their documentation does. `/ best peer` is over the best of Open MPI, MPICH and "
+                "Gloo%s." % (reg.split(";")[0],
+                             "; **weft plain** is the same program with -R 0 (ncclMemAlloc buffers, "
+                             "unregistered)" if "weftplain" in libs else "",
+                             " (weft plain is not a peer)" if "weftplain" in libs else ""), ""]
     if membw:
         def bw_cell(kern, t):
             allv = membw.get(("all", kern, t))
@@ -543,7 +579,7 @@ def cmd_report(a):
                 summary += ["%s, %d ranks:" % (title, n)] + bound
             name = coll if dtype == "float" else "%s_%s" % (coll, dtype)
             try:
-                plot(coll, med, status, n, reps, bw, os.path.join(d, name + ".png"), title)
+                plot(coll, med, status, n, reps, bw, os.path.join(d, name + ".png"), title, libs, labels)
                 out += ["![%s](%s.png)" % (title, name), ""]
             except ImportError as e:
                 out += ["(plot skipped: %s)" % e, ""]

@@ -4,17 +4,21 @@
 # Builds the peers' benchmarks (perf/compare/mpi_coll_bench.c with both MPI
 # compilers, perf/compare/membw.c) into build/compare/, measures memory
 # bandwidth, then runs every collective with every library R times,
-# interleaved (weft, openmpi, mpich, gloo, weft, ...), and hands the raw data
-# to report.py for medians, tables (build/compare/results.md) and plots
-# (build/compare/<coll>.png). Every run has a timeout; a library that fails
-# is reported as "failed", it does not stop the script. Everything talks
-# over shared memory or the loopback interface only.
+# interleaved (weft, weftplain, openmpi, mpich, gloo, weft, ...), and hands
+# the raw data to report.py for medians, tables (build/compare/results.md)
+# and plots (build/compare/<coll>.png). Every run has a timeout; a library
+# that fails is reported as "failed", it does not stop the script.
+# Everything talks over shared memory or the loopback interface only.
 #
 # Every peer runs as its documentation recommends on one host: Open MPI with
 # the ob1 PML over the self and vader BTLs, vader's single copy by cross
 # memory attach (CMA), ranks bound to cores; MPICH bound to cores; Gloo
 # through torch.distributed as a PyTorch user starts it (unpinned, as
 # torchrun leaves it). weft is placed as the MPI ranks are (WEFT_BIND=1).
+# weft's buffers are registered as NCCL symmetric windows (*_perf -R 2, as
+# an NCCL user does for best speed; --weft-reg); weftplain is the same run
+# on unregistered ncclMemAlloc buffers (-R 0). The MPIs and Gloo use
+# malloc'd buffers.
 # --placement unpinned runs the MPIs with --bind-to none and weft unbound.
 # Small sizes get thousands of iterations so that every library reaches its
 # steady state (--iters-plan), and every library runs the same plan.
@@ -30,6 +34,7 @@
 #                       [--placement pinned|unpinned] [--timeout SECONDS]
 #                       [--quiet-wait SECONDS] [--quiet-busy PERCENT]
 #                       [-o OUTDIR] [--no-install] [--no-build] [--quick]
+#                       [--weft-z N] [--weft-reg N] [--no-plain] [--malloc-default]
 set -u -o pipefail
 
 usage() {
@@ -57,6 +62,10 @@ usage: perf/compare/run.sh [options]
   --weft-z N       weft's -z mode (default 2: every call on the NULL stream, complete
                    on return, as a blocking MPI call is; 0: weft streams, synchronised
                    after each timed batch, as nccl-tests does on GPUs)
+  --weft-reg N     weft's -R mode (default 2: every rank's buffers registered as NCCL
+                   symmetric windows, NCCL_WIN_COLL_SYMMETRIC, so peers' buffers are
+                   mapped; 1: ncclCommRegister; 0: unregistered ncclMemAlloc buffers)
+  --no-plain       skip weftplain, weft on unregistered buffers (-R 0), to save time
   --quick          small sizes (8 .. 64K), 1 repetition, few iterations: a smoke test
   --malloc-default leave glibc's malloc thresholds as they are (by default every
                    library runs with freed memory kept for reuse: see MALLOC_ENV)
@@ -75,7 +84,7 @@ ALL_DTYPES="float bfloat16 half double"  # weft's *_perf -d names (perf/common_a
 
 CMDLINE="perf/compare/run.sh$(printf ' %q' "$@")"
 NR=2 REPS= MINB= MAXB= FACTOR=2 COLLS=$ALL_COLLS DTYPES=float ITERS= WARMUP= TMO=900 QWAIT=30 QBUSY=25 INSTALL=1 BUILD=1 QUICK=0 WEFT_Z=2
-MALLOC_DEFAULT=0
+WEFT_REG=2 PLAIN=1 MALLOC_DEFAULT=0
 PLAN=64K:5000:1000,1M:1000:100,16M:100:10,4G:20:5 PLACEMENT=pinned
 
 while [ $# -gt 0 ]; do
@@ -99,6 +108,8 @@ while [ $# -gt 0 ]; do
     --no-install) INSTALL=0; shift ;;
     --no-build) BUILD=0; shift ;;
     --weft-z) WEFT_Z=${2:?--weft-z needs a value}; shift 2 ;;
+    --weft-reg) WEFT_REG=${2:?--weft-reg needs a value}; shift 2 ;;
+    --no-plain) PLAIN=0; shift ;;
     --quick) QUICK=1; shift ;;
     -h|--help) usage; exit 0 ;;
     *) echo "run.sh: unknown option '$1'" >&2; usage >&2; exit 2 ;;
@@ -114,6 +125,10 @@ fi
 # --iters (and --warmup) given: one band for every size.
 if [ -n "$ITERS" ] || [ -n "$WARMUP" ]; then PLAN="4G:${ITERS:-20}:${WARMUP:-5}"; fi
 case "$PLACEMENT" in pinned|unpinned) ;; *) echo "run.sh: --placement is pinned or unpinned" >&2; exit 2 ;; esac
+case "$WEFT_REG" in 0|1|2) ;; *) echo "run.sh: --weft-reg is 0, 1 or 2" >&2; exit 2 ;; esac
+# weft and weftplain are one binary with -R WEFT_REG and -R 0.
+LIBS="weft openmpi mpich gloo"
+[ "$PLAIN" = 1 ] && LIBS="weft weftplain openmpi mpich gloo"
 
 is_uint() { [[ "$1" =~ ^[0-9]+$ ]]; }
 is_size() { [[ "$1" =~ ^[0-9]+[KkMmGg]?[Bb]?$ ]]; }
@@ -266,13 +281,19 @@ weft_version() {
   echo "mpich: $(mpichversion 2>/dev/null | awk -F: '/Version|Device/{gsub(/^[ \t]+/, "", $2); printf "%s%s", sep, $2; sep=", "}')"
   echo "gloo: torch $($PY -c 'import torch; print(torch.__version__)' 2>/dev/null || echo 'not importable')"
   echo "ranks: $NR"
-  echo "repetitions: $REPS (interleaved weft, openmpi, mpich, gloo; median reported)"
+  echo "repetitions: $REPS (interleaved ${LIBS// /, }; median reported)"
   echo "sizes: -b $MINB -e $MAXB -f $FACTOR, iterations by size (up to:timed:warm-up) $PLAN"
   # Only when asked for: a float-only run's header stays as it always was.
   [ "$DTYPES" = float ] || echo "datatypes: $DTYPES (weft -d TYPE; Open MPI and MPICH MPI_FLOAT, MPI_DOUBLE, n/a otherwise; Gloo the torch dtype where its gloo has it)"
   echo "placement: $PLACEMENT ($([ "$PLACEMENT" = pinned ] && echo 'Open MPI and MPICH --bind-to core, weft WEFT_BIND=1' || echo 'Open MPI and MPICH --bind-to none, weft unbound'); Gloo unpinned)"
   echo "openmpi transport: --mca pml ob1 --mca btl self,vader --mca btl_vader_single_copy_mechanism cma"
   echo "malloc: ${MALLOC_ENV[*]:-glibc defaults, --malloc-default} for every library"
+  case "$WEFT_REG" in
+    2) reg="symmetric windows: ncclCommWindowRegister(NCCL_WIN_COLL_SYMMETRIC) on every rank's buffers" ;;
+    1) reg="ncclCommRegister on every rank's buffers" ;;
+    0) reg="ncclMemAlloc buffers, unregistered" ;;
+  esac
+  echo "weft buffers: -R $WEFT_REG ($reg)$([ "$PLAIN" = 1 ] && echo '; weftplain: -R 0 (ncclMemAlloc buffers, unregistered)'); Open MPI, MPICH and Gloo: malloc'd buffers"
   echo "weft mode: -z $WEFT_Z ($([ "$WEFT_Z" = 2 ] && echo 'NULL stream: each call complete on return, like a blocking MPI call' || echo 'see perf/README.md'))"
   echo "command: $CMDLINE"
   echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -338,9 +359,10 @@ bench_cmd() {  # lib coll dtype first last iters warmup: the command, in CMD; or
       esac ;;
   esac
   case "$lib" in
-    weft)
-      local bin="build/bin/$(perf_bin "$coll")"
-      [ -x "$bin" ] && CMD=(env "$WEFT_BIND_ENV" build/bin/weftrun -n "$NR" -t "$TMO" "$bin" "${args[@]}" -d "$dtype" -a 3 -z "$WEFT_Z") ;;
+    weft|weftplain)
+      local bin="build/bin/$(perf_bin "$coll")" reg=$WEFT_REG
+      [ "$lib" = weftplain ] && reg=0
+      [ -x "$bin" ] && CMD=(env "$WEFT_BIND_ENV" build/bin/weftrun -n "$NR" -t "$TMO" "$bin" "${args[@]}" -d "$dtype" -a 3 -z "$WEFT_Z" -R "$reg") ;;
     openmpi)
       # Shared memory through vader, single copy by CMA: Open MPI's own advice for one host.
       [ -x "$OUT/mpi_coll_bench.openmpi" ] &&
@@ -398,7 +420,7 @@ for rep in $(seq 1 "$REPS"); do
   for coll in $COLLS; do
     for dtype in $DTYPES; do
       if [ "$DTYPES" = float ]; then log "repetition $rep/$REPS, $coll"; else log "repetition $rep/$REPS, $coll, $dtype"; fi
-      for lib in weft openmpi mpich gloo; do
+      for lib in $LIBS; do
         run_one "$lib" "$coll" "$dtype" "$rep"
       done
     done
