@@ -249,6 +249,13 @@ static size_t weft_tuner_mapped_read_min(weft_coll_t coll) {
   }
 }
 
+int weft_tuner_mapped_matters(const weft_tuner_params_t *p, weft_coll_t coll, size_t bytes) {
+  weft_tuner_params_t m = *p;
+  m.mapped = 1;
+  size_t min = weft_tuner_read_min(&m, coll);
+  return p->can_read && min > 0 && bytes >= min;
+}
+
 // Bytes per rank from which single copy beats the slot path unasked, as
 // measured on 2 ranks pinned to cores (perf/compare, docs/perf): Broadcast
 // from 64 KiB (the root writes a share while the receiver reads the rest),

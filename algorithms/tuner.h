@@ -68,6 +68,9 @@ ncclResult_t weft_tuner_choose(const weft_tuner_params_t *p, weft_coll_args_t *a
 // Bytes per rank from which one host's calls of `coll` use single copy
 // unasked (when ranks can reach each other's memory); 0 = never.
 size_t weft_tuner_read_min(const weft_tuner_params_t *p, weft_coll_t coll);
+// Whether mapped buffers (p->mapped) could change the choice for a call of
+// `bytes` per rank: lets a caller skip finding out for small calls.
+int weft_tuner_mapped_matters(const weft_tuner_params_t *p, weft_coll_t coll, size_t bytes);
 
 typedef enum { WEFT_PROTO_LL = 0, WEFT_PROTO_LL128, WEFT_PROTO_SIMPLE, WEFT_NUM_PROTOS } weft_proto_t;
 

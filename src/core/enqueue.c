@@ -133,7 +133,6 @@ static int is_rooted(weft_coll_t c) {
 // asks that all ranks then pass such buffers, so all choose alike; a rank
 // that does not is caught by the descriptor check (mismatch.c).
 static int symmetric_buffers(ncclComm_t comm, const weft_op_t *o) {
-  if (atomic_load_explicit(&comm->nsymmetric, memory_order_relaxed) == 0) return 0;
   size_t sb = weft_coll_send_elems(&o->args) * o->esize, rb = weft_coll_recv_elems(&o->args) * o->esize;
   return (sb == 0 || weft_window_symmetric(comm, o->sendbuff, sb)) &&
          (rb == 0 || weft_window_symmetric(comm, o->recvbuff, rb));
@@ -223,12 +222,13 @@ static ncclResult_t enqueue_checked(weft_coll_t coll, const void *sendbuff, void
   weft_tuner_params_t tp = {.slot_bytes = comm->tv.slot_bytes, .nslots = comm->tv.nslots,
                             .oneshot_max = (size_t)weft_env_WEFT_ONESHOT_MAX_BYTES(),
                             .can_read = comm->tv.can_read,
-                            .mapped = !on_device && comm->tv.can_read && symmetric_buffers(comm, o),
                             // device buffers travel through staging: single copy only when asked
                             .read_min = on_device ? 0 : weft_env_WEFT_READ_MIN_BYTES(),
                             .algo_spec = weft_env_NCCL_ALGO(),
                             .proto_spec = weft_env_NCCL_PROTO(),
                             .ll_max = WEFT_SMALL_MAX_BYTES};
+  tp.mapped = !on_device && atomic_load_explicit(&comm->nsymmetric, memory_order_relaxed) > 0 &&
+              weft_tuner_mapped_matters(&tp, coll, count * esize) && symmetric_buffers(comm, o);
   weft_proto_t proto;
   if (__builtin_expect(comm->tuner != NULL, 0)) {  // a plugin may answer differently each time: ask it every time
     WEFTCHECKGOTO(weft_tuner_choose(&tp, &o->args, esize, &o->algo), res, fail);
