@@ -132,7 +132,9 @@ int weft_mismatch_verify_peer(weft_op_t *op, int peer) {
         op->peer_buf[2 * peer + 1] = theirs.recvbuff;
         // Where the peer's buffers lie in a window this process maps, it reaches them directly.
         if (atomic_load_explicit(&op->comm->nwindows_mapped, memory_order_relaxed) > 0) {
-          uint64_t sb = weft_coll_send_elems(&op->args) * op->esize, rb = weft_coll_recv_elems(&op->args) * op->esize;
+          weft_coll_args_t at_peer = op->args;  // the peer's sides (a root's differ from the others')
+          at_peer.rank = peer;
+          uint64_t sb = weft_coll_send_elems(&at_peer) * op->esize, rb = weft_coll_recv_elems(&at_peer) * op->esize;
           op->peer_buf[2 * n + 2 * peer] = (uint64_t)(uintptr_t)weft_window_near(op->comm, peer, theirs.sendbuff, sb);
           op->peer_buf[2 * n + 2 * peer + 1] =
               (uint64_t)(uintptr_t)weft_window_near(op->comm, peer, theirs.recvbuff, rb);
