@@ -46,3 +46,12 @@ ifneq ($(wildcard /usr/include/torch/csrc/distributed/c10d/ProcessGroup.hpp /usr
 TEST_DEPS += torch
 endif
 endif
+
+# make test-torch2: tests/torch on Debian 13's PyTorch 2.6, in a Debian 13
+# root made from Debian's packages and kept at DEBIAN13_ROOT
+# (scripts/debian13-root.sh makes it when missing); libweft and the
+# extension are built there, in build-debian13/. Needs root.
+DEBIAN13_ROOT ?= /var/cache/weft/debian13-root
+.PHONY: test-torch2
+test-torch2:
+	./scripts/debian13-root.sh $(DEBIAN13_ROOT) tests/torch/run.sh build-debian13

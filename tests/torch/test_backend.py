@@ -17,6 +17,7 @@ from datetime import timedelta
 
 import pytest
 
+import compat
 import harness
 
 torch = pytest.importorskip("torch")
@@ -298,3 +299,21 @@ def test_group_timeout_revokes_the_communicator(tmp_path):
 
 def test_wait_timeout_revokes_the_communicator(tmp_path):
     harness.spawn(stalled_peer, 2, tmp_path, True)
+
+
+def check_cpu_backend_declared(rank, size, tmp):
+    import warnings
+    assert dist.Backend.backend_capability["weft"] == ["cpu"]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        group = dist.new_group(backend="cpu:weft")
+    assert not [w for w in caught if "capability" in str(w.message)], [str(w.message) for w in caught]
+    t = torch.full((5,), float(rank + 1))
+    dist.all_reduce(t, group=group)
+    assert torch.equal(t, torch.full((5,), float(size * (size + 1) // 2)))
+
+
+@pytest.mark.skipif(not compat.has_device_backends(), reason="torch 1.13 has no per-device backends")
+def test_cpu_backend_declared(tmp_path):
+    """torch 2.x: "weft" declares the CPU as its device, and a "cpu:weft" group works."""
+    harness.spawn(check_cpu_backend_declared, 2, tmp_path)

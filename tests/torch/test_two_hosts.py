@@ -5,7 +5,8 @@ with its own host name, so weft sees two hosts and ranks on different
 ones use the network transport. Each host runs torchrun with two ranks and
 a static rendezvous on host 0's address (as on two real machines); the job
 (two_hosts_job.py) checks its results against Gloo's. Skipped, saying
-why, where namespaces cannot be made (not root, no iproute2 netns).
+why, where namespaces cannot be made (not root, no iproute2 netns) or
+torchrun cannot start (Debian 13's torch 2.6: compat.torchrun_store_error).
 """
 import os
 import re
@@ -16,6 +17,7 @@ import sys
 import pytest
 
 pytest.importorskip("torch")
+from compat import torchrun_store_error  # noqa: E402
 HERE = os.path.dirname(os.path.abspath(__file__))
 NETNS = os.path.join(HERE, "..", "multihost", "netns.sh")
 
@@ -39,6 +41,9 @@ exit $rc
 
 
 def unavailable():
+    why = torchrun_store_error()
+    if why is not None:
+        return f"torchrun cannot make its rendezvous store in this torch (with gloo as well): {why}"
     if os.geteuid() != 0:
         return "network namespaces need root"
     if shutil.which("unshare") is None:
