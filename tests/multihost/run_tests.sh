@@ -289,6 +289,11 @@ for shape in 2x1 2x2 4x2; do
     bad "kill -9 of rank $victim of $n ($shape, net): survivors did not all fail in time (see $log)"
     grep -E 'rank [0-9]+:|weftrun:' "$tmp/fault.log" | head -8 | sed 's/^/      /'
   fi
+  # A lost connection names the peer's listening address, port included.
+  if grep -q 'lost its connection [a-z]* rank [0-9]* ([^)]*:0, host' "$tmp/fault.log"; then
+    bad "kill -9 of rank $victim of $n ($shape, net): an error names a peer's address with port 0"
+    grep 'lost its connection' "$tmp/fault.log" | head -3 | sed 's/^/      /'
+  fi
 done
 
 # A stopped rank: the others fail by WEFT_TIMEOUT (2 s, WEFT_TIMEOUT_FAIL=1), then it is killed.

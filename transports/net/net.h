@@ -77,6 +77,9 @@ typedef struct weft_net {
   void (*hold_large)(void *recv_comm, size_t min, uint64_t until);
   int (*held)(void *request, size_t *size, uint32_t *tag);
   ncclResult_t (*release)(void *request, void *data);
+  // Optional: the address a listen handle names (with its port), for
+  // messages; without it they show the device's address.
+  void (*handle_addr)(const void *handle, char *buf, size_t len);
 } weft_net_t;
 
 extern const weft_net_t weft_net_socket;

@@ -714,6 +714,12 @@ static ncclResult_t sock_close_recv(void *recv_comm) {
   return ncclSuccess;
 }
 
+static void sock_handle_addr(const void *handle, char *buf, size_t len) {
+  handle_t h;
+  memcpy(&h, handle, sizeof(h));
+  weft_socket_addr_str(&h.addr, buf, len);
+}
+
 static void sock_abort_comm(void *comm) {
   if (comm != NULL) comm_free(comm, 1);
 }
@@ -737,4 +743,5 @@ const weft_net_t weft_net_socket = {
     .hold_large = sock_hold_large,
     .held = sock_held,
     .release = sock_release,
+    .handle_addr = sock_handle_addr,
 };

@@ -709,7 +709,8 @@ static ncclResult_t net_setup(weft_transport_view_t *v, const uint8_t *serve, vo
   weft_net_props_t props;
   WEFTCHECKGOTO(weft_net_choose_device(v, net, &dev, &props), res, out);
   WEFTCHECKGOTO(net->listen(dev, cards[me].handle, &listen_comm), res, out);
-  snprintf(cards[me].addr, sizeof(cards[me].addr), "%s", props.addr);
+  if (net->handle_addr != NULL) net->handle_addr(cards[me].handle, cards[me].addr, sizeof(cards[me].addr));
+  else snprintf(cards[me].addr, sizeof(cards[me].addr), "%s", props.addr);
   WEFTCHECKGOTO(v->allgather(v, cards, sizeof(*cards)), res, out);
 
   st = calloc(1, sizeof(*st));
