@@ -6,6 +6,7 @@
  * nodes and links refer to each other by index.
  */
 #include "topo.h"
+#include "busid.h"
 
 #include <ctype.h>
 #include <stdarg.h>
@@ -119,12 +120,7 @@ const char *weft_topo_attr_get(const weft_topo_attrs_t *attrs, const char *key) 
 }
 
 void weft_topo_busid_norm(const char *in, char *out, size_t outlen) {
-  unsigned dom, bus, dev, fn;
-  char tail;
-  if (in && sscanf(in, "%x:%x:%x.%x%c", &dom, &bus, &dev, &fn, &tail) == 4) {
-    snprintf(out, outlen, "%04x:%02x:%02x.%x", dom, bus, dev, fn);
-    return;
-  }
+  if (weft_busid_parse(in, out, outlen)) return;
   size_t i = 0;
   for (; in && in[i] && i + 1 < outlen; i++) out[i] = (char)tolower((unsigned char)in[i]);
   if (outlen) out[i] = '\0';

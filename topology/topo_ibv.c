@@ -11,6 +11,7 @@
  * does. No library or no device: the graph is unchanged.
  */
 #include "topo_probe.h"
+#include "busid.h"
 #include "topo_sysfs.h"
 
 #include <dlfcn.h>
@@ -71,13 +72,9 @@ static int load(ibv_ops_t *ops, void **handle, char *why, size_t len) {
 // The graph node of an RDMA device: the PCI function sysfs names, found in
 // or added to the graph, or a virtual NIC. -1 on ENOMEM.
 static int nic_node(weft_topo_t *t, const char *dev) {
-  char path[PATH_MAX], real[PATH_MAX], buf[64], busid[32] = "";
+  char path[PATH_MAX], buf[64], busid[32];
   snprintf(path, sizeof(path), "/sys/class/infiniband/%s/device", dev);
-  if (realpath(path, real)) {
-    unsigned d, b, s, f;
-    const char *base = basename(real);
-    if (sscanf(base, "%x:%x:%x.%x", &d, &b, &s, &f) == 4) weft_topo_busid_norm(base, busid, sizeof(busid));
-  }
+  weft_busid_of_link(path, busid, sizeof(busid));
   for (int i = 0; busid[0] && i < t->nnodes; i++) {
     const char *b = weft_topo_attr_get(&t->nodes[i].attrs, "busid");
     char norm[32];

@@ -4,6 +4,7 @@
  * "unknown", never an error.
  */
 #include "topo_sysfs.h"
+#include "busid.h"
 
 #include <dirent.h>
 #include <limits.h>
@@ -63,11 +64,10 @@ int weft_sysfs_cpu_for_numa(const weft_topo_t *t, int numa) {
 
 // The NIC node of the PCI function behind a network interface, -1 none.
 static int pci_nic_of(const weft_topo_t *t, const char *ifname) {
-  char path[320], real[PATH_MAX], busid[32], norm[32];
+  char path[320], busid[32], norm[32];
   snprintf(path, sizeof(path), "/sys/class/net/%s/device", ifname);
-  if (!realpath(path, real)) return -1;
-  const char *base = strrchr(real, '/');
-  weft_topo_busid_norm(base ? base + 1 : real, busid, sizeof(busid));
+  weft_busid_of_link(path, busid, sizeof(busid));
+  if (busid[0] == '\0') return -1;
   for (int i = 0; i < t->nnodes; i++) {
     const char *b = weft_topo_attr_get(&t->nodes[i].attrs, "busid");
     if (t->nodes[i].kind != WEFT_TOPO_NIC || !b) continue;

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "busid.h"
 #include "net_ib.h"
 
 static int is_zero(const uint8_t *g) {
@@ -79,17 +80,7 @@ static int read_int_file(const char *path, int dflt) {
 }
 
 // The PCI bus id ("0000:3b:00.0") the sysfs device link at `path` resolves to, or "".
-static void device_busid(const char *path, char *out, size_t len) {
-  char real[PATH_MAX];
-  out[0] = '\0';
-  if (realpath(path, real) == NULL) return;
-  const char *base = strrchr(real, '/');
-  base = base ? base + 1 : real;
-  unsigned dom, bus, slot, fn;
-  char tail;
-  if (sscanf(base, "%x:%x:%x.%x%c", &dom, &bus, &slot, &fn, &tail) == 4 && strlen(base) < len)
-    memcpy(out, base, strlen(base) + 1);
-}
+
 
 static int gid_is_roce_v2(const char *dev, int port, int index) {
   char path[256], buf[32] = "";
@@ -166,7 +157,7 @@ int weft_ib_devs_open(const weft_ibv_ops_t *ops, const char *hca, int gid_index_
         snprintf(path, sizeof(path), "/sys/class/infiniband/%s/device/numa_node", name);
         d->numa = read_int_file(path, -1);
         snprintf(path, sizeof(path), "/sys/class/infiniband/%s/device", name);
-        device_busid(path, d->busid, sizeof(d->busid));
+        weft_busid_of_link(path, d->busid, sizeof(d->busid));
         snprintf(path, sizeof(path), "/sys/class/infiniband/%s/ports/%d/rate", name, p);
         d->speed_mbps = read_int_file(path, 0) * 1000;  // "100 Gb/sec (4X EDR)"
         n++, used = 1;

@@ -51,6 +51,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "busid.h"
 #include "checks.h"
 #include "env.h"
 #include "hello_pool.h"
@@ -191,16 +192,9 @@ static int read_int_file(const char *path, int dflt) {
 
 // The PCI bus id of an interface's device ("0000:3b:00.0"), "" for virtual ones.
 static void iface_busid(const char *ifname, char *out, size_t len) {
-  char path[128], real[PATH_MAX];
-  out[0] = '\0';
+  char path[128];
   snprintf(path, sizeof(path), "/sys/class/net/%s/device", ifname);
-  if (realpath(path, real) == NULL) return;
-  const char *base = strrchr(real, '/');
-  base = base ? base + 1 : real;
-  unsigned dom, bus, slot, fn;
-  char tail;
-  if (sscanf(base, "%x:%x:%x.%x%c", &dom, &bus, &slot, &fn, &tail) == 4 && strlen(base) < len)
-    memcpy(out, base, strlen(base) + 1);
+  weft_busid_of_link(path, out, len);
 }
 
 static ncclResult_t sock_get_properties(int dev, weft_net_props_t *props) {
