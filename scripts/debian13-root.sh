@@ -5,15 +5,15 @@
 #
 # weft's torch backend is tested on two PyTorches: Debian 12's 1.13 on the
 # machine itself and Debian 13's 2.6 in this root. The root is made once
-# with debootstrap (minbase, plus the packages below) and kept at ROOT; it is
-# made again when missing or when the package list changes (ROOT/.weft-stamp
-# holds the list it was made with). Making it takes a few minutes and about
-# 2 GiB, most of it PyTorch and its libraries.
+# (debootstrap minbase, then the packages below through apt inside it) and
+# kept at ROOT; it is made again when missing, and a changed package list is
+# installed into it (ROOT/.weft-stamp holds the list). Making it takes about
+# 2 minutes and 1.9 GiB, most of it PyTorch and its libraries.
 #
 # CMD runs in a private mount namespace (unshare), so the mounts it needs —
 # /proc, /dev, /dev/shm, /sys and the repository — vanish when it ends,
-# whatever way it ends. The network namespace is the machine's: loopback
-# and the multi-host tests' namespaces work as outside. Needs root.
+# whatever way it ends. The network namespace is the machine's (loopback
+# works as outside); `ip netns` does not work inside the root. Needs root.
 set -euo pipefail
 
 root=${1:?usage: debian13-root.sh ROOT CMD...}
