@@ -154,7 +154,7 @@ static void usage(FILE *f) {
           "  --csv | --json         every price, machine-readable\n"
           "\n"
           "The tuner is weft_tuner_choose with these links, NCCL_ALGO from the environment, and the slice\n"
-          "it sets (WEFT_SHM_SLOT_BYTES x WEFT_SHM_SLOTS / 2). A time marked '*' was scaled: the replay\n"
+          "it sets (WEFT_SLOT_BYTES x WEFT_SLOTS / 2). A time marked '*' was scaled: the replay\n"
           "would have run more than WEFT_COST_MAX_STEPS steps, so the model priced a fraction of the\n"
           "count and multiplied. busbw = algbw x 2(n-1)/n, as nccl-tests. Exit: 0 done (points that\n"
           "could not be priced are listed), 1 out of memory or threads, 2 bad usage.\n");
@@ -262,8 +262,8 @@ static void price_task(const opts_t *o, point_t *p, const int *host_of, int algo
                         .root = 0, .count = p->bytes / ESIZE, .slice = o->slice, .host_of = host_of,
                         .nhosts = p->hosts};
   if (algo < 0) {
-    weft_tuner_params_t tp = {.slot_bytes = (size_t)weft_env_WEFT_SHM_SLOT_BYTES(),
-                              .nslots = (size_t)weft_env_WEFT_SHM_SLOTS(),
+    weft_tuner_params_t tp = {.slot_bytes = (size_t)weft_env_WEFT_SLOT_BYTES(),
+                              .nslots = (size_t)weft_env_WEFT_SLOTS(),
                               .oneshot_max = (size_t)weft_env_WEFT_ONESHOT_MAX_BYTES(),
                               .can_read = 0,  // ranks on different hosts cannot map each other's memory
                               .read_min = weft_env_WEFT_READ_MIN_BYTES(),
@@ -724,7 +724,7 @@ static int parse_args(int argc, char **argv, opts_t *o) {
       return 2;
     }
   // The slice the tuner sets (tuner.c): half a connection's slots.
-  size_t slot_elems = (size_t)weft_env_WEFT_SHM_SLOT_BYTES() / ESIZE, half = (size_t)weft_env_WEFT_SHM_SLOTS() / 2;
+  size_t slot_elems = (size_t)weft_env_WEFT_SLOT_BYTES() / ESIZE, half = (size_t)weft_env_WEFT_SLOTS() / 2;
   o->slice = slot_elems * (half > 0 ? half : 1);
   return -1;
 }

@@ -31,7 +31,7 @@
 
 enum { WEFT_CLASS_COLL = 0, WEFT_CLASS_P2P = 1, WEFT_NUM_CLASSES = 2 };
 
-// The most slots a FIFO may have (WEFT_SHM_SLOTS; the shared-memory FIFO's control block holds this many).
+// The most slots a FIFO may have (WEFT_SLOTS; the shared-memory FIFO's control block holds this many).
 #define WEFT_TRANSPORT_MAX_SLOTS 64
 
 typedef struct weft_conn weft_conn_t;

@@ -12,6 +12,10 @@
  * differs from the default is reported once at INFO/ENV; an integer that does
  * not parse is reported once with a WARN and the default is used.
  *
+ * A knob that was renamed keeps its old name as an alias (`aliases` below):
+ * when the knob is unset under its name, its old name is read, and the
+ * log says which name set it.
+ *
  * String values are copied; the copies are never freed (not even by
  * weft_env_reset), so a pointer an accessor returned stays valid for the life
  * of the process.
@@ -66,6 +70,22 @@ static const weft_env_knob_t knobs[WEFT_ENV_COUNT] = {
 };
 #undef WEFT_ENV_INT
 #undef WEFT_ENV_STR
+
+// Renamed knobs: the old name is read when the new one is unset.
+static const struct {
+  const char *old_name, *name;
+} aliases[] = {
+    {"WEFT_SHM_SLOT_BYTES", "WEFT_SLOT_BYTES"},
+    {"WEFT_SHM_SLOTS", "WEFT_SLOTS"},
+};
+#define WEFT_ENV_ALIASES (sizeof(aliases) / sizeof(aliases[0]))
+
+// The old name of knob `name`, or NULL.
+static const char *old_name_of(const char *name) {
+  for (size_t i = 0; i < WEFT_ENV_ALIASES; i++)
+    if (strcmp(aliases[i].name, name) == 0) return aliases[i].old_name;
+  return NULL;
+}
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static weft_env_cache_t cache[WEFT_ENV_COUNT];
@@ -137,6 +157,16 @@ static weft_env_from_t where_from(int idx) {
   return WEFT_ENV_FROM_SOURCE;
 }
 
+// name's value from its source into *raw (NULL: unset or empty); -1 out of memory.
+static int read_raw(const char *name, weft_env_from_t from, char **raw, char *origin, size_t len) {
+  int rc = weft_env_source_read(name, from, raw, origin, len);
+  if (*raw != NULL && (*raw)[0] == '\0') {
+    free(*raw);
+    *raw = NULL;
+  }
+  return rc;
+}
+
 // The first read of knob idx: parse, cache, log.
 static void load(int idx) {
   const weft_env_knob_t *k = &knobs[idx];
@@ -155,10 +185,12 @@ static void load(int idx) {
   pthread_mutex_lock(&lock);
   if (!cache[idx].read) {
     char *raw = NULL;
-    if (weft_env_source_read(k->name, where_from(idx), &raw, origin, sizeof(origin)) != 0) report = NO_MEMORY;
-    if (raw != NULL && raw[0] == '\0') {
-      free(raw);
-      raw = NULL;
+    const char *old_name = old_name_of(k->name);
+    if (read_raw(k->name, where_from(idx), &raw, origin, sizeof(origin)) != 0) report = NO_MEMORY;
+    if (raw == NULL && old_name != NULL) {
+      if (read_raw(old_name, where_from(idx), &raw, origin, sizeof(origin)) != 0) report = NO_MEMORY;
+      size_t n = strlen(origin);
+      if (raw != NULL) snprintf(origin + n, sizeof(origin) - n, " (as %s)", old_name);
     }
     ival = k->int_default;
     sval = k->str_default;
@@ -233,6 +265,8 @@ static void load(int idx) {
 int weft_env_knob_count(void) { return WEFT_ENV_COUNT; }
 
 int weft_env_knob_find(const char *name) {
+  for (size_t i = 0; name != NULL && i < WEFT_ENV_ALIASES; i++)
+    if (strcmp(aliases[i].old_name, name) == 0) name = aliases[i].name;
   for (int i = 0; name != NULL && i < WEFT_ENV_COUNT; i++)
     if (strcmp(knobs[i].name, name) == 0) return i;
   return -1;
@@ -306,6 +340,13 @@ void weft_env_print_markdown(void) {
         "then the files) and `NCCL_CONF_FILE` (environment only) in place of the\n"
         "environment and the files, `NCCL_DEBUG` and the other logging\n"
         "variables included.\n"
+        "\n",
+        stdout);
+  fputs("Renamed variables are still read under their old names when the new\n"
+        "name is unset:", stdout);
+  for (size_t i = 0; i < WEFT_ENV_ALIASES; i++)
+    printf("%s `%s` for `%s`", i ? "," : "", aliases[i].old_name, aliases[i].name);
+  fputs(".\n"
         "\n"
         "| Variable | Default | Meaning |\n"
         "|---|---|---|\n",

@@ -50,15 +50,15 @@ void weft_comm_fail(struct ncclComm *comm, ncclResult_t code, const char *reason
 
 /* ---------- set-up and teardown ---------- */
 
-// The FIFO geometry every connection uses (WEFT_SHM_SLOT_BYTES, WEFT_SHM_SLOTS).
+// The FIFO geometry every connection uses (WEFT_SLOT_BYTES, WEFT_SLOTS).
 static ncclResult_t read_geometry(weft_transport_view_t *v) {
-  int64_t slot = weft_env_WEFT_SHM_SLOT_BYTES(), nslots = weft_env_WEFT_SHM_SLOTS();
+  int64_t slot = weft_env_WEFT_SLOT_BYTES(), nslots = weft_env_WEFT_SLOTS();
   if (slot < 4096 || slot % 64 != 0 || slot > (1 << 26)) {
-    WARN("WEFT_SHM_SLOT_BYTES=%lld must be a multiple of 64 between 4096 and 64 MiB", (long long)slot);
+    WARN("WEFT_SLOT_BYTES=%lld must be a multiple of 64 between 4096 and 64 MiB", (long long)slot);
     return ncclInvalidArgument;
   }
   if (nslots < 2 || nslots > WEFT_TRANSPORT_MAX_SLOTS) {
-    WARN("WEFT_SHM_SLOTS=%lld must be between 2 and %d", (long long)nslots, WEFT_TRANSPORT_MAX_SLOTS);
+    WARN("WEFT_SLOTS=%lld must be between 2 and %d", (long long)nslots, WEFT_TRANSPORT_MAX_SLOTS);
     return ncclInvalidArgument;
   }
   v->slot_bytes = (size_t)slot;

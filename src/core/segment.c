@@ -61,7 +61,7 @@ ncclResult_t weft_segment_open(weft_bootstrap_t *bs, const int *host_of, size_t 
   WEFTCHECKGOTO(weft_bootstrap_allgather(bs, cards, sizeof(*cards)), res, out);
   for (int p = 0; p < n; p++) {
     if (cards[p].slot_bytes != slot_bytes || cards[p].nslots != nslots) {
-      WARN("rank %d uses WEFT_SHM_SLOT_BYTES=%llu WEFT_SHM_SLOTS=%llu but rank %d uses %zu and %zu; they must match",
+      WARN("rank %d uses WEFT_SLOT_BYTES=%llu WEFT_SLOTS=%llu but rank %d uses %zu and %zu; they must match",
            p, (unsigned long long)cards[p].slot_bytes, (unsigned long long)cards[p].nslots, me, slot_bytes, nslots);
       res = ncclInvalidUsage;
       goto out;

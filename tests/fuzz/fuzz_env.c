@@ -7,7 +7,7 @@
  * as a user's setting would, except where noted.
  *
  *   0  integers: weft_env_parse_int directly (a value it accepts must print
- *      and parse back to itself) and through a knob (WEFT_SHM_SLOTS).
+ *      and parse back to itself) and through a knob (WEFT_SLOTS).
  *   1  logging: NCCL_DEBUG, NCCL_DEBUG_SUBSYS (lists, '^', unknown names)
  *      and NCCL_DEBUG_FILE's %h/%p/%% expansion. The file pattern is put
  *      under a directory that does not exist, with '/' replaced, so no
@@ -84,10 +84,10 @@ static void fuzz_int(const char *text) {
       abort();
     }
   }
-  setenv("WEFT_SHM_SLOTS", text, 1);
+  setenv("WEFT_SLOTS", text, 1);
   weft_env_reset();
-  (void)weft_env_WEFT_SHM_SLOTS();
-  unsetenv("WEFT_SHM_SLOTS");
+  (void)weft_env_WEFT_SLOTS();
+  unsetenv("WEFT_SLOTS");
 }
 
 static void fuzz_debug(const char *text, size_t len) {

@@ -51,7 +51,7 @@ static void setup(void) {
   // Nothing of the machine's or the caller's settings: HOME is the scratch
   // folder, so no ~/.nccl.conf is read.
   const char *clear[] = {"NCCL_ENV_PLUGIN", "NCCL_CONF_FILE", "NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "NCCL_DEBUG_FILE",
-                         "WEFT_ENV_EXAMPLE_FILE", "WEFT_TIMEOUT", "WEFT_SHM_SLOTS", "NCCL_ALGO", "LD_LIBRARY_PATH"};
+                         "WEFT_ENV_EXAMPLE_FILE", "WEFT_TIMEOUT", "WEFT_SLOTS", "NCCL_ALGO", "LD_LIBRARY_PATH"};
   for (size_t i = 0; i < sizeof(clear) / sizeof(clear[0]); i++) unsetenv(clear[i]);
   setenv("HOME", dir, 1);
   setenv("NCCL_SOCKET_IFNAME", "lo", 1);
@@ -107,7 +107,7 @@ static int run_probe(void) {
   if (pid == 0) {
     int fd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (fd < 0 || dup2(fd, 1) < 0 || dup2(fd, 2) < 0) _exit(126);
-    execl(probe, probe, "i:WEFT_TIMEOUT", "i:WEFT_SHM_SLOTS", "s:NCCL_DEBUG", "s:NCCL_ALGO", (char *)NULL);
+    execl(probe, probe, "i:WEFT_TIMEOUT", "i:WEFT_SLOTS", "s:NCCL_DEBUG", "s:NCCL_ALGO", (char *)NULL);
     _exit(127);
   }
   int status = 0;
@@ -175,12 +175,12 @@ Test(env_plugin, v2_values_reach_the_knobs_and_the_parameter_api) {
   example_file();
   setenv("NCCL_ENV_PLUGIN", example, 1);
   setenv("WEFT_TIMEOUT", "5", 1);     // the file's 77 wins: the plugin says so
-  setenv("WEFT_SHM_SLOTS", "8", 1);  // not in the file: the environment's, through the plugin
+  setenv("WEFT_SLOTS", "8", 1);  // not in the file: the environment's, through the plugin
   int rc = run_probe();
   if (rc != 0) dump_output();
   cr_assert_eq(rc, 0);
   cr_expect(out_has("WEFT_TIMEOUT=77"));
-  cr_expect(out_has("WEFT_SHM_SLOTS=8"));
+  cr_expect(out_has("WEFT_SLOTS=8"));
   cr_expect(out_has("NCCL_DEBUG=INFO"));
   cr_expect(out_has("NCCL_ALGO=ring"));
   cr_expect(out_has("allreduce ok"));

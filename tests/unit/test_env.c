@@ -131,11 +131,11 @@ Test(env, spin_budget_follows_cores_unless_set, .timeout = 10) {
 }
 
 Test(env, garbage_int_falls_back_to_default_with_warning, .timeout = 10) {
-  setenv("WEFT_SHM_SLOTS", "eight", 1);
+  setenv("WEFT_SLOTS", "eight", 1);
   weft_env_reset();
-  cr_assert_eq(weft_env_WEFT_SHM_SLOTS(), 16);
+  cr_assert_eq(weft_env_WEFT_SLOTS(), 16);
   cr_assert_str_eq(weft_debug_last_error(),
-                   "WEFT_SHM_SLOTS='eight' is not an integer; using default 16");
+                   "WEFT_SLOTS='eight' is not an integer; using default 16");
   setenv("WEFT_TIMEOUT", "30s", 1);
   weft_env_reset();
   cr_assert_eq(weft_env_WEFT_TIMEOUT(), 300);
@@ -166,13 +166,13 @@ Test(env, string_knobs, .timeout = 10) {
 
 static void *read_knobs(void *arg) {
   int64_t *out = arg;
-  for (int i = 0; i < 1000; i++) out[0] += weft_env_WEFT_SHM_SLOT_BYTES() == 65536;
+  for (int i = 0; i < 1000; i++) out[0] += weft_env_WEFT_SLOT_BYTES() == 65536;
   out[1] = (int64_t)(intptr_t)weft_env_WEFT_RANK();
   return NULL;
 }
 
 Test(env, concurrent_first_reads_agree, .timeout = 10) {
-  setenv("WEFT_SHM_SLOT_BYTES", "64K", 1);
+  setenv("WEFT_SLOT_BYTES", "64K", 1);
   setenv("WEFT_RANK", "3", 1);
   weft_env_reset();
   enum { N = 8 };
@@ -197,12 +197,12 @@ Test(env, set_by_environment_is_logged_once, .timeout = 10) {
   setenv("NCCL_DEBUG_SUBSYS", "ENV", 1);
   setenv("NCCL_DEBUG_FILE", path, 1);
   setenv("WEFT_TIMEOUT", "7", 1);
-  setenv("WEFT_SHM_SLOTS", "16", 1);  // equal to the default: not logged
+  setenv("WEFT_SLOTS", "16", 1);  // equal to the default: not logged
   setenv("WEFT_COMM_SECRET", "hunter2", 1);
   weft_env_reset();
   cr_assert_eq(weft_env_WEFT_TIMEOUT(), 7);
   cr_assert_eq(weft_env_WEFT_TIMEOUT(), 7);
-  cr_assert_eq(weft_env_WEFT_SHM_SLOTS(), 16);
+  cr_assert_eq(weft_env_WEFT_SLOTS(), 16);
   cr_assert_str_eq(weft_env_WEFT_COMM_SECRET(), "hunter2");
 
   FILE *f = fopen(path, "r");
@@ -212,7 +212,7 @@ Test(env, set_by_environment_is_logged_once, .timeout = 10) {
   while (fgets(line, sizeof(line), f)) {
     cr_expect(strstr(line, "hunter2") == NULL, "secret leaked into the log: %s", line);
     if (strstr(line, "NCCL INFO WEFT_TIMEOUT set by environment to 7\n")) timeout_lines++;
-    if (strstr(line, "WEFT_SHM_SLOTS")) slots_lines++;
+    if (strstr(line, "WEFT_SLOTS")) slots_lines++;
     if (strstr(line, "WEFT_COMM_SECRET set by environment")) secret_lines++;
   }
   fclose(f);
@@ -248,4 +248,40 @@ Test(env, markdown_lists_every_knob_in_table_order, .timeout = 10) {
   cr_assert_not_null(strstr(md, "| `NCCL_DEBUG_SUBSYS` | `INIT,BOOTSTRAP,ENV` | "));
   cr_assert_not_null(strstr(md, "| `NCCL_COMM_ID` | (unset) | "));
   free(md);
+}
+
+// A renamed knob still reads its old name when the new one is unset, says
+// so in the log, and the new name wins when both are set.
+Test(env, old_name_is_an_alias) {
+  char dir[] = "/tmp/weft-env-alias-XXXXXX", path[64];
+  cr_assert(mkdtemp(dir) != NULL);
+  snprintf(path, sizeof(path), "%s/log", dir);
+  setenv("NCCL_DEBUG", "INFO", 1);
+  setenv("NCCL_DEBUG_SUBSYS", "ENV", 1);
+  setenv("NCCL_DEBUG_FILE", path, 1);
+  unsetenv("WEFT_SLOTS");
+  setenv("WEFT_SHM_SLOTS", "8", 1);
+  unsetenv("WEFT_SLOT_BYTES");
+  setenv("WEFT_SHM_SLOT_BYTES", "128K", 1);
+  weft_env_reset();
+  cr_assert_eq(weft_env_WEFT_SLOTS(), 8);
+  cr_assert_eq(weft_env_WEFT_SLOT_BYTES(), 131072);
+  cr_assert_eq(weft_env_knob_find("WEFT_SHM_SLOTS"), weft_env_knob_find("WEFT_SLOTS"));
+  cr_assert_str_eq(weft_env_knob_origin(weft_env_knob_find("WEFT_SLOTS")), "environment (as WEFT_SHM_SLOTS)");
+
+  FILE *f = fopen(path, "r");  // read before the reset below starts the log again
+  cr_assert_not_null(f);
+  char line[512];
+  int alias_lines = 0;
+  while (fgets(line, sizeof(line), f))
+    if (strstr(line, "NCCL INFO WEFT_SLOTS set by environment (as WEFT_SHM_SLOTS) to 8\n")) alias_lines++;
+  fclose(f);
+
+  setenv("WEFT_SLOTS", "4", 1);  // the new name wins
+  weft_env_reset();
+  cr_assert_eq(weft_env_WEFT_SLOTS(), 4);
+  cr_assert_str_eq(weft_env_knob_origin(weft_env_knob_find("WEFT_SLOTS")), "environment");
+  unlink(path);
+  rmdir(dir);
+  cr_assert_eq(alias_lines, 1);
 }

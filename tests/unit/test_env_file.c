@@ -32,7 +32,7 @@ static void setup(void) {
   setenv("HOME", dir, 1);
   unsetenv("NCCL_CONF_FILE");
   unsetenv("WEFT_TIMEOUT");
-  unsetenv("WEFT_SHM_SLOTS");
+  unsetenv("WEFT_SLOTS");
   unsetenv("NCCL_ALGO");
   unsetenv("NCCL_PROTO");
 }
@@ -127,22 +127,22 @@ Test(env_file, nccl_conf_file_replaces_the_home_file) {
 
 Test(env_file, knobs_come_from_the_home_file_after_the_environment) {
   char path[PATH_MAX];
-  write_file(".nccl.conf", "WEFT_TIMEOUT=44\nNCCL_ALGO=tree\nWEFT_SHM_SLOTS=12\nNCCL_PROTO=Simple\n", path);
-  setenv("WEFT_SHM_SLOTS", "9", 1);  // the environment wins
+  write_file(".nccl.conf", "WEFT_TIMEOUT=44\nNCCL_ALGO=tree\nWEFT_SLOTS=12\nNCCL_PROTO=Simple\n", path);
+  setenv("WEFT_SLOTS", "9", 1);  // the environment wins
   setenv("NCCL_PROTO", "", 1);       // so does an empty variable: unset, not the file's
   log_to_file("envfile", "ENV");
   cr_expect_eq(weft_env_WEFT_TIMEOUT(), 44);
   cr_expect_str_eq(weft_env_NCCL_ALGO(), "tree");
-  cr_expect_eq(weft_env_WEFT_SHM_SLOTS(), 9);
+  cr_expect_eq(weft_env_WEFT_SLOTS(), 9);
   cr_expect_null(weft_env_NCCL_PROTO());
   int idx = weft_env_knob_find("WEFT_TIMEOUT");
   cr_expect_str_eq(weft_env_knob_origin(idx), path);
-  cr_expect_str_eq(weft_env_knob_origin(weft_env_knob_find("WEFT_SHM_SLOTS")), "environment");
+  cr_expect_str_eq(weft_env_knob_origin(weft_env_knob_find("WEFT_SLOTS")), "environment");
   cr_expect_null(weft_env_knob_origin(weft_env_knob_find("WEFT_SPIN_NS")), "a default has no origin");
   char line[PATH_MAX + 64];
   snprintf(line, sizeof(line), "WEFT_TIMEOUT set by %s to 44", path);
   cr_expect_eq(log_count(line), 1);
-  cr_expect_eq(log_count("WEFT_SHM_SLOTS set by environment to 9"), 1);
+  cr_expect_eq(log_count("WEFT_SLOTS set by environment to 9"), 1);
 }
 
 Test(env_file, nccl_conf_file_is_read_instead_of_the_home_file) {
@@ -181,10 +181,10 @@ Test(env_file, an_unreadable_nccl_conf_file_is_a_warning) {
 
 Test(env_file, a_bad_integer_names_its_file) {
   char path[PATH_MAX];
-  write_file(".nccl.conf", "WEFT_SHM_SLOTS=eight\n", path);
+  write_file(".nccl.conf", "WEFT_SLOTS=eight\n", path);
   weft_env_reset();
-  cr_expect_eq(weft_env_WEFT_SHM_SLOTS(), 16);
+  cr_expect_eq(weft_env_WEFT_SLOTS(), 16);
   char text[PATH_MAX + 128];
-  snprintf(text, sizeof(text), "WEFT_SHM_SLOTS='eight' (set by %s) is not an integer; using default 16", path);
+  snprintf(text, sizeof(text), "WEFT_SLOTS='eight' (set by %s) is not an integer; using default 16", path);
   cr_expect_str_eq(weft_debug_last_error(), text);
 }
