@@ -14,6 +14,13 @@ $(BUILD)/tests/unit/%: tests/unit/%.c $(LIB_OBJS)
 	@mkdir -p $(@D)
 	$(CC) $(LIB_CFLAGS) -o $@ $^ -lcriterion $(LDLIBS)
 $(BUILD)/tests/unit/test_net_plugin $(BUILD)/tests/multirank/test_net_plugin: | $(NET_EXAMPLE) $(NET_EXAMPLE_OLD)
+# The transport contract and the engine over a stand-in transport link the
+# stand-ins of tests/fakes/transport/ too.
+FAKE_TP_TESTS := $(BUILD)/tests/unit/test_transport_contract $(BUILD)/tests/unit/test_engine_fake
+$(FAKE_TP_TESTS): $(BUILD)/tests/unit/%: tests/unit/%.c $(wildcard tests/fakes/transport/*.c) $(LIB_OBJS) \
+  $(wildcard tests/fakes/transport/*.h) tests/multirank/harness.h
+	@mkdir -p $(@D)
+	$(CC) $(LIB_CFLAGS) -o $@ $(filter %.c %.o,$^) -lcriterion $(LDLIBS)
 # The programs' shared helpers (tools/common/) are not part of the library.
 $(BUILD)/tests/unit/test_prog_util: tests/unit/test_prog_util.c $(TOOLS_COMMON)
 	@mkdir -p $(@D)

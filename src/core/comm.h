@@ -55,7 +55,9 @@ struct ncclComm {
   weft_bootstrap_t bs;
   struct weft_segment *seg;  // the host control block: doorbells, abort word, descriptors, status (segment.h)
   weft_transport_view_t tv;  // what the transports see: connections, geometry, can_read (connect.c)
-  void *tp_state[WEFT_MAX_TRANSPORTS];  // each registered transport's set-up state
+  const weft_transport_t *const *tps;  // the registry it was connected with, ntps long (connect.c)
+  size_t ntps;
+  void *tp_state[WEFT_MAX_TRANSPORTS];  // each of those transports' set-up state
   int *host_of;            // [nranks]: host index of each rank (hosts numbered by their first rank)
   int nhosts;
   int *order, *pos;        // [nranks] each: the ring order chosen from the topology (the rank at each
@@ -181,6 +183,11 @@ void weft_comm_plugins_init(struct ncclComm *comm);
 // undoes it, safe on a partly connected communicator.
 ncclResult_t weft_comm_connect(struct ncclComm *comm);
 void weft_comm_disconnect(struct ncclComm *comm);
+// Tests only: communicators connected after this call use the transports
+// list[0..n) (n <= WEFT_MAX_TRANSPORTS), in that order, instead of the
+// built-in registry; list NULL restores it. Call while no communicator is
+// being created (tests/unit/test_engine_fake.c).
+ncclResult_t weft_comm_use_transports(const weft_transport_t *const *list, size_t n);
 // Fail the communicator for every rank (first reason wins): through the
 // abort word on this host, and the network transport carries it on.
 void weft_comm_fail(struct ncclComm *comm, ncclResult_t code, const char *reason);

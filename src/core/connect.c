@@ -8,7 +8,9 @@
  * Each transport is then set up on every rank, in registry order, with the
  * peers it serves: set-up is collective, so a transport that serves no
  * peer here still takes part. A transport sees only the view
- * (transports/transport.h) filled here, never the communicator.
+ * (transports/transport.h) filled here, never the communicator. A test
+ * may put its own transports in the registry's place
+ * (weft_comm_use_transports) to run the core over a stand-in.
  */
 #include <stdlib.h>
 
@@ -19,9 +21,24 @@
 #include "init_net.h"
 #include "net_plugin.h"
 
-static const weft_transport_t *const registry[] = {&weft_shm_transport, &weft_net_transport};
-#define NTRANSPORTS (sizeof(registry) / sizeof(registry[0]))
-_Static_assert(NTRANSPORTS <= WEFT_MAX_TRANSPORTS, "WEFT_MAX_TRANSPORTS bounds the registry");
+static const weft_transport_t *const builtin[] = {&weft_shm_transport, &weft_net_transport};
+#define NBUILTIN (sizeof(builtin) / sizeof(builtin[0]))
+_Static_assert(NBUILTIN <= WEFT_MAX_TRANSPORTS, "WEFT_MAX_TRANSPORTS bounds the registry");
+
+// The registry new communicators connect with: the built-in one, or a
+// test's (weft_comm_use_transports).
+static const weft_transport_t *const *registry = builtin;
+static size_t nregistry = NBUILTIN;
+
+ncclResult_t weft_comm_use_transports(const weft_transport_t *const *list, size_t n) {
+  if (list != NULL && (n < 1 || n > WEFT_MAX_TRANSPORTS)) {
+    WARN("weft_comm_use_transports: %zu transports (1 to %d)", n, WEFT_MAX_TRANSPORTS);
+    return ncclInvalidArgument;
+  }
+  nregistry = list != NULL ? n : NBUILTIN;
+  registry = list != NULL ? list : builtin;
+  return ncclSuccess;
+}
 
 /* ---------- the view's callbacks ---------- */
 
@@ -86,6 +103,8 @@ static void fill_view(struct ncclComm *comm) {
 ncclResult_t weft_comm_connect(struct ncclComm *comm) {
   weft_transport_view_t *v = &comm->tv;
   int n = comm->nranks;
+  const weft_transport_t *const *tps = comm->tps = registry;
+  size_t ntps = comm->ntps = nregistry;
   fill_view(comm);
   WEFTCHECK(read_geometry(v));
   WEFTCHECK(weft_segment_open(&comm->bs, comm->host_of, v->slot_bytes, v->nslots, &comm->seg));
@@ -97,18 +116,18 @@ ncclResult_t weft_comm_connect(struct ncclComm *comm) {
     goto out;
   }
   for (int p = 0; p < n; p++) {
-    route[p] = NTRANSPORTS;
-    for (size_t t = 0; t < NTRANSPORTS && route[p] == NTRANSPORTS; t++)
-      if (registry[t]->can_connect(v, p)) route[p] = (uint8_t)t;
-    if (route[p] == NTRANSPORTS) {
+    route[p] = (uint8_t)ntps;
+    for (size_t t = 0; t < ntps && route[p] == ntps; t++)
+      if (tps[t]->can_connect(v, p)) route[p] = (uint8_t)t;
+    if (route[p] == ntps) {
       WARN("rank %d: no transport can reach rank %d", comm->rank, p);
       res = ncclInternalError;
       goto out;
     }
   }
-  for (size_t t = 0; t < NTRANSPORTS; t++) {
+  for (size_t t = 0; t < ntps; t++) {
     for (int p = 0; p < n; p++) serve[p] = route[p] == t;
-    WEFTCHECKGOTO(registry[t]->setup(v, serve, &comm->tp_state[t]), res, out);
+    WEFTCHECKGOTO(tps[t]->setup(v, serve, &comm->tp_state[t]), res, out);
   }
   // Set-up is collective: every rank has passed weft_segment_open by now.
   weft_segment_unlink(comm->seg);
@@ -116,7 +135,7 @@ ncclResult_t weft_comm_connect(struct ncclComm *comm) {
     for (int cls = 0; cls < WEFT_NUM_CLASSES; cls++)
       for (int is_send = 0; is_send < 2; is_send++)
         if (weft_view_conn(v, cls, is_send, p)->tp == NULL) {
-          WARN("rank %d: transport %s set up no connection to rank %d", comm->rank, registry[route[p]]->name, p);
+          WARN("rank %d: transport %s set up no connection to rank %d", comm->rank, tps[route[p]]->name, p);
           res = ncclInternalError;
           goto out;
         }
@@ -128,8 +147,8 @@ out:
 
 void weft_comm_disconnect(struct ncclComm *comm) {
   // The network first: its proxy may still ring doorbells in the segment.
-  for (size_t t = NTRANSPORTS; t-- > 0;) {
-    if (comm->tv.core != NULL) registry[t]->teardown(&comm->tv, comm->tp_state[t]);
+  for (size_t t = comm->ntps; t-- > 0;) {
+    if (comm->tv.core != NULL) comm->tps[t]->teardown(&comm->tv, comm->tp_state[t]);
     comm->tp_state[t] = NULL;
   }
   free(comm->tv.conns);
