@@ -98,8 +98,8 @@ static void run_count(ncclComm_t *comms, size_t n) {
 
 Test(engine_fake, collectives_over_the_stand_in, .timeout = 120) {
   weft_test_env_defaults();
-  setenv("WEFT_SHM_SLOT_BYTES", "4096", 1);
-  setenv("WEFT_SHM_SLOTS", "4", 1);
+  setenv("WEFT_SLOT_BYTES", "4096", 1);
+  setenv("WEFT_SLOTS", "4", 1);
   cr_assert_eq(weft_comm_use_transports(fake_only, 1), ncclSuccess);
   ncclComm_t comms[NRANKS] = {NULL};
   cr_assert_eq(ncclCommInitAll(comms, NRANKS, NULL), ncclSuccess);
