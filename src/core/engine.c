@@ -12,11 +12,9 @@
 #include "engine.h"
 
 #include <inttypes.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "checks.h"
 #include "copy.h"
@@ -25,6 +23,7 @@
 #include "mismatch.h"
 #include "segment.h"
 #include "util.h"
+#include "waiter.h"
 
 static char *op_buffer(const weft_op_t *op, int which) {
   return which == WEFT_BUF_SEND ? (char *)op->sendbuff : which == WEFT_BUF_RECV ? op->recvbuff : NULL;
@@ -515,84 +514,65 @@ static int peer_died(weft_op_t *op, int64_t now) {
   return 1;
 }
 
+// The operations weft_engine_run drives, for its poll and check below.
+typedef struct {
+  weft_op_t **ops;
+  int nops, remaining;
+  int64_t timeout_ms;
+} engine_wait_t;
+
+// One pass over the pending operations: each moves what it can.
+static weft_wait_t engine_poll(void *ctx) {
+  engine_wait_t *w = ctx;
+  int moved = 0;
+  for (int i = 0; i < w->nops; i++) {
+    weft_op_t *op = w->ops[i];
+    if (op->state != WEFT_OP_PENDING) continue;
+    if (op_progress(op)) {
+      moved = 1;
+      op->last_progress_ns = 0;  // moved: its idle clock starts again
+      op->timeouts_warned = 0;
+    }
+    if (op->state != WEFT_OP_PENDING) w->remaining--;
+  }
+  return w->remaining == 0 ? WEFT_WAIT_READY : moved ? WEFT_WAIT_MOVED : WEFT_WAIT_IDLE;
+}
+
+// Idle past the spin budget: compare descriptors with every peer an
+// operation waits for (a mismatch that sends no slot our way is caught
+// here), look for dead peers, publish the wait, and apply WEFT_TIMEOUT.
+static weft_wait_t engine_check(void *ctx, int64_t now, int64_t since) {
+  engine_wait_t *w = ctx;
+  for (int i = 0; i < w->nops; i++) {
+    weft_op_t *op = w->ops[i];
+    if (op->state != WEFT_OP_PENDING) continue;
+    if (op->last_progress_ns == 0) op->last_progress_ns = since;
+    if (weft_mismatch_check_peers(op) < 0 || peer_died(op, now)) {
+      op_release(op);  // once: a no-op when peer_died released it
+      w->remaining--;
+      continue;
+    }
+    weft_engine_publish_waiting(op, now);
+    if (w->timeout_ms > 0 && weft_timeout_due(now - op->last_progress_ns, op->timeouts_warned) &&
+        report_stuck(op, now - op->last_progress_ns))
+      w->remaining--;
+  }
+  return w->remaining == 0 ? WEFT_WAIT_READY : WEFT_WAIT_IDLE;
+}
+
 ncclResult_t weft_engine_run(weft_op_t **ops, int nops, int queued) {
-  int remaining = 0;
+  engine_wait_t w = {.ops = ops, .nops = nops, .timeout_ms = weft_timeout_ms()};
   struct ncclComm *single = NULL;
+  int64_t spin_ns = INT64_MAX;
   for (int i = 0; i < nops; i++) {
-    if (ops[i]->state == WEFT_OP_PENDING) remaining++;
+    if (ops[i]->state == WEFT_OP_PENDING) w.remaining++;
     if (i == 0) single = ops[i]->comm;
     else if (ops[i]->comm != single) single = NULL;
-  }
-  int64_t spin_ns = INT64_MAX, timeout_ms = weft_timeout_ms();
-  for (int i = 0; i < nops; i++)
     spin_ns = WEFT_MIN(spin_ns, queued ? ops[i]->comm->spin_ns_queued : ops[i]->comm->spin_ns);
-  int64_t idle_since = 0;
-  unsigned spins = 0;
-  while (remaining > 0) {
-    int moved = 0;
-    for (int i = 0; i < nops; i++) {
-      if (ops[i]->state != WEFT_OP_PENDING) continue;
-      if (op_progress(ops[i])) {
-        moved = 1;
-        ops[i]->last_progress_ns = 0;  // moved: its idle clock starts again
-        ops[i]->timeouts_warned = 0;
-      }
-      if (ops[i]->state != WEFT_OP_PENDING) remaining--;
-    }
-    if (moved || remaining == 0) {
-      idle_since = 0;
-      spins = 0;
-      continue;
-    }
-    // Spin a while (the clock is read every 16th pass only), then sleep.
-    if ((spins++ & 15) != 0) {
-      weft_cpu_relax();
-      continue;
-    }
-    int64_t now = weft_now_ns();
-    if (idle_since == 0) idle_since = now;
-    for (int i = 0; i < nops; i++)
-      if (ops[i]->last_progress_ns == 0) ops[i]->last_progress_ns = now;
-    if (now - idle_since < spin_ns) {
-      if ((spins & 127) == 0x41) sched_yield();  // now and then, for ranks sharing a core
-      continue;
-    }
-    // Before sleeping, compare descriptors with every peer an operation
-    // waits for: a mismatch that sends no slot our way is caught here.
-    for (int i = 0; i < nops; i++)
-      if (ops[i]->state == WEFT_OP_PENDING && (weft_mismatch_check_peers(ops[i]) < 0 || peer_died(ops[i], now))) {
-        op_release(ops[i]);  // once: a no-op when peer_died released it
-        remaining--;
-      }
-    if (remaining == 0) break;
-    for (int i = 0; i < nops; i++)
-      if (ops[i]->state == WEFT_OP_PENDING) weft_engine_publish_waiting(ops[i], now);
-    // Sleep until a peer rings (or a short while passes, to notice aborts).
-    if (single != NULL) {
-      weft_doorbell_t *bell = weft_segment_doorbell(single->seg, single->rank);
-      uint32_t seen = weft_doorbell_arm(bell);
-      int again = 0;
-      for (int i = 0; i < nops && !again; i++) again = ops[i]->state == WEFT_OP_PENDING && op_progress(ops[i]);
-      if (!again) weft_doorbell_sleep(bell, seen, WEFT_ENGINE_SLEEP_MAX_NS);
-      weft_doorbell_disarm(bell);
-      if (again) {
-        remaining = 0;
-        for (int i = 0; i < nops; i++) remaining += ops[i]->state == WEFT_OP_PENDING;
-        idle_since = 0;
-        continue;
-      }
-    } else {
-      struct timespec ts = {0, 20000};
-      nanosleep(&ts, NULL);
-    }
-    now = weft_now_ns();
-    for (int i = 0; timeout_ms > 0 && i < nops; i++) {
-      int64_t idle = now - ops[i]->last_progress_ns;
-      if (ops[i]->state == WEFT_OP_PENDING && weft_timeout_due(idle, ops[i]->timeouts_warned) &&
-          report_stuck(ops[i], idle))
-        remaining--;
-    }
   }
+  // Sleep on the rank's doorbell when the operations share a communicator.
+  weft_doorbell_t *bell = single != NULL ? weft_segment_doorbell(single->seg, single->rank) : NULL;
+  if (w.remaining > 0) weft_wait(engine_poll, engine_check, &w, bell, spin_ns);
   ncclResult_t res = ncclSuccess;
   for (int i = 0; i < nops && res == ncclSuccess; i++)
     if (ops[i]->state == WEFT_OP_FAILED) res = ops[i]->result;

@@ -37,6 +37,7 @@
 #include "env.h"
 #include "segment.h"
 #include "util.h"
+#include "waiter.h"
 #include "window.h"
 
 // What every one-sided call checks first.
@@ -176,44 +177,57 @@ static ncclResult_t wait_broken(ncclComm_t comm, int from, int64_t now) {
   return ncclSuccess;
 }
 
-// Waits until counter c reaches want. The idle clock (and its WARNs)
-// starts again whenever another signal arrives.
-static ncclResult_t wait_count(ncclComm_t comm, _Atomic uint64_t *c, uint64_t want, int from) {
-  int64_t since = 0, warned = 0;
-  uint64_t seen_count = atomic_load_explicit(c, memory_order_acquire);
-  weft_doorbell_t *bell = weft_segment_doorbell(comm->seg, comm->rank);
-  for (unsigned spins = 0; atomic_load_explicit(c, memory_order_acquire) < want; spins++) {
-    if ((spins & 15) != 15) {
-      weft_cpu_relax();
-      continue;
+// A wait for a signal counter (waiter.h): the counter, the count it must
+// reach, and what the wait has seen of it.
+typedef struct {
+  ncclComm_t comm;
+  _Atomic uint64_t *c;
+  uint64_t want, seen;
+  int from;
+  int64_t warned;      // WEFT_TIMEOUT periods of the current idle spell, each WARNed
+  ncclResult_t res;    // why the wait failed
+} signal_wait_t;
+
+// Another signal that is not yet the last one starts the idle clock (and
+// its WARNs) again.
+static weft_wait_t signal_poll(void *ctx) {
+  signal_wait_t *s = ctx;
+  uint64_t count = atomic_load_explicit(s->c, memory_order_acquire);
+  if (count >= s->want) return WEFT_WAIT_READY;
+  if (count == s->seen) return WEFT_WAIT_IDLE;
+  s->seen = count;
+  s->warned = 0;
+  return WEFT_WAIT_MOVED;
+}
+
+static weft_wait_t signal_check(void *ctx, int64_t now, int64_t since) {
+  signal_wait_t *s = ctx;
+  ncclComm_t comm = s->comm;
+  s->res = wait_broken(comm, s->from, now);
+  if (s->res != ncclSuccess) return WEFT_WAIT_FAILED;
+  if (weft_timeout_due(now - since, s->warned)) {
+    char reason[300];
+    snprintf(reason, sizeof(reason),
+             "rank %d: ncclWaitSignal made no progress for %lld s (WEFT_TIMEOUT) waiting for signal %" PRIu64
+             " from rank %d (%" PRIu64 " arrived)", comm->rank, (long long)((now - since) / 1000000000), s->want,
+             s->from, atomic_load(s->c));
+    if (weft_timeout_warn(reason)) {
+      weft_comm_set_error(comm, ncclTimeout);
+      weft_comm_fail(comm, ncclTimeout, reason);
+      s->res = ncclTimeout;
+      return WEFT_WAIT_FAILED;
     }
-    int64_t now = weft_now_ns();
-    uint64_t count = atomic_load_explicit(c, memory_order_relaxed);
-    if (since == 0 || count != seen_count) since = now, warned = 0, seen_count = count;
-    ncclResult_t res = wait_broken(comm, from, now);
-    if (res != ncclSuccess) return res;
-    if (now - since < comm->spin_ns) {
-      if ((spins & 127) == 127) sched_yield();
-      continue;
-    }
-    if (weft_timeout_due(now - since, warned)) {
-      char reason[300];
-      snprintf(reason, sizeof(reason),
-               "rank %d: ncclWaitSignal made no progress for %lld s (WEFT_TIMEOUT) waiting for signal %" PRIu64
-               " from rank %d (%" PRIu64 " arrived)", comm->rank, (long long)((now - since) / 1000000000), want,
-               from, atomic_load(c));
-      if (weft_timeout_warn(reason)) {
-        weft_comm_set_error(comm, ncclTimeout);
-        weft_comm_fail(comm, ncclTimeout, reason);
-        return ncclTimeout;
-      }
-      warned++;
-    }
-    uint32_t seen = weft_doorbell_arm(bell);
-    if (atomic_load_explicit(c, memory_order_acquire) < want) weft_doorbell_sleep(bell, seen, WEFT_ENGINE_SLEEP_MAX_NS);
-    weft_doorbell_disarm(bell);
+    s->warned++;
   }
-  return ncclSuccess;
+  return WEFT_WAIT_IDLE;
+}
+
+// Waits until counter c reaches want.
+static ncclResult_t wait_count(ncclComm_t comm, _Atomic uint64_t *c, uint64_t want, int from) {
+  signal_wait_t s = {.comm = comm, .c = c, .want = want, .from = from, .res = ncclSuccess,
+                     .seen = atomic_load_explicit(c, memory_order_acquire)};
+  weft_wait(signal_poll, signal_check, &s, weft_segment_doorbell(comm->seg, comm->rank), comm->spin_ns);
+  return s.res;
 }
 
 NCCL_API(ncclResult_t, ncclWaitSignal, int nDesc, ncclWaitSignalDesc_t *signalDescs, ncclComm_t comm,

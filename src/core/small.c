@@ -47,6 +47,7 @@
 #include "mismatch.h"
 #include "segment.h"
 #include "util.h"
+#include "waiter.h"
 
 // The connections a call uses (each takes one ticket), and for the chain
 // and the ring this rank's neighbours and its place.
@@ -183,37 +184,33 @@ static int check_idle(waiter_t *w, const want_t *x, int64_t now, int64_t since) 
   return 0;
 }
 
-// Poll until x is ready; sleep on this rank's doorbell (bounded, so that
-// aborts, deaths and timeouts are noticed) once the spin budget is spent.
-// Returns 1 when ready (a slot in *slot for a connection), 0 when the
-// operation failed.
+// What wait_for's poll and check see.
+typedef struct {
+  waiter_t *w;
+  const want_t *x;
+  void **slot;
+} wait_ctx_t;
+
+static inline __attribute__((always_inline)) weft_wait_t wait_poll(void *ctx) {
+  wait_ctx_t *c = ctx;
+  int r = poll_once(c->w->op, c->x, c->slot);
+  if (r != 0) return r > 0 ? WEFT_WAIT_READY : WEFT_WAIT_FAILED;
+  return weft_op_fail_if_aborted(c->w->op) ? WEFT_WAIT_FAILED : WEFT_WAIT_IDLE;
+}
+
+static weft_wait_t wait_check(void *ctx, int64_t now, int64_t since) {
+  wait_ctx_t *c = ctx;
+  return check_idle(c->w, c->x, now, since) == WAIT_FAILED ? WEFT_WAIT_FAILED : WEFT_WAIT_IDLE;
+}
+
+// Wait until x is ready (waiter.h). Returns 1 when ready (a slot in *slot
+// for a connection), 0 when the operation failed.
 static int wait_for(waiter_t *w, const want_t *x, void **slot) {
-  weft_op_t *op = w->op;
-  struct ncclComm *comm = op->comm;
-  int64_t since = 0;
+  struct ncclComm *comm = w->op->comm;
+  wait_ctx_t c = {.w = w, .x = x, .slot = slot};
   w->timeouts_warned = 0;  // the idle clock is this wait's
-  for (unsigned spins = 0;; spins++) {
-    int r = poll_once(op, x, slot);
-    if (r != 0) return r > 0;
-    if (weft_op_fail_if_aborted(op)) return 0;
-    if ((spins & 15) != 15) {
-      weft_cpu_relax();
-      continue;
-    }
-    int64_t now = weft_now_ns();
-    if (since == 0) since = now;
-    if (now - since < w->spin_ns) {
-      if ((spins & 127) == 127) sched_yield();  // now and then, for ranks sharing a core
-      continue;
-    }
-    if (check_idle(w, x, now, since) == WAIT_FAILED) return 0;
-    weft_doorbell_t *bell = weft_segment_doorbell(comm->seg, comm->rank);
-    uint32_t seen = weft_doorbell_arm(bell);
-    r = poll_once(op, x, slot);
-    if (r == 0) weft_doorbell_sleep(bell, seen, WEFT_ENGINE_SLEEP_MAX_NS);
-    weft_doorbell_disarm(bell);
-    if (r != 0) return r > 0;
-  }
+  return weft_wait(wait_poll, wait_check, &c, weft_segment_doorbell(comm->seg, comm->rank), w->spin_ns) ==
+         WEFT_WAIT_READY;
 }
 
 // The next free slot of send connection c, or NULL (the operation failed).
