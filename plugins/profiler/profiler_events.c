@@ -77,6 +77,14 @@ static const char *type_name(ncclDataType_t dt) {
 
 /* ---------- calling the plugin ---------- */
 
+// A descriptor's common part; the rest is zero.
+static void describe(ncclProfilerEventDescr_v6_t *d, uint64_t type, void *parent, int rank) {
+  memset(d, 0, sizeof(*d));
+  d->type = type;
+  d->parentObj = parent;
+  d->rank = rank;
+}
+
 static const weft_prof_abi_t *abi;  // the loaded plugin's binding (one per process)
 
 static void *start(weft_profiler_t *p, ncclProfilerEventDescr_v6_t *d, const weft_prof_launch_t *l) {
@@ -112,9 +120,7 @@ static prof_group_t *group_for(weft_profiler_t *p, int rank) {
   if (g == NULL) return NULL;
   atomic_init(&g->refs, 1);  // the launch's own reference, dropped by launch_end
   ncclProfilerEventDescr_v6_t d;
-  memset(&d, 0, sizeof(d));
-  d.type = ncclProfileGroup;
-  d.rank = rank;
+  describe(&d, ncclProfileGroup, NULL, rank);
   g->handle = start(p, &d, NULL);
   launch_groups[nlaunch_groups].prof = p;
   launch_groups[nlaunch_groups++].group = g;
@@ -128,10 +134,7 @@ static uint64_t kernel_timer(void) { return (uint64_t)weft_now_ns(); }
 
 static void kernel_start(weft_profiler_t *p, weft_prof_op_t *po, uint32_t lane) {
   ncclProfilerEventDescr_v6_t d;
-  memset(&d, 0, sizeof(d));
-  d.type = ncclProfileKernelCh;
-  d.parentObj = po->event;
-  d.rank = p->rank;
+  describe(&d, ncclProfileKernelCh, po->event, p->rank);
   d.kernelCh.channelId = (uint8_t)lane;
   d.kernelCh.pTimer = kernel_timer();
   po->lanes[lane].kernel_due = 0;
@@ -170,10 +173,7 @@ static void lanes_start(weft_prof_op_t *po, const weft_prof_launch_t *l, weft_pr
     if (!(p->mask & NEEDS_LANES)) continue;
     const weft_step_t *st = &l->sched->steps[lane->first];
     ncclProfilerEventDescr_v6_t d;
-    memset(&d, 0, sizeof(d));
-    d.type = ncclProfileProxyOp;
-    d.parentObj = po->event;
-    d.rank = l->rank;
+    describe(&d, ncclProfileProxyOp, po->event, l->rank);
     d.proxyOp.pid = getpid();
     d.proxyOp.channelId = (uint8_t)(i > 255 ? 255 : i);
     d.proxyOp.isSend = st->send_peer >= 0;
@@ -196,10 +196,7 @@ static void step(void *prof, weft_prof_op_t *po, uint32_t lane, uint32_t cursor,
   if (ln->kernel_due) kernel_start(p, po, lane);
   if (ln->step != NULL || !(p->mask & ncclProfileProxyStep)) return;
   ncclProfilerEventDescr_v6_t d;
-  memset(&d, 0, sizeof(d));
-  d.type = ncclProfileProxyStep;
-  d.parentObj = ln->op;
-  d.rank = p->rank;
+  describe(&d, ncclProfileProxyStep, ln->op, p->rank);
   d.proxyStep.step = (int)cursor;
   ln->step = start(p, &d, NULL);
 }
@@ -230,12 +227,9 @@ static void op_stop(void *prof, weft_prof_op_t *po) {
 // The operation's Coll or P2p descriptor.
 static void describe_op(ncclProfilerEventDescr_v6_t *d, const weft_prof_launch_t *l, uint64_t seq, void *api_event,
                         void *group) {
-  memset(d, 0, sizeof(*d));
-  d->parentObj = api_event;
-  d->rank = l->rank;
+  describe(d, l->is_p2p ? ncclProfileP2p : ncclProfileColl, api_event, l->rank);
   uint8_t lanes = (uint8_t)(l->sched->nlanes > 255 ? 255 : l->sched->nlanes);
   if (!l->is_p2p) {
-    d->type = ncclProfileColl;
     d->coll.seqNumber = seq;
     d->coll.func = weft_coll_name(l->coll);
     d->coll.sendBuff = l->sendbuff;
@@ -249,7 +243,6 @@ static void describe_op(ncclProfilerEventDescr_v6_t *d, const weft_prof_launch_t
     d->coll.parentGroup = group;
   } else {
     int is_send = l->coll == WEFT_COLL_SEND;
-    d->type = ncclProfileP2p;
     d->p2p.func = is_send ? "Send" : "Recv";
     d->p2p.buff = is_send ? (void *)l->sendbuff : l->recvbuff;
     d->p2p.datatype = type_name(l->dtype);
@@ -311,9 +304,7 @@ static void *api_start(void *prof, int rank, weft_coll_t coll, size_t count, ncc
   int mask = p->mask;
   ncclProfilerEventDescr_v6_t d;
   if (!group_api.open && (mask & NEEDS_GROUP_API)) {
-    memset(&d, 0, sizeof(d));
-    d.type = ncclProfileGroupApi;
-    d.rank = rank;
+    describe(&d, ncclProfileGroupApi, NULL, rank);
     d.groupApi.groupDepth = group_depth + 1;  // counting the call's own group, as NCCL does
     group_api.open = 1;
     group_api.alone = group_depth == 0;
@@ -322,10 +313,7 @@ static void *api_start(void *prof, int rank, weft_coll_t coll, size_t count, ncc
   }
   int p2p = coll == WEFT_COLL_SEND || coll == WEFT_COLL_RECV;
   if (!(mask & (p2p ? NEEDS_P2P_API : NEEDS_COLL_API))) return NULL;
-  memset(&d, 0, sizeof(d));
-  d.type = p2p ? ncclProfileP2pApi : ncclProfileCollApi;
-  d.parentObj = group_api.handle;
-  d.rank = rank;
+  describe(&d, p2p ? ncclProfileP2pApi : ncclProfileCollApi, group_api.handle, rank);
   if (p2p) {
     d.p2pApi.func = coll == WEFT_COLL_SEND ? "Send" : "Recv";
     d.p2pApi.count = count;

@@ -37,30 +37,13 @@
 # Exits 1 on a failure, 2 on bad usage.
 set -uo pipefail
 
-if [ $# -ne 1 ] || [ ! -d "$1" ]; then
-  echo "usage: $0 BUILD_DIR" >&2
-  exit 2
-fi
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/../.." && pwd)
-build=$(cd "$1" && pwd)
-src=${NCCL_SRC:-}
-inspector=$src/plugins/profiler/inspector
-if [ -z "$src" ] || [ ! -f "$inspector/Makefile" ]; then
-  echo "SKIP: NVIDIA's Inspector not found" \
-    "(set NCCL_SRC to an NVIDIA/nccl checkout with plugins/profiler/inspector)"
-  exit 0
-fi
-cuda=${CUDA_HOME:-/usr/local/cuda}
-cudart=""
-for f in "$cuda/lib64/libcudart.so" "$cuda/lib/libcudart.so" "$cuda"/lib64/libcudart.so.*; do
-  [ -f "$f" ] && { cudart=$f; break; }
-done
-if [ ! -x "$cuda/bin/nvcc" ] || [ ! -f "$cuda/include/cuda.h" ] || [ -z "$cudart" ]; then
-  echo "SKIP: CUDA's toolkit (nvcc, cuda.h, libcudart.so) not found under $cuda (set CUDA_HOME):" \
-    "the Inspector's Makefile needs it"
-  exit 0
-fi
+. "$here/nvidia_plugin_lib.sh"
+plugin_build_dir "$@"
+need_nccl_src plugins/profiler/inspector Makefile "NVIDIA's Inspector"
+inspector=$plugin_dir
+need_cuda "the Inspector's Makefile" bin/nvcc include/cuda.h
 for tool in make "${CXX:-g++}" "${CC:-cc}" nm python3 timeout; do
   command -v "$tool" >/dev/null || { echo "SKIP: $tool not found"; exit 0; }
 done

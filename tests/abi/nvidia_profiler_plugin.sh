@@ -30,28 +30,11 @@
 # weft's timers, start before stop. Exits 1 on a failure, 2 on bad usage.
 set -uo pipefail
 
-if [ $# -ne 1 ] || [ ! -d "$1" ]; then
-  echo "usage: $0 BUILD_DIR" >&2
-  exit 2
-fi
-build=$(cd "$1" && pwd)
-src=${NCCL_SRC:-}
-example=$src/plugins/profiler/example
-if [ -z "$src" ] || [ ! -f "$example/plugin.cc" ]; then
-  echo "SKIP: NVIDIA's example profiler not found" \
-    "(set NCCL_SRC to an NVIDIA/nccl checkout with plugins/profiler/example)"
-  exit 0
-fi
-cuda=${CUDA_HOME:-/usr/local/cuda}
-cudart=""
-for f in "$cuda/lib64/libcudart.so" "$cuda/lib/libcudart.so" "$cuda"/lib64/libcudart.so.*; do
-  [ -f "$f" ] && { cudart=$f; break; }
-done
-if [ ! -f "$cuda/include/cuda_runtime.h" ] || [ -z "$cudart" ]; then
-  echo "SKIP: CUDA's runtime header and library not found under $cuda (set CUDA_HOME):" \
-    "NVIDIA's example profiler needs them"
-  exit 0
-fi
+. "$(dirname "${BASH_SOURCE[0]}")/nvidia_plugin_lib.sh"
+plugin_build_dir "$@"
+need_nccl_src plugins/profiler/example plugin.cc "NVIDIA's example profiler"
+example=$plugin_dir
+need_cuda "NVIDIA's example profiler" include/cuda_runtime.h
 for tool in nm python3 timeout; do
   command -v "$tool" >/dev/null || { echo "SKIP: $tool not found"; exit 0; }
 done
