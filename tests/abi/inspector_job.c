@@ -7,15 +7,15 @@
  * It waits WAIT_MS after its communicator is made: the Inspector's dump
  * thread writes once as it starts, and in Prometheus mode each file holds
  * only what finished since the write before, so the calls must come after
- * that first one. Then for each COUNT, three times: an AllReduce (float32 sum) of COUNT
- * elements, an AllGather of COUNT elements per rank, and a group sending
- * COUNT elements to the next rank and receiving from the previous one;
- * each result checked. Then it
- * prints "rank R of N pid P" (the Inspector names its files by process),
- * holds the communicator HOLD_MS milliseconds, so that the Inspector's dump
- * thread, which writes only live communicators, writes it out, and
- * destroys it ("destroy") or returns with it alive ("keep": the Inspector's
- * finalize waits out its dump thread's sleep, 30 s in Prometheus mode).
+ * that first one. Then for each COUNT, three times: an AllReduce (float32
+ * sum) of COUNT elements, an AllGather of COUNT elements per rank, and a
+ * group sending COUNT elements to the next rank and receiving from the
+ * previous one; each result checked. Then it prints "rank R of N pid P"
+ * (the Inspector names its files by process), holds the communicator
+ * HOLD_MS milliseconds, so that the Inspector's dump thread, which writes
+ * only live communicators, writes it out, and destroys it ("destroy") or
+ * returns with it alive ("keep": the Inspector's finalize waits out its
+ * dump thread's sleep, 30 s in Prometheus mode).
  *
  * Exit status: 0 all good; 1 wrong data; 2 a call failed; 3 bad usage.
  */
