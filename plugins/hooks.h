@@ -34,7 +34,7 @@ typedef struct {
   void *api_event;                // its call's CollApi / P2pApi event, or NULL (its parent from version 5 on)
   void *event;                    // its Coll or P2p event
   struct weft_prof_group *group;  // the launch's Group event
-  void **lanes;                   // ProxyOp/ProxyStep events: [2 * nlanes] (lane's op, its open step), or NULL
+  struct weft_prof_lane *lanes;   // [nlanes]: each lane's ProxyOp, open ProxyStep and KernelCh events, or NULL
 } weft_prof_op_t;
 
 // An operation, as the profiler is told of it once launched.
@@ -43,7 +43,6 @@ typedef struct {
   int is_p2p;
   weft_coll_t coll;
   weft_algo_t algo;
-  uint64_t seq;                   // the communicator's collective sequence number
   const void *sendbuff;
   void *recvbuff;
   size_t count;

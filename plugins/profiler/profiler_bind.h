@@ -26,8 +26,10 @@ typedef struct {
   // P2p event (NULL for the others). Returns the plugin's handle, or NULL.
   void *(*start)(const weft_profiler_t *p, ncclProfilerEventDescr_v6_t *d, const weft_prof_launch_t *l);
   ncclResult_t (*stop)(void *handle);
-  // Records a state without arguments (the GroupApi states; versions 5 and 6).
-  ncclResult_t (*record)(void *handle, ncclProfilerEventState_t state);
+  // Records a state: the GroupApi states (versions 5 on; args NULL) and
+  // ncclProfilerKernelChStop (versions 4 on; args->kernelCh.pTimer). NULL
+  // where the version records neither.
+  ncclResult_t (*record)(void *handle, ncclProfilerEventState_t state, ncclProfilerEventStateArgs_v6_t *args);
   ncclResult_t (*finalize)(void *context);
 } weft_prof_abi_t;
 
@@ -38,13 +40,16 @@ struct weft_profiler {
   int rank, nranks;
   uint64_t comm_hash;
   const char *comm_name;   // NULL without one
+  uint64_t seq[WEFT_NUM_COLLS];  // the collectives launched so far, per function (a Coll's seqNumber)
 };
 
-// The events weft reports: Group, Coll, P2p, ProxyOp, ProxyStep, and from
-// version 5 on the GroupApi, CollApi and P2pApi events.
+// The events weft reports: Group, Coll, P2p, ProxyOp, ProxyStep; from
+// version 3 on KernelCh (with its timer from version 4); from version 5 on
+// the GroupApi, CollApi and P2pApi events.
 #define WEFT_PROF_TYPES_V1 \
   (ncclProfileGroup | ncclProfileColl | ncclProfileP2p | ncclProfileProxyOp | ncclProfileProxyStep)
-#define WEFT_PROF_TYPES_V5 (WEFT_PROF_TYPES_V1 | ncclProfileGroupApi | ncclProfileCollApi | ncclProfileP2pApi)
+#define WEFT_PROF_TYPES_V3 (WEFT_PROF_TYPES_V1 | ncclProfileKernelCh)
+#define WEFT_PROF_TYPES_V5 (WEFT_PROF_TYPES_V3 | ncclProfileGroupApi | ncclProfileCollApi | ncclProfileP2pApi)
 
 // Each returns the binding of the plugin table `table` (the exported
 // symbol of its version) and sets *name to the plugin's name.

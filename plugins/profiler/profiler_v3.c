@@ -4,7 +4,8 @@
  *
  * Against version 4: init is told nothing of the communicator, so a Coll
  * or P2p descriptor names it (name: config.commName or NULL; commHash);
- * nChannels is nMaxChannels and a P2p event has none.
+ * nChannels is nMaxChannels and a P2p event has none; a KernelCh event
+ * has no timers (nor a state to record its stop time in).
  */
 #include <string.h>
 
@@ -52,6 +53,8 @@ static void *v3_start(const weft_profiler_t *p, ncclProfilerEventDescr_v6_t *d, 
     WEFT_PROF_COPY_PROXY_OP(o, d);
   } else if (d->type == ncclProfileProxyStep) {
     o.proxyStep.step = d->proxyStep.step;
+  } else if (d->type == ncclProfileKernelCh) {
+    o.kernelCh.channelId = d->kernelCh.channelId;
   }
   void *h = NULL;
   return lib->startEvent(p->ctx, &h, &o) == ncclSuccess ? h : NULL;
@@ -60,7 +63,7 @@ static void *v3_start(const weft_profiler_t *p, ncclProfilerEventDescr_v6_t *d, 
 static ncclResult_t v3_stop(void *h) { return lib->stopEvent(h); }
 static ncclResult_t v3_finalize(void *context) { return lib->finalize(context); }
 
-static const weft_prof_abi_t abi = {.version = 3, .types = WEFT_PROF_TYPES_V1, .init = v3_init, .start = v3_start,
+static const weft_prof_abi_t abi = {.version = 3, .types = WEFT_PROF_TYPES_V3, .init = v3_init, .start = v3_start,
                                     .stop = v3_stop, .finalize = v3_finalize};
 
 const weft_prof_abi_t *weft_profiler_bind_v3(const void *table, const char **name) {

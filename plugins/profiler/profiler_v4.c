@@ -5,7 +5,8 @@
  * Against version 5: no API events (GroupApi, CollApi, P2pApi), the event
  * type is one byte, init takes the communicator's name before its hash,
  * and a Coll or P2p event's parent is its Group (version 5 moved that to
- * parentGroup and made the parent the API event).
+ * parentGroup and made the parent the API event). Its KernelCh events
+ * carry their timers, as version 5's.
  */
 #include <string.h>
 
@@ -50,16 +51,27 @@ static void *v4_start(const weft_profiler_t *p, ncclProfilerEventDescr_v6_t *d, 
     WEFT_PROF_COPY_PROXY_OP(o, d);
   } else if (d->type == ncclProfileProxyStep) {
     o.proxyStep.step = d->proxyStep.step;
+  } else if (d->type == ncclProfileKernelCh) {
+    o.kernelCh.channelId = d->kernelCh.channelId;
+    o.kernelCh.pTimer = d->kernelCh.pTimer;
   }
   void *h = NULL;
   return lib->startEvent(p->ctx, &h, &o) == ncclSuccess ? h : NULL;
 }
 
 static ncclResult_t v4_stop(void *h) { return lib->stopEvent(h); }
+
+// Only KernelChStop is recorded at version 4 (its arguments: version 5's, laid out alike).
+static ncclResult_t v4_record(void *h, ncclProfilerEventState_t s, ncclProfilerEventStateArgs_v6_t *a) {
+  ncclProfilerEventStateArgs_v4_t o;
+  memset(&o, 0, sizeof(o));
+  if (a != NULL) o.kernelCh.pTimer = a->kernelCh.pTimer;
+  return lib->recordEventState(h, s, &o);
+}
 static ncclResult_t v4_finalize(void *context) { return lib->finalize(context); }
 
-static const weft_prof_abi_t abi = {.version = 4, .types = WEFT_PROF_TYPES_V1, .init = v4_init, .start = v4_start,
-                                    .stop = v4_stop, .finalize = v4_finalize};
+static const weft_prof_abi_t abi = {.version = 4, .types = WEFT_PROF_TYPES_V3, .init = v4_init, .start = v4_start,
+                                    .stop = v4_stop, .record = v4_record, .finalize = v4_finalize};
 
 const weft_prof_abi_t *weft_profiler_bind_v4(const void *table, const char **name) {
   lib = table;

@@ -26,6 +26,7 @@ SAME_AT(coll.parentGroup);
 SAME_AT(p2p.parentGroup);
 SAME_AT(proxyOp.isSend);
 SAME_AT(proxyStep.step);
+SAME_AT(kernelCh.pTimer);
 _Static_assert(sizeof(ncclProfilerEventDescr_v5_t) <= sizeof(ncclProfilerEventDescr_v6_t), "v5 is v6's prefix");
 
 static const ncclProfiler_v5_t *lib;
@@ -43,7 +44,9 @@ static void *v5_start(const weft_profiler_t *p, ncclProfilerEventDescr_v6_t *d, 
 }
 
 static ncclResult_t v5_stop(void *h) { return lib->stopEvent(h); }
-static ncclResult_t v5_record(void *h, ncclProfilerEventState_t s) { return lib->recordEventState(h, s, NULL); }
+static ncclResult_t v5_record(void *h, ncclProfilerEventState_t s, ncclProfilerEventStateArgs_v6_t *a) {
+  return lib->recordEventState(h, s, a);
+}
 static ncclResult_t v5_finalize(void *context) { return lib->finalize(context); }
 
 static const weft_prof_abi_t abi = {.version = 5, .types = WEFT_PROF_TYPES_V5, .init = v5_init, .start = v5_start,

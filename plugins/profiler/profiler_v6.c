@@ -23,7 +23,9 @@ static void *v6_start(const weft_profiler_t *p, ncclProfilerEventDescr_v6_t *d, 
 }
 
 static ncclResult_t v6_stop(void *h) { return lib->stopEvent(h); }
-static ncclResult_t v6_record(void *h, ncclProfilerEventState_t s) { return lib->recordEventState(h, s, NULL); }
+static ncclResult_t v6_record(void *h, ncclProfilerEventState_t s, ncclProfilerEventStateArgs_v6_t *a) {
+  return lib->recordEventState(h, s, a);
+}
 static ncclResult_t v6_finalize(void *context) { return lib->finalize(context); }
 
 static const weft_prof_abi_t abi = {.version = 6, .types = WEFT_PROF_TYPES_V5, .init = v6_init, .start = v6_start,

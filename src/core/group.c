@@ -167,7 +167,7 @@ static void abandon_gates(queued_t *q, int n) {
 // Tell the profiler plugin of a launched operation (hooks.h).
 static void profile_launch(weft_op_t *op, int first) {
   weft_prof_launch_t l = {.rank = op->comm->rank, .is_p2p = op->cls == WEFT_CLASS_P2P, .coll = op->args.coll,
-                          .algo = op->algo, .seq = op->seq, .sendbuff = op->sendbuff, .recvbuff = op->recvbuff,
+                          .algo = op->algo, .sendbuff = op->sendbuff, .recvbuff = op->recvbuff,
                           .count = op->args.count, .root = op->args.root, .dtype = op->dtype,
                           .esize = op->esize, .redop = op->user_op,
                           .chunk_bytes = op->args.slice * op->esize, .sched = &op->sched,

@@ -19,37 +19,22 @@
 # It builds plugins/profiler/example/*.cc as NVIDIA's Makefile does
 # (${CXX:-c++} -Inccl -I$CUDA_HOME/include -fPIC -shared), checks which
 # ncclProfiler_vN it exports, and runs a 2-rank AllReduce sweep under
-# weftrun with it, asking for collective events (NCCL_PROFILE_EVENT_MASK=2)
-# dumped to NCCL_PROFILE_DUMP_FILE, with pools large enough for the whole
-# sweep. weft must load it at v6, every result must be exact, and each
-# rank's dump (<file>_<commHash>_<rank>.json) must be a JSON trace whose
-# collective events (cat COLL, under their COLL_API and GROUP_API events)
-# name AllReduce with every count of the sweep, the rank and the
-# communicator's hash. Exits 1 on a failure, 2 on bad usage.
+# weftrun with it, asking for collective and kernel-channel events
+# (NCCL_PROFILE_EVENT_MASK=66, which it reads as a decimal) dumped to
+# NCCL_PROFILE_DUMP_FILE, with pools large enough for the whole sweep.
+# weft must load it at v6, every result must be exact, and each rank's dump
+# (<file>_<commHash>_<rank>.json) must be a JSON trace whose collective
+# events (cat COLL, under their COLL_API and GROUP_API events) name
+# AllReduce with every count of the sweep, the rank and the communicator's
+# hash, and whose KernelCh events (at least one per collective) carry
+# weft's timers, start before stop. Exits 1 on a failure, 2 on bad usage.
 set -uo pipefail
 
-if [ $# -ne 1 ] || [ ! -d "$1" ]; then
-  echo "usage: $0 BUILD_DIR" >&2
-  exit 2
-fi
-build=$(cd "$1" && pwd)
-src=${NCCL_SRC:-}
-example=$src/plugins/profiler/example
-if [ -z "$src" ] || [ ! -f "$example/plugin.cc" ]; then
-  echo "SKIP: NVIDIA's example profiler not found" \
-    "(set NCCL_SRC to an NVIDIA/nccl checkout with plugins/profiler/example)"
-  exit 0
-fi
-cuda=${CUDA_HOME:-/usr/local/cuda}
-cudart=""
-for f in "$cuda/lib64/libcudart.so" "$cuda/lib/libcudart.so" "$cuda"/lib64/libcudart.so.*; do
-  [ -f "$f" ] && { cudart=$f; break; }
-done
-if [ ! -f "$cuda/include/cuda_runtime.h" ] || [ -z "$cudart" ]; then
-  echo "SKIP: CUDA's runtime header and library not found under $cuda (set CUDA_HOME):" \
-    "NVIDIA's example profiler needs them"
-  exit 0
-fi
+. "$(dirname "${BASH_SOURCE[0]}")/nvidia_plugin_lib.sh"
+plugin_build_dir "$@"
+need_nccl_src plugins/profiler/example plugin.cc "NVIDIA's example profiler"
+example=$plugin_dir
+need_cuda "NVIDIA's example profiler" include/cuda_runtime.h
 for tool in nm python3 timeout; do
   command -v "$tool" >/dev/null || { echo "SKIP: $tool not found"; exit 0; }
 done
@@ -69,7 +54,7 @@ case " $symbols " in
 esac
 
 # The logs go to files of their own, so that they do not break the result table's lines.
-LD_PRELOAD=$cudart NCCL_PROFILER_PLUGIN=$so NCCL_PROFILE_EVENT_MASK=2 NCCL_PROFILE_DUMP_FILE=$out/trace \
+LD_PRELOAD=$cudart NCCL_PROFILER_PLUGIN=$so NCCL_PROFILE_EVENT_MASK=66 NCCL_PROFILE_DUMP_FILE=$out/trace \
   NCCL_PROFILE_GROUP_API_POOL_SIZE=1024 NCCL_PROFILE_COLL_API_POOL_SIZE=1024 NCCL_PROFILE_COLL_POOL_SIZE=1024 \
   NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT NCCL_DEBUG_FILE=$out/log.%p \
   timeout 120 "$build/bin/weftrun" -n 2 -t 100 "$build/bin/all_reduce_perf" -b 8 -e 4M -f 8 -n 3 -w 1 -c 1 \
@@ -112,8 +97,11 @@ for f in files:
         bad.append('rank %d: a COLL event names another rank or communicator' % rank)
     if not any(e['cat'] == 'COLL_API' for e in begun) or not any(e['cat'] == 'GROUP_API' for e in begun):
         bad.append('rank %d: no COLL_API / GROUP_API events' % rank)
-    print('rank %d: %d COLL events (%d AllReduce), %d COLL_API, %d GROUP_API' % (
-        rank, len(colls), sum(e['name'] == 'AllReduce' for e in colls),
+    kernels = [e['args'] for e in begun if e['name'] == 'KernelCh']
+    if len(kernels) < len(colls) or any(not 0 < k['StartGpuClk'] <= k['StopGpuClk'] for k in kernels):
+        bad.append('rank %d: %d KernelCh events for %d COLL, or without timers' % (rank, len(kernels), len(colls)))
+    print('rank %d: %d COLL events (%d AllReduce), %d KernelCh, %d COLL_API, %d GROUP_API' % (
+        rank, len(colls), sum(e['name'] == 'AllReduce' for e in colls), len(kernels),
         sum(e['cat'] == 'COLL_API' for e in begun), sum(e['cat'] == 'GROUP_API' for e in begun)), file=sys.stderr)
 print('; '.join(bad) if bad else 'ok')
 PY
@@ -122,5 +110,5 @@ if [ "$verdict" != "ok" ]; then
   echo "FAIL: NVIDIA's example's dump: $verdict"; fail=1
 fi
 [ $fail -eq 0 ] &&
-  echo "PASS: NVIDIA's example profiler (unmodified) loads at v6, every AllReduce is exact, and its dump names them"
+  echo "PASS: NVIDIA's example profiler (unmodified) loads at v6, every AllReduce is exact, and its dump names them with their kernel channels"
 exit $fail

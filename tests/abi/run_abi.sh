@@ -28,7 +28,8 @@
 #   - check_exports.sh on BUILD_DIR/lib/libnccl.so.2, against each NVIDIA
 #     nccl.h and against weft's nccl.h and nccl_device.h;
 #   - with $NCCL_SRC, nvidia_<kind>_plugin.sh: NVIDIA's example plugins built
-#     unmodified (tuner, net, profiler, env), each loaded at its newest version;
+#     unmodified (tuner, net, profiler, env) and its Inspector profiler, each
+#     loaded at its newest version;
 #   - abi_link.c, compiled only against NVIDIA's nccl.h from CUDA, linked
 #     and run on weft's library (never NVIDIA's, which sits in CUDA's lib64:
 #     the binary carries an RPATH to BUILD_DIR/lib, which outranks
@@ -339,7 +340,7 @@ else
     check abi_link_230_run link_run abi_link_230
   fi
   # NVIDIA's own plugins, unmodified, when their sources are at hand.
-  # Each script builds one kind's example (tuner, net, profiler, env) and skips, saying why,
+  # Each script builds one kind's example (tuner, net, profiler, env) or the Inspector and skips, saying why,
   # where that example or what it needs is missing.
   if [ -n "${NCCL_SRC:-}" ] && [ -d "$NCCL_SRC/plugins" ]; then
     for script in "$here"/nvidia_*_plugin.sh; do

@@ -437,6 +437,30 @@ Test(plugins_profiler, one_thread_many_comms, .init = setup, .fini = teardown, .
   cr_expect_str_eq(got, want);
 }
 
+// Runs Python lines `body` over each of the scratch folder's traces (by
+// name), which set `ok` from that file's complete events `x` and `v` (the
+// argument); *line gets "1 0 ...": ok per file.
+static void check_each_trace(const char *body, int v, char *line, size_t len) {
+  char cmd[4096];
+  snprintf(cmd, sizeof(cmd),
+           "python3 - %s %d <<'EOF'\n"
+           "import glob, json, sys\n"
+           "v, out = int(sys.argv[2]), []\n"
+           "for f in sorted(glob.glob(sys.argv[1] + '/trace-*.json')):\n"
+           "    x = [e for e in json.load(open(f))['traceEvents'] if e.get('ph') == 'X']\n"
+           "    a = lambda e: e['args']\n"
+           "%s"
+           "    out.append(int(ok))\n"
+           "print(' '.join(map(str, out)))\n"
+           "EOF\n",
+           dir, v, body);
+  FILE *p = popen(cmd, "r");
+  cr_assert_not_null(p);
+  line[0] = '\0';
+  cr_expect_not_null(fgets(line, (int)len, p));
+  pclose(p);
+}
+
 // ProxyOp (one per lane of each operation) and ProxyStep (one per step)
 // events when the plugin asks for them alone: per file, the steps recorded
 // match the steps the ProxyOp events announce, every operation has a
@@ -446,25 +470,52 @@ Test(plugins_profiler, proxy_steps, .init = setup, .fini = teardown, .timeout = 
   profiler_env();
   setenv("NCCL_PROFILE_EVENT_MASK", "0x18", 1);
   cr_assert_eq(weft_test_fork_ranks(2, profiler_body, NULL, 90), 0);
-  char cmd[1024];
-  snprintf(cmd, sizeof(cmd),
-           "python3 - %s <<'EOF'\n"
-           "import glob, json, sys\n"
-           "out = []\n"
-           "for f in sorted(glob.glob(sys.argv[1] + '/trace-*.json')):\n"
-           "    x = [e for e in json.load(open(f))['traceEvents'] if e.get('ph') == 'X']\n"
-           "    ops = [e for e in x if e['cat'] == 'ProxyOp']\n"
-           "    steps = sum(1 for e in x if e['cat'] == 'ProxyStep')\n"
-           "    calls = sum(1 for e in x if e['cat'] in ('Coll', 'P2p'))\n"
-           "    out.append(int(steps > 0 and steps == sum(e['args']['nSteps'] for e in ops) and len(ops) >= calls\n"
-           "                   and calls == 9))\n"
-           "print(' '.join(map(str, out)))\n"
-           "EOF\n",
-           dir);
-  FILE *p = popen(cmd, "r");
-  cr_assert_not_null(p);
-  char line[256] = "";
-  cr_expect_not_null(fgets(line, sizeof(line), p));
-  pclose(p);
+  char line[256];
+  check_each_trace("    ops = [e for e in x if e['cat'] == 'ProxyOp']\n"
+                   "    steps = sum(1 for e in x if e['cat'] == 'ProxyStep')\n"
+                   "    calls = sum(1 for e in x if e['cat'] in ('Coll', 'P2p'))\n"
+                   "    ok = steps > 0 and steps == sum(a(e)['nSteps'] for e in ops) and len(ops) >= calls == 9\n",
+                   0, line, sizeof(line));
   cr_expect_str_eq(line, "1 1\n");
+}
+
+// KernelCh events (one per lane: the lane's run on the host engine) when
+// the plugin asks for Coll and KernelCh (0x42): per file, as many as the
+// Coll and P2p events' nChannels (the P2p events come as their parents),
+// each with a parent; from version 4 on with timers, CLOCK_MONOTONIC
+// nanoseconds, so they fall inside the example's own microseconds of the
+// same clock (start taken just before the event starts, stop just before
+// it stops); version 3 has no timers (and no P2p channel count).
+static void expect_kernel_channels(int version) {
+  setenv("NCCL_PROFILE_EVENT_MASK", "0x42", 1);
+  cr_assert_eq(weft_test_fork_ranks(2, profiler_body, NULL, 90), 0);
+  char line[256];
+  check_each_trace(
+      "    k = [e for e in x if e['cat'] == 'KernelCh']\n"
+      "    lanes = sum(a(e)['nChannels'] for e in x if e['cat'] in ('Coll', 'P2p'))\n"
+      "    p2p = sum(1 for e in x if e['cat'] == 'P2p')\n"
+      "    ok = len(k) > 0 and p2p == 2 and all(a(e)['parent'] for e in k)\n"
+      "    if v >= 4:\n"
+      "        ok = ok and len(k) == lanes and all(0 < a(e)['startTimer'] <= a(e)['stopTimer'] and\n"
+      "            0 <= e['ts'] - a(e)['startTimer'] / 1e3 < 1e5 and a(e)['stopTimer'] / 1e3 <= e['ts'] + e['dur'] + 1\n"
+      "            for e in k)\n"
+      "    else:\n"
+      "        ok = ok and len(k) >= lanes and all(a(e)['startTimer'] == a(e)['stopTimer'] == 0 for e in k)\n",
+      version, line, sizeof(line));
+  cr_expect_str_eq(line, "1 1\n", "version %d", version);
+}
+
+Test(plugins_profiler, kernel_channels, .init = setup, .fini = teardown, .timeout = 120) {
+  profiler_env();
+  expect_kernel_channels(6);
+}
+
+Test(plugins_profiler, kernel_channels_v4, .init = setup, .fini = teardown, .timeout = 120) {
+  profiler_env_only(4);
+  expect_kernel_channels(4);
+}
+
+Test(plugins_profiler, kernel_channels_v3, .init = setup, .fini = teardown, .timeout = 120) {
+  profiler_env_only(3);
+  expect_kernel_channels(3);
 }

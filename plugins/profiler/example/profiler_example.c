@@ -13,12 +13,15 @@
  * and says so. The file is {"traceEvents":[...]}: one complete event (ph
  * "X", ts and dur in microseconds of CLOCK_MONOTONIC, so files of one host
  * line up) per event stopped, pid = the event's rank, cat = its type
- * (GroupApi, CollApi, P2pApi, Group, Coll, P2p, ProxyOp, ProxyStep), name
- * = the call ("AllReduce", "Send", ...), "Group API", "Group",
- * "ProxySend"/"ProxyRecv" (a channel's share of an operation) or "Step",
- * args = the descriptor's fields; then a process_name metadata event
+ * (GroupApi, CollApi, P2pApi, Group, Coll, P2p, ProxyOp, ProxyStep,
+ * KernelCh), name = the call ("AllReduce", "Send", ...), "Group API",
+ * "Group", "ProxySend"/"ProxyRecv" (a channel's share of an operation),
+ * "Step" or "KernelCh", args = the descriptor's fields (a KernelCh's
+ * startTimer, and the stopTimer its KernelChStop state gave); then a
+ * process_name metadata event
  * naming the rank and the ABI version ("abi"). Events asked for:
- * NCCL_PROFILE_EVENT_MASK if set (0x61f adds ProxyOp and ProxyStep), else
+ * NCCL_PROFILE_EVENT_MASK if set (0x61f adds ProxyOp and ProxyStep, 0x42
+ * is Coll and KernelCh), else
  * GroupApi, CollApi, P2pApi, Group, Coll and P2p. Built from
  * profiler_abi.h alone.
  */
@@ -45,8 +48,10 @@ typedef struct {
   ctx_t *ctx;
   const char *cat, *name;
   int rank;
-  int tid;  // 0 groups, 1 collectives and p2p, 2 API calls, 3 group API, 100 + channel: proxy ops and steps
+  int tid;  // 0 groups, 1 collectives and p2p, 2 API calls, 3 group API, 100 + channel: proxy ops and steps,
+            // 200 + channel: kernel channels
   int start_api_over, end_api_begun;  // GroupApi states recorded
+  uint64_t stop_timer;                // KernelChStop's timer
   double start_us;
   char args[640];
 } event_t;
@@ -162,6 +167,11 @@ static event_t *describe(ctx_t *c, const ncclProfilerEventDescr_v6_t *d) {
         snprintf(e->args, sizeof(e->args), "\"step\":%d", d->proxyStep.step);
       return e;
     }
+    case ncclProfileKernelCh:
+      if ((e = event_new(c, d->rank, "KernelCh", "KernelCh", 200 + d->kernelCh.channelId)) != NULL)
+        snprintf(e->args, sizeof(e->args), "\"channel\":%u,\"startTimer\":%" PRIu64 ",\"parent\":%d",
+                 (unsigned)d->kernelCh.channelId, d->kernelCh.pTimer, parent);
+      return e;
     case ncclProfileCeColl:  // a library with copy-engine collectives (NCCL) reports these
       if ((e = event_new(c, d->rank, "CeColl", d->ceColl.func, 4)) != NULL)
         snprintf(e->args, sizeof(e->args), "\"count\":%zu,\"datatype\":\"%s\",\"syncStrategy\":\"%s\",\"batches\":%u",
@@ -195,6 +205,7 @@ ncclResult_t example_stop(void *handle) {
   char states[64] = "";
   if (e->tid == 3)
     snprintf(states, sizeof(states), ",\"startApiOver\":%d,\"endApiBegun\":%d", e->start_api_over, e->end_api_begun);
+  if (e->tid >= 200) snprintf(states, sizeof(states), ",\"stopTimer\":%" PRIu64, e->stop_timer);
   pthread_mutex_lock(&c->lock);
   if (c->rank < 0) c->rank = e->rank;
   fprintf(c->fp, "\n{\"name\":\"%s\",\"cat\":\"%s\",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,\"pid\":%d,\"tid\":%d,"
@@ -205,9 +216,10 @@ ncclResult_t example_stop(void *handle) {
   return ncclSuccess;
 }
 
-ncclResult_t example_record(void *handle, ncclProfilerEventState_t state) {
+ncclResult_t example_record(void *handle, ncclProfilerEventState_t state, uint64_t timer) {
   event_t *e = handle;
-  if (e == NULL || e->tid != 3) return ncclSuccess;  // only the GroupApi states are kept
+  if (e != NULL && e->tid >= 200 && state == ncclProfilerKernelChStop) e->stop_timer = timer;
+  if (e == NULL || e->tid != 3) return ncclSuccess;  // besides, only the GroupApi states are kept
   if (state == ncclProfilerGroupStartApiStop) e->start_api_over = 1;
   if (state == ncclProfilerGroupEndApiStart) e->end_api_begun = 1;
   return ncclSuccess;
@@ -240,8 +252,7 @@ static ncclResult_t start_v6(void *context, void **eHandle, ncclProfilerEventDes
 }
 
 static ncclResult_t record_v6(void *eHandle, ncclProfilerEventState_v6_t s, ncclProfilerEventStateArgs_v6_t *a) {
-  (void)a;
-  return example_record(eHandle, s);
+  return example_record(eHandle, s, a != NULL ? a->kernelCh.pTimer : 0);
 }
 
 #if !defined(WEFT_EXAMPLE_ONLY_V) || WEFT_EXAMPLE_ONLY_V == 6

@@ -19,7 +19,8 @@ ncclResult_t example_setup(void **context, int version, uint64_t hash, int has_h
 // ",\"key\":value...") is appended to its JSON arguments.
 ncclResult_t example_start(void *context, void **handle, const ncclProfilerEventDescr_v6_t *d, const char *extra);
 ncclResult_t example_stop(void *handle);
-ncclResult_t example_record(void *handle, ncclProfilerEventState_t state);
+// Records a state; timer: the arguments' kernelCh.pTimer (0 without).
+ncclResult_t example_record(void *handle, ncclProfilerEventState_t state, uint64_t timer);
 ncclResult_t example_finish(void *context);
 
 #endif

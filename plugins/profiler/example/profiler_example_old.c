@@ -74,8 +74,7 @@ static ncclResult_t start_v5(void *context, void **eHandle, ncclProfilerEventDes
 }
 
 static ncclResult_t record_v5(void *eHandle, ncclProfilerEventState_v5_t s, ncclProfilerEventStateArgs_v5_t *a) {
-  (void)a;
-  return example_record(eHandle, s);
+  return example_record(eHandle, s, a != NULL ? a->kernelCh.pTimer : 0);
 }
 
 /* ---------- version 4 ---------- */
@@ -104,14 +103,16 @@ static ncclResult_t start_v4(void *context, void **eHandle, ncclProfilerEventDes
     n.p2p.peer = d->p2p.peer;
     n.p2p.datatype = d->p2p.datatype;
     n.p2p.nChannels = d->p2p.nChannels;
+  } else if (d->type == ncclProfileKernelCh) {
+    n.kernelCh.channelId = d->kernelCh.channelId;
+    n.kernelCh.pTimer = d->kernelCh.pTimer;
   }
   READ_PROXY(n, d);
   return example_start(context, eHandle, &n, "");
 }
 
 static ncclResult_t record_v4(void *eHandle, ncclProfilerEventState_v4_t s, ncclProfilerEventStateArgs_v4_t *a) {
-  (void)a;
-  return example_record(eHandle, s);
+  return example_record(eHandle, s, a != NULL ? a->kernelCh.pTimer : 0);
 }
 
 /* ---------- versions 3 and 2: strings, and the communicator in the descriptor ---------- */
@@ -140,6 +141,8 @@ static ncclResult_t start_v3(void *context, void **eHandle, ncclProfilerEventDes
     n.p2p.peer = d->p2p.peer;
     n.p2p.datatype = d->p2p.datatype;
     comm_args(extra, sizeof(extra), d->p2p.name, d->p2p.commHash);
+  } else if (d->type == ncclProfileKernelCh) {  // no timers before version 4
+    n.kernelCh.channelId = d->kernelCh.channelId;
   }
   READ_PROXY(n, d);
   return example_start(context, eHandle, &n, extra);
