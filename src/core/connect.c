@@ -12,7 +12,9 @@
  * may put its own transports in the registry's place
  * (weft_comm_use_transports) to run the core over a stand-in.
  */
+#include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "checks.h"
 #include "segment.h"
@@ -52,13 +54,36 @@ static weft_doorbell_t *view_doorbell(const weft_transport_view_t *v, int rank) 
   return weft_segment_doorbell(comm_of(v)->seg, rank);
 }
 
-static void view_fail(const weft_transport_view_t *v, ncclResult_t code, const char *reason) {
-  weft_comm_fail(comm_of(v), code, reason);
-}
-
 static int view_failed(const weft_transport_view_t *v) {
   struct ncclComm *comm = comm_of(v);
   return weft_segment_abort_code(comm->seg) != ncclSuccess || atomic_load(&comm->aborted);
+}
+
+// How long a rank that lost a connection looks for a death on its own host
+// before it blames the peer: the failure may have started here, and the
+// reset from afar outrun the news of it (kill -9 of the rank beside it).
+#define LOCAL_DEATH_GRACE_MS 30
+
+// A transport failed the communicator. A lost connection (ncclRemoteError)
+// is blamed on a rank of this host that has died, when there is one: the
+// host's own liveness is trusted before a reset that came from afar.
+static void view_fail(const weft_transport_view_t *v, ncclResult_t code, const char *reason) {
+  struct ncclComm *comm = comm_of(v);
+  char origin[400];
+  for (int waited = 0; code == ncclRemoteError && comm->seg != NULL && !view_failed(v); waited += 5) {
+    int pid = 0, dead = weft_segment_find_dead_now(comm->seg, &pid);
+    if (dead >= 0) {
+      snprintf(origin, sizeof(origin), "rank %d (pid %d, host %d) died, seen by its host; then: %s", dead, pid,
+               comm->host_of[dead], reason);
+      WARN("%s", origin);
+      reason = origin;
+      break;
+    }
+    if (waited >= LOCAL_DEATH_GRACE_MS) break;
+    struct timespec nap = {0, 5 * 1000000};
+    nanosleep(&nap, NULL);
+  }
+  weft_comm_fail(comm, code, reason);
 }
 
 void weft_comm_fail(struct ncclComm *comm, ncclResult_t code, const char *reason) {

@@ -131,6 +131,10 @@ static inline int weft_segment_peer_dead(const weft_segment_t *seg, int p) {
   return seg != NULL && seg->dead != NULL && p >= 0 && p < seg->nranks && seg->dead[p];
 }
 int weft_segment_first_dead(const weft_segment_t *seg);
+// A rank of this host whose process has exited without closing its
+// segment, looked at now with fresh pidfds (any thread may call it: it
+// changes nothing the engine's watch keeps); -1 when none. *pid: its pid.
+int weft_segment_find_dead_now(const weft_segment_t *seg, int *pid);
 // The inode of this process's pid namespace (0 if unknown).
 uint64_t weft_segment_pidns(void);
 

@@ -16,7 +16,12 @@
  * finished before the others. Ranks on
  * other hosts are watched by their TCP connections (end of stream,
  * keepalive, TCP_USER_TIMEOUT: src/base/socket.c).
+ *
+ * weft_segment_find_dead_now answers the same question for another thread
+ * (the network proxy, deciding whom to blame for a lost connection) without
+ * touching the engine's watch: it opens its own pidfds and closes them.
  */
+#include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <stdlib.h>
@@ -94,5 +99,29 @@ int weft_segment_poll_deaths(weft_segment_t *seg, int64_t now_ns) {
 int weft_segment_first_dead(const weft_segment_t *seg) {
   for (int p = 0; seg != NULL && seg->dead != NULL && p < seg->nranks; p++)
     if (seg->dead[p]) return p;
+  return -1;
+}
+
+// Whether the process of this host's rank p has exited without closing its
+// segment: a pidfd that cannot be opened (gone and reaped) or is readable
+// (exited, perhaps a zombie).
+static int exited_now(const weft_segment_t *seg, int p) {
+  const weft_segment_header_t *me = seg->hdr[seg->rank], *h = seg->hdr[p];
+  if (h == NULL || p == seg->rank || h->pid == me->pid || h->pidns != me->pidns || me->pidns == 0) return 0;
+  if (atomic_load(&h->closed)) return 0;
+  int fd = (int)syscall(SYS_pidfd_open, (pid_t)h->pid, 0);
+  if (fd < 0) return errno == ESRCH;
+  struct pollfd pfd = {.fd = fd, .events = POLLIN};
+  int gone = poll(&pfd, 1, 0) > 0;
+  close(fd);
+  return gone && !atomic_load(&h->closed);
+}
+
+int weft_segment_find_dead_now(const weft_segment_t *seg, int *pid) {
+  for (int p = 0; seg != NULL && seg->hdr != NULL && p < seg->nranks; p++)
+    if (exited_now(seg, p)) {
+      if (pid != NULL) *pid = (int)seg->hdr[p]->pid;
+      return p;
+    }
   return -1;
 }

@@ -289,6 +289,20 @@ for shape in 2x1 2x2 4x2; do
     bad "kill -9 of rank $victim of $n ($shape, net): survivors did not all fail in time (see $log)"
     grep -E 'rank [0-9]+:|weftrun:' "$tmp/fault.log" | head -8 | sed 's/^/      /'
   fi
+  # Every survivor names the victim where the blame rules reach it: the
+  # ranks of the victim's host by their host's liveness, the others of a
+  # 2-host job by the connection they lost to it or by their host's first
+  # failure. (On 4 hosts a host two hops away learns only of the reset from
+  # its neighbour.)
+  if [ "${shape%x*}" -eq 2 ]; then
+    blamed=$(grep '^\(\[[0-9]*\] \)\?rank [0-9]*: .* after [0-9.]* s' "$tmp/fault.log" | grep -c "rank $victim \((pid\|([0-9.]*:[0-9]*, host\)")
+    if [ "$blamed" -eq $((n - 1)) ]; then
+      ok "kill -9 of rank $victim of $n ($shape, net): every survivor's error names rank $victim"
+    else
+      bad "kill -9 of rank $victim of $n ($shape, net): $blamed of $((n - 1)) survivors name rank $victim"
+      grep '^\(\[[0-9]*\] \)\?rank [0-9]*: .* after' "$tmp/fault.log" | head -8 | sed 's/^/      /'
+    fi
+  fi
   # A lost connection names the peer's listening address, port included.
   if grep -q 'lost its connection [a-z]* rank [0-9]* ([^)]*:0, host' "$tmp/fault.log"; then
     bad "kill -9 of rank $victim of $n ($shape, net): an error names a peer's address with port 0"
