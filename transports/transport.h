@@ -31,6 +31,10 @@
 
 enum { WEFT_CLASS_COLL = 0, WEFT_CLASS_P2P = 1, WEFT_NUM_CLASSES = 2 };
 
+// A tag the engine never gives a slot: transports use it for their own
+// messages (the network transport's failure notice, net/net_notice.h).
+#define WEFT_TAG_FAILURE UINT32_MAX
+
 // The most slots a FIFO may have (WEFT_SLOTS; the shared-memory FIFO's control block holds this many).
 #define WEFT_TRANSPORT_MAX_SLOTS 64
 
@@ -63,6 +67,9 @@ typedef struct weft_transport_view {
   // communicator failed or was aborted. Both may be called from any thread.
   void (*fail)(const struct weft_transport_view *v, ncclResult_t code, const char *reason);
   int (*failed)(const struct weft_transport_view *v);
+  // Optional (NULL: unknown): the first failure recorded on this host, as
+  // text, into buf[len] ("" when none is recorded).
+  void (*failure)(const struct weft_transport_view *v, char *buf, size_t len);
   // The process's network backend (transports/net/net.h), chosen once, on
   // the first call, by the core: an NCCL net plugin, the verbs or the socket
   // backend; NULL with *res saying why when none can start.

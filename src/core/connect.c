@@ -59,6 +59,12 @@ static int view_failed(const weft_transport_view_t *v) {
   return weft_segment_abort_code(comm->seg) != ncclSuccess || atomic_load(&comm->aborted);
 }
 
+static void view_failure(const weft_transport_view_t *v, char *buf, size_t len) {
+  struct ncclComm *comm = comm_of(v);
+  const weft_segment_header_t *h = weft_segment_abort_header(comm->seg);
+  snprintf(buf, len, "%s", h != NULL && weft_segment_abort_code(comm->seg) != ncclSuccess ? h->abort_reason : "");
+}
+
 // How long a rank that lost a connection looks for a death on its own host
 // before it blames the peer: the failure may have started here, and the
 // reset from afar outrun the news of it (kill -9 of the rank beside it).
@@ -120,6 +126,7 @@ static void fill_view(struct ncclComm *comm) {
   v->doorbell = view_doorbell;
   v->fail = view_fail;
   v->failed = view_failed;
+  v->failure = view_failure;
   v->net_backend = weft_net_backend;
   v->net_device = weft_comm_net_device;  // src/boot/init_net.c: the topology's choice
   v->core = comm;

@@ -66,7 +66,7 @@ uint32_t weft_mismatch_tag(const weft_op_t *op) {
     h ^= h >> 31;
   }
   uint32_t t = (uint32_t)(h ^ (h >> 32));
-  return t != 0 ? t : 1;
+  return t != 0 && t != WEFT_TAG_FAILURE ? t : 1;  // 0 means unchecked; the other is the transports'
 }
 
 // What the peer's board says about call `seq`, against our descriptor of it.

@@ -19,8 +19,9 @@
 #     8-byte AllReduce on 4 hosts x 2 ranks;
 #   - a rank failing on one host fails the job and stops the others;
 #   - faults across hosts: kill -9 of a rank mid AllReduce at 2, 4 and 8
-#     ranks, a stopped rank (WEFT_TIMEOUT), a link taken down
-#     (WEFT_NET_DEAD_MS), a slow lossy link (still correct);
+#     ranks (every survivor names the victim), a stopped rank (WEFT_TIMEOUT),
+#     a link taken down (WEFT_NET_DEAD_MS), a host cut off from a ring of 4
+#     (the others name it), a slow lossy link (still correct);
 #   - cleanup: nothing left after a run, after SIGTERM, and after SIGKILL
 #     (netns.sh --clean-stale).
 #
@@ -289,19 +290,15 @@ for shape in 2x1 2x2 4x2; do
     bad "kill -9 of rank $victim of $n ($shape, net): survivors did not all fail in time (see $log)"
     grep -E 'rank [0-9]+:|weftrun:' "$tmp/fault.log" | head -8 | sed 's/^/      /'
   fi
-  # Every survivor names the victim where the blame rules reach it: the
-  # ranks of the victim's host by their host's liveness, the others of a
-  # 2-host job by the connection they lost to it or by their host's first
-  # failure. (On 4 hosts a host two hops away learns only of the reset from
-  # its neighbour.)
-  if [ "${shape%x*}" -eq 2 ]; then
-    blamed=$(grep '^\(\[[0-9]*\] \)\?rank [0-9]*: .* after [0-9.]* s' "$tmp/fault.log" | grep -c "rank $victim \((pid\|([0-9.]*:[0-9]*, host\)")
-    if [ "$blamed" -eq $((n - 1)) ]; then
-      ok "kill -9 of rank $victim of $n ($shape, net): every survivor's error names rank $victim"
-    else
-      bad "kill -9 of rank $victim of $n ($shape, net): $blamed of $((n - 1)) survivors name rank $victim"
-      grep '^\(\[[0-9]*\] \)\?rank [0-9]*: .* after' "$tmp/fault.log" | head -8 | sed 's/^/      /'
-    fi
+  # Every survivor names the victim (docs/reliability.md, "Who is blamed"):
+  # its host's ranks by their liveness, the others by the connection they
+  # lost to it or by the failure notice that travels ahead of the resets.
+  blamed=$(grep '^\(\[[0-9]*\] \)\?rank [0-9]*: .* after [0-9.]* s' "$tmp/fault.log" | grep -c "rank $victim \((pid\|([0-9.]*:[0-9]*, host\)")
+  if [ "$blamed" -eq $((n - 1)) ]; then
+    ok "kill -9 of rank $victim of $n ($shape, net): every survivor's error names rank $victim"
+  else
+    bad "kill -9 of rank $victim of $n ($shape, net): $blamed of $((n - 1)) survivors name rank $victim"
+    grep '^\(\[[0-9]*\] \)\?rank [0-9]*: .* after' "$tmp/fault.log" | head -8 | sed 's/^/      /'
   fi
   # A lost connection names the peer's listening address, port included.
   if grep -q 'lost its connection [a-z]* rank [0-9]* ([^)]*:0, host' "$tmp/fault.log"; then
@@ -341,6 +338,23 @@ if survivors_ok "$tmp/fault.log" 4; then
   ok "link of host 1 taken down (2x2, net, WEFT_NET_DEAD_MS=4000): every rank failed within $(worst_latency "$tmp/fault.log") s ($((SECONDS - start)) s)"
 else
   bad "link taken down (2x2, net): ranks did not all fail in time"
+  grep -E 'rank [0-9]+:|weftrun:' "$tmp/fault.log" | head -8 | sed 's/^/      /'
+fi
+
+# A host cut off for good (4x1, host 3's link down, WEFT_NET_DEAD_MS=4000):
+# every rank fails within 5 s, and the three that can still reach each
+# other name rank 3 on host 3.
+start=$SECONDS
+netns_run -k 4 -- bash -c "
+  read -r h0 h1 h2 h3 <<<\"\$WEFT_MH_HOSTS\"
+  (sleep 2; ip -n \"\$h3\" link set wv0 down) &
+  WEFT_NET_DEAD_MS=4000 '$here/run_job.sh' -l 4x1 -m net --keep-going -t 60 -- '$fault_prog' -b 5" >"$tmp/fault.log" 2>&1
+cat "$tmp/fault.log" >>"$log"
+blamed=$(grep '^\(\[[0-9]*\] \)\?rank [012]: .* after [0-9.]* s' "$tmp/fault.log" | grep -c 'rank 3 ([0-9.]*:[0-9]*, host 3)')
+if survivors_ok "$tmp/fault.log" 4 && [ "$blamed" -eq 3 ]; then
+  ok "host 3 cut off (4x1, net, WEFT_NET_DEAD_MS=4000): every rank failed within $(worst_latency "$tmp/fault.log") s, ranks 0-2 name rank 3 on host 3 ($((SECONDS - start)) s)"
+else
+  bad "host 3 cut off (4x1, net): ranks did not all fail in time, or $blamed of 3 name rank 3 on host 3"
   grep -E 'rank [0-9]+:|weftrun:' "$tmp/fault.log" | head -8 | sed 's/^/      /'
 fi
 

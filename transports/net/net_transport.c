@@ -66,6 +66,7 @@
 #include "env.h"
 #include "net.h"
 #include "net_device.h"
+#include "net_notice.h"
 #include "util.h"
 
 #define HELLO_MAGIC 0x776566742d6e6574ull
@@ -104,6 +105,7 @@ typedef struct {
   uint64_t released;            // proxy: the last held message it let land
   uint64_t ndirect;             // engine: messages received straight into its buffers
   int small;                    // engine: the last message was small enough to move itself
+  int told;                     // proxy: the peer's failure notice arrived here
 } net_conn_t;
 
 struct weft_net_state {
@@ -131,6 +133,7 @@ struct weft_net_state {
   int no_fds;                   // the backend has no descriptors to wait on: the idle proxy naps
   char (*addr)[64];             // every rank's backend address, for messages
   uint8_t *serve;               // [nranks]: the peers this rank reaches over the network
+  char notice[WEFT_NET_NOTICE_BYTES];  // the failure notice this rank sends its peers
 };
 
 typedef struct {
@@ -297,6 +300,19 @@ static int serve_held(net_conn_t *nc, uint64_t next, size_t k) {
 
 // Hand new work to the backend and collect what finished. Returns 1 if
 // anything moved, 0 if not, -1 when the connection failed.
+// The peer's failure notice arrived (net_notice.h): this host records the
+// failure where it began, and the connection counts as failed (-1).
+static int take_notice(net_conn_t *nc, const char *payload, size_t size) {
+  weft_transport_view_t *v = nc->st->v;
+  char origin[WEFT_NET_NOTICE_BYTES], reason[WEFT_NET_NOTICE_BYTES + 64];
+  weft_net_notice_read(payload, size, nc->peer, v->host_of[nc->peer], origin, reason, sizeof(origin));
+  WARN("rank %d: rank %d (host %d) reports that the communicator failed: %s", v->rank, nc->peer,
+       v->host_of[nc->peer], origin);
+  v->fail(v, ncclRemoteError, reason);
+  nc->told = 1;
+  return -1;
+}
+
 static int conn_progress(net_conn_t *nc) {
   const weft_net_t *net = nc->st->net;
   int moved = 0;
@@ -336,6 +352,7 @@ static int conn_progress(net_conn_t *nc) {
       }
     }
     if (!fin) break;
+    if (!nc->is_send && tag == WEFT_TAG_FAILURE) return take_notice(nc, nc->data + k * nc->slot_bytes, size);
     if (!nc->is_send) {
       nc->len[k] = (uint32_t)size;
       nc->tag[k] = tag;
@@ -346,15 +363,29 @@ static int conn_progress(net_conn_t *nc) {
   return moved;
 }
 
+// Tell every network peer where the failure began (net_notice.h), then
+// reset the connections.
+static void notify_peers(net_state_t *st) {
+  weft_transport_view_t *v = st->v;
+  char origin[WEFT_NET_NOTICE_BYTES];
+  void *comms[st->nconns > 0 ? st->nconns : 1];
+  if (v->failure == NULL) return;
+  v->failure(v, origin, sizeof(origin));
+  if (origin[0] == '\0') return;  // aborted by its owner: nothing to tell
+  for (int i = 0; i < st->nconns; i++) comms[i] = st->conns[i]->is_send ? st->conns[i]->net_comm : NULL;
+  weft_net_notice_send(st->net, comms, st->nconns, origin, st->notice);
+}
+
 static void fail_all(net_state_t *st, const net_conn_t *culprit) {
   weft_transport_view_t *v = st->v;
-  if (culprit != NULL) {
+  if (culprit != NULL && !culprit->told) {
     char reason[256];
     snprintf(reason, sizeof(reason), "rank %d lost its connection %s rank %d (%s, host %d)", v->rank,
              culprit->is_send ? "to" : "from", culprit->peer, st->addr[culprit->peer], v->host_of[culprit->peer]);
     WARN("%s", reason);
     v->fail(v, ncclRemoteError, reason);
   }
+  notify_peers(st);
   // Reset every connection: the peers' proxies see it and fail their hosts.
   INFO(WEFT_LOG_NET, "rank %d: the communicator failed; resetting its %d network connections", v->rank, st->nconns);
   for (int i = 0; i < st->nconns; i++) {
