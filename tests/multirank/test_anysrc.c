@@ -31,6 +31,15 @@ static int identify(const int32_t *buf, size_t count, int src, int *k) {
   return 0;
 }
 
+// Forks nranks ranks running body(arg), over the network transport when
+// net, with WEFT_TIMEOUT at timeout_s (0: the harness's default).
+static void fork_ranks(int nranks, weft_test_rank_fn body, void *arg, int net, int timeout_s) {
+  if (timeout_s > 0) weft_test_env_timeout(timeout_s);
+  else weft_test_env_defaults();
+  if (net) setenv("NCCL_SHM_DISABLE", "1", 1);
+  WEFT_TEST_EXPECT_FORK_OK(nranks, 1, weft_test_one_id_main, (&(weft_test_one_id_t){body, arg}), 60);
+}
+
 /* ---------- every rank sends to one receiver ---------- */
 
 typedef struct {
@@ -91,10 +100,8 @@ static int fan_in_body(int rank, int nranks, ncclUniqueId id, void *arg) {
 }
 
 static void run_fan_in(int nranks, int receiver, size_t count, int net) {
-  weft_test_env_defaults();
-  if (net) setenv("NCCL_SHM_DISABLE", "1", 1);
   fan_in_t f = {count, receiver};
-  WEFT_TEST_EXPECT_FORK_OK(nranks, 1, weft_test_one_id_main, (&(weft_test_one_id_t){fan_in_body, &f}), 60);
+  fork_ranks(nranks, fan_in_body, &f, net, 0);
 }
 
 Test(anysrc, fan_in_2_ranks, .timeout = 90) { run_fan_in(2, 0, 1, 0); }
@@ -163,10 +170,8 @@ static int order_body(int rank, int nranks, ncclUniqueId id, void *arg) {
 }
 
 static void run_order(int nranks, size_t count, int grouped, int net) {
-  weft_test_env_defaults();
-  if (net) setenv("NCCL_SHM_DISABLE", "1", 1);
   order_t o = {count, grouped};
-  WEFT_TEST_EXPECT_FORK_OK(nranks, 1, weft_test_one_id_main, (&(weft_test_one_id_t){order_body, &o}), 60);
+  fork_ranks(nranks, order_body, &o, net, 0);
 }
 
 Test(anysrc, pair_order_2_ranks_stream, .timeout = 90) { run_order(2, 5, 0, 0); }
@@ -213,20 +218,29 @@ static int owed_body(int rank, int nranks, ncclUniqueId id, void *arg) {
 }
 
 Test(anysrc, an_owed_message_is_left_to_its_recv, .timeout = 60) {
-  weft_test_env_timeout(5);
-  WEFT_TEST_EXPECT_FORK_OK(3, 1, weft_test_one_id_main, (&(weft_test_one_id_t){owed_body, NULL}), 30);
+  fork_ranks(3, owed_body, NULL, 0, 5);
 }
 
 /* ---------- sizes that differ ---------- */
 
+// What the ranks saw, in memory shared with the test process.
 typedef struct {
-  int res[WEFT_TEST_MAX_RANKS];
-  int source;
-  char why[256];
-  double secs;
-} mismatch_out_t;
+  int res[WEFT_TEST_MAX_RANKS];  // each rank's result
+  int source;                    // what rank 0's weftRecvAny wrote
+  char why[256];                 // rank 0's last error
+  double secs;                   // how long rank 0's receive took
+} out_t;
 
-static mismatch_out_t *mout;
+static out_t *out;
+
+// Rank 0's weftRecvAny of count elements: its result, source, time and error in *out.
+static void recv_any_noted(ncclComm_t comm, int32_t *buf, size_t count) {
+  double t0 = weft_test_now();
+  out->source = -2;
+  out->res[0] = (int)weftRecvAny(buf, count, ncclInt32, &out->source, comm, NULL);
+  out->secs = weft_test_now() - t0;
+  snprintf(out->why, sizeof(out->why), "%s", ncclGetLastError(NULL));  // comm may be aborted already
+}
 
 // Rank 1 sends 5 elements, rank 0 receives 7 from any rank: rank 0's
 // receive fails with ncclInvalidUsage, and every rank learns that the
@@ -236,50 +250,35 @@ static int mismatch_body(int rank, int nranks, ncclUniqueId id, void *arg) {
   ncclComm_t comm = weft_test_init_rank(nranks, id, rank);
   if (comm == NULL) return 1;
   int32_t buf[7] = {0};
-  double t0 = weft_test_now();
-  if (rank == 1) {
-    WEFT_TEST_CHECK_RES(ncclSend(buf, 5, ncclInt32, 0, comm, NULL), ncclSuccess);
-  } else if (rank == 0) {
-    mout->source = -2;
-    mout->res[0] = (int)weftRecvAny(buf, 7, ncclInt32, &mout->source, comm, NULL);
-    snprintf(mout->why, sizeof(mout->why), "%s", ncclGetLastError(comm));
-  }
-  if (rank != 0) {  // the failure reaches the others: their next call fails
+  if (rank == 1) WEFT_TEST_CHECK_RES(ncclSend(buf, 5, ncclInt32, 0, comm, NULL), ncclSuccess);
+  if (rank == 0) {
+    recv_any_noted(comm, buf, 7);
+  } else {  // the failure reaches the others: their next call fails
     float x = 1;
-    mout->res[rank] = (int)ncclAllReduce(&x, &x, 1, ncclFloat32, ncclSum, comm, NULL);
+    out->res[rank] = (int)ncclAllReduce(&x, &x, 1, ncclFloat32, ncclSum, comm, NULL);
   }
-  if (rank == 0) mout->secs = weft_test_now() - t0;
   ncclCommAbort(comm);
   return weft_test_failures();
 }
 
 static void run_mismatch(int nranks, int net) {
-  weft_test_env_timeout(60);
-  if (net) setenv("NCCL_SHM_DISABLE", "1", 1);
-  mout = weft_test_shared_alloc(sizeof(*mout));
-  cr_assert_not_null(mout);
-  WEFT_TEST_EXPECT_FORK_OK(nranks, 1, weft_test_one_id_main, (&(weft_test_one_id_t){mismatch_body, NULL}), 45);
-  cr_expect_eq(mout->res[0], ncclInvalidUsage, "rank 0: weftRecvAny returned %d", mout->res[0]);
-  cr_expect_eq(mout->source, -1, "rank 0: source %d after a failed receive", mout->source);
-  cr_expect(strstr(mout->why, "received 20 bytes from rank 1") != NULL && strstr(mout->why, "expected 28") != NULL,
-            "rank 0's last error: '%s'", mout->why);
+  out = weft_test_shared_alloc(sizeof(*out));
+  cr_assert_not_null(out);
+  fork_ranks(nranks, mismatch_body, NULL, net, 60);
+  cr_expect_eq(out->res[0], ncclInvalidUsage, "rank 0: weftRecvAny returned %d", out->res[0]);
+  cr_expect_eq(out->source, -1, "rank 0: source %d after a failed receive", out->source);
+  cr_expect(strstr(out->why, "received 20 bytes from rank 1") != NULL && strstr(out->why, "expected 28") != NULL,
+            "rank 0's last error: '%s'", out->why);
   for (int r = 1; r < nranks; r++)
-    cr_expect_neq(mout->res[r], ncclSuccess, "rank %d: its AllReduce after the failure succeeded", r);
-  cr_expect_lt(mout->secs, 20.0, "rank 0 took %.1f s", mout->secs);
-  weft_test_shared_free(mout, sizeof(*mout));
+    cr_expect_neq(out->res[r], ncclSuccess, "rank %d: its AllReduce after the failure succeeded", r);
+  cr_expect_lt(out->secs, 20.0, "rank 0 took %.1f s", out->secs);
+  weft_test_shared_free(out, sizeof(*out));
 }
 
 Test(anysrc, size_mismatch_fails_2_ranks, .timeout = 90) { run_mismatch(2, 0); }
 Test(anysrc, size_mismatch_fails_3_ranks_net, .timeout = 90) { run_mismatch(3, 1); }
 
 /* ---------- a dead peer, an abort ---------- */
-
-typedef struct {
-  int res, source;
-  double secs;
-} end_out_t;
-
-static end_out_t *eout;
 
 // Rank 0 waits in weftRecvAny; nobody sends. The last rank dies (exits)
 // after a moment: the receive fails within the liveness period, well
@@ -292,12 +291,9 @@ static int death_body(int rank, int nranks, ncclUniqueId id, void *arg) {
     weft_test_sleep_ms(300);
     _exit(0);
   }
+  int32_t x;
   if (rank == 0) {
-    int32_t x;
-    double t0 = weft_test_now();
-    eout->source = -2;
-    eout->res = (int)weftRecvAny(&x, 1, ncclInt32, &eout->source, comm, NULL);
-    eout->secs = weft_test_now() - t0;
+    recv_any_noted(comm, &x, 1);
   } else {
     weft_test_sleep_ms(1500);
   }
@@ -306,14 +302,13 @@ static int death_body(int rank, int nranks, ncclUniqueId id, void *arg) {
 }
 
 static void run_end(int nranks, weft_test_rank_fn body, double within) {
-  weft_test_env_timeout(60);
-  eout = weft_test_shared_alloc(sizeof(*eout));
-  cr_assert_not_null(eout);
-  WEFT_TEST_EXPECT_FORK_OK(nranks, 1, weft_test_one_id_main, (&(weft_test_one_id_t){body, NULL}), 45);
-  cr_expect_neq(eout->res, ncclSuccess, "rank 0: weftRecvAny succeeded with nobody sending");
-  cr_expect_eq(eout->source, -1, "rank 0: source %d after a failed receive", eout->source);
-  cr_expect_lt(eout->secs, within, "rank 0's receive ended after %.2f s", eout->secs);
-  weft_test_shared_free(eout, sizeof(*eout));
+  out = weft_test_shared_alloc(sizeof(*out));
+  cr_assert_not_null(out);
+  fork_ranks(nranks, body, NULL, 0, 60);
+  cr_expect_neq(out->res[0], ncclSuccess, "rank 0: weftRecvAny succeeded with nobody sending");
+  cr_expect_eq(out->source, -1, "rank 0: source %d after a failed receive", out->source);
+  cr_expect_lt(out->secs, within, "rank 0's receive ended after %.2f s", out->secs);
+  weft_test_shared_free(out, sizeof(*out));
 }
 
 Test(anysrc, a_dead_peer_ends_the_receive_2_ranks, .timeout = 60) { run_end(2, death_body, 10.0); }
@@ -338,10 +333,7 @@ static int abort_body(int rank, int nranks, ncclUniqueId id, void *arg) {
   int32_t x;
   pthread_t th;
   pthread_create(&th, NULL, abort_soon, comm);
-  double t0 = weft_test_now();
-  eout->source = -2;
-  eout->res = (int)weftRecvAny(&x, 1, ncclInt32, &eout->source, comm, NULL);
-  eout->secs = weft_test_now() - t0;
+  recv_any_noted(comm, &x, 1);
   pthread_join(th, NULL);
   return weft_test_failures();
 }
@@ -364,6 +356,5 @@ static int args_body(int rank, int nranks, ncclUniqueId id, void *arg) {
 }
 
 Test(anysrc, bad_arguments, .timeout = 60) {
-  weft_test_env_defaults();
-  WEFT_TEST_EXPECT_FORK_OK(2, 1, weft_test_one_id_main, (&(weft_test_one_id_t){args_body, NULL}), 30);
+  fork_ranks(2, args_body, NULL, 0, 0);
 }
