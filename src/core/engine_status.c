@@ -33,7 +33,7 @@ void weft_engine_stuck_state(const weft_op_t *op, char *peers, size_t len, uint6
       if (k < op->lanes[l].cursor) *moved += bytes;
       else if (k == op->lanes[l].cursor) *moved += op->lanes[l].done * op->esize;
     }
-    // An unmatched receive from any rank: its placeholder step names no peer.
+    // An unmatched receive from any rank: its placeholder step names itself, not whom it waits on.
     if (op->lanes[l].cursor >= lane->count || weft_anysrc_waiting(op)) continue;
     const weft_step_t *st = &op->sched.steps[lane->first + op->lanes[l].cursor];
     int peer = st->recv_peer >= 0 ? st->recv_peer : st->send_peer >= 0 ? st->send_peer : st->rem_peer;
