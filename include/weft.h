@@ -2,10 +2,11 @@
  * weft.h — weft's own extensions to the NCCL API.
  *
  * Everything in nccl.h works unchanged; this header adds what NCCL has no
- * call for: weft's version, streams for host-memory collectives, building a
- * communicator from a launcher's environment, and a printable form of
- * ncclUniqueId. All functions here are exported as weftXxx and, like NCCL's,
- * return an ncclResult_t and reject bad arguments with ncclInvalidArgument.
+ * call for: weft's version, streams for host-memory collectives, a receive
+ * from any rank, building a communicator from a launcher's environment,
+ * and a printable form of ncclUniqueId. All functions here are exported as
+ * weftXxx and, like NCCL's, return an ncclResult_t and reject bad arguments
+ * with ncclInvalidArgument.
  */
 #ifndef WEFT_H_
 #define WEFT_H_
@@ -53,6 +54,35 @@ ncclResult_t weftStreamQuery(cudaStream_t stream);
 // Synchronize waits for queued callbacks. On the NULL stream it runs at once.
 typedef void (*weftStreamCallback_t)(cudaStream_t stream, ncclResult_t status, void *arg);
 ncclResult_t weftStreamAddCallback(cudaStream_t stream, weftStreamCallback_t callback, void *arg);
+
+// ---- Receive from any rank.
+//
+// Receive count elements of datatype into recvbuff (host memory) from
+// whichever rank's ncclSend comes first, and store that rank in *source
+// (source may be NULL) when the receive completes: before the call returns
+// on the NULL stream, before weftStreamSynchronize returns on a weft
+// stream; -1 when it failed. count 0 is a no-op that matches no message
+// (*source = -1), as a Send or Recv of 0 elements is.
+//
+// Each pair of ranks keeps its order. The call takes its place in the
+// order of receives from every rank when it is launched (at the call, or
+// at ncclGroupEnd in a group, in call order with the group's other calls):
+// it never takes a message that an earlier ncclRecv or weftRecvAny from
+// that rank is owed, and a later ncclRecv from that rank waits for it as
+// for any earlier receive. It takes the next message of the first rank
+// whose next message is its to take and has arrived, looking round robin
+// from the rank after the last one matched; the rank itself counts (its
+// own ncclSend to itself). Tags do not exist: like ncclRecv, it matches
+// the message, whatever it is; it must hold count elements of datatype,
+// and a size that differs fails the call and the communicator with
+// ncclInvalidUsage, as a mismatched ncclSend/ncclRecv pair does.
+//
+// It ends in an error, never a hang, as ncclRecv does: abort, revoke and a
+// failed communicator end it; while it has matched no rank, the death of
+// any rank of this host ends it (after matching, that rank's); WEFT_TIMEOUT
+// names it as waiting on "any". Device memory is ncclInvalidUsage.
+ncclResult_t weftRecvAny(void *recvbuff, size_t count, ncclDataType_t datatype, int *source, ncclComm_t comm,
+                         cudaStream_t stream);
 
 // ---- Launcher integration.
 //

@@ -140,7 +140,7 @@ void ProcessGroupWeft::on_stream_done(cudaStream_t stream, ncclResult_t status, 
   p->work->complete(status == ncclSuccess ? std::string() : p->group->failure(p->work->call().c_str(), status));
 }
 
-c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::launch(c10d::OpType type, const char *name,
+c10::intrusive_ptr<StreamWork> ProcessGroupWeft::launch(c10d::OpType type, const char *name,
                                                         std::vector<at::Tensor> outputs, std::vector<at::Tensor> keep,
                                                         const Issue& issue, std::function<void()> finish, bool group) {
   auto work = c10::make_intrusive<StreamWork>(
@@ -172,7 +172,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::launch(c10d::OpType type, const
 
 // The one tensor of `tensors`, updated in place by `call` on a dense buffer
 // (the tensor itself, or a copy landed back into it).
-c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::in_place(
+c10::intrusive_ptr<StreamWork> ProcessGroupWeft::in_place(
     std::vector<at::Tensor>& tensors, c10d::OpType type, const char *name,
     const std::function<ncclResult_t(at::Tensor&, cudaStream_t)>& call) {
   at::Tensor t = single(tensors, name);
@@ -489,10 +489,13 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::recv(std::vector<at::Tensor>& t
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::recvAnysource(std::vector<at::Tensor>& tensors, int tag) {
-  (void)tensors;
-  (void)tag;
-  TORCH_CHECK(false, "weft: recv from any source is not supported (NCCL's API has no wildcard source); "
-                     "pass src to recv");
+  (void)tag;  // as for recv: the next message this receive is owed, from whichever rank it comes
+  auto source = std::make_shared<int>(-1);  // written by weft when the receive completes
+  auto work = in_place(tensors, c10d::OpType::RECVANYSOURCE, "recvAnysource", [&](at::Tensor& b, cudaStream_t s) {
+    return weftRecvAny(b.data_ptr(), b.numel(), nccl_type(b, "recvAnysource"), source.get(), comm_, s);
+  });
+  work->report_source(std::move(source));
+  return work;
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::barrier(const c10d::BarrierOptions& opts) {

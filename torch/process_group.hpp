@@ -88,10 +88,10 @@ class ProcessGroupWeft : public WeftBackendBase {
   static void on_stream_done(cudaStream_t stream, ncclResult_t status, void *arg);
   // Queues `issue`'s calls on the stream (in a group when `group`), then the
   // callback that completes the returned Work (see StreamWork).
-  c10::intrusive_ptr<c10d::Work> launch(c10d::OpType type, const char *name, std::vector<at::Tensor> outputs,
+  c10::intrusive_ptr<StreamWork> launch(c10d::OpType type, const char *name, std::vector<at::Tensor> outputs,
                                         std::vector<at::Tensor> keep, const Issue& issue,
                                         std::function<void()> finish = nullptr, bool group = false);
-  c10::intrusive_ptr<c10d::Work> in_place(std::vector<at::Tensor>& tensors, c10d::OpType type, const char *name,
+  c10::intrusive_ptr<StreamWork> in_place(std::vector<at::Tensor>& tensors, c10d::OpType type, const char *name,
                                           const std::function<ncclResult_t(at::Tensor&, cudaStream_t)>& call);
 };
 

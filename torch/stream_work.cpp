@@ -4,6 +4,7 @@
 #include "stream_work.hpp"
 
 #include <ATen/core/jit_type.h>
+#include <mutex>
 #include <thread>
 
 #include <c10/util/Exception.h>
@@ -66,6 +67,13 @@ bool StreamWork::wait(std::chrono::milliseconds timeout) {
   }
   if (exception_) std::rethrow_exception(exception_);
   return true;
+}
+
+int StreamWork::sourceRank() const {
+  if (source_ == nullptr) return c10d::Work::sourceRank();  // not a receive from any rank: torch's refusal
+  std::lock_guard<std::mutex> hold(mutex_);  // completed_: what wait() returned on
+  TORCH_CHECK(completed_, "weft: ", call_, "'s source rank is known once it completed");
+  return *source_;
 }
 
 }  // namespace weft_torch

@@ -11,6 +11,7 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -39,6 +40,11 @@ class StreamWork : public c10d::Work {
   // succeeded. Called once, from the stream's worker.
   void complete(const std::string& failure);
 
+  // A receive from any rank: `source` holds the sender once the Work
+  // completes (weftRecvAny writes it); sourceRank() then returns it.
+  void report_source(std::shared_ptr<const int> source) { source_ = std::move(source); }
+  int sourceRank() const override;
+
   const std::string& call() const { return call_; }
   std::chrono::steady_clock::time_point queued() const { return queued_; }
 
@@ -50,6 +56,7 @@ class StreamWork : public c10d::Work {
   std::function<void()> finish_;
   std::function<void(const std::string&)> on_wait_timeout_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
+  std::shared_ptr<const int> source_;
 };
 
 }  // namespace weft_torch

@@ -210,6 +210,7 @@ void weft_comm_free(struct ncclComm *comm) {
   weft_bootstrap_close(&comm->bs);
   weft_windows_free(comm);
   free(comm->signals_taken);
+  free(comm->voids);
   for (weft_registration_t *r = comm->registrations; r != NULL;) {
     weft_registration_t *next = r->next;
     free(r);

@@ -102,6 +102,13 @@ struct ncclComm {
   void *tuner;             // NCCL_TUNER_PLUGIN's per-communicator state, or NULL (plugins/hooks.h)
   void *prof;              // NCCL_PROFILER_PLUGIN's, or NULL
 
+  // Tickets on point-to-point receive connections that any-source receives
+  // gave up (anysrc.c): skipped when their turn comes. Under `lock`; n readable without it.
+  struct { int peer; uint64_t ticket; } *voids;
+  int voids_cap;
+  _Atomic int nvoids;
+  _Atomic int any_next;    // where the next any-source receive starts looking (round robin)
+
   weft_premul_t premul[WEFT_MAX_PREMUL_OPS];
   weft_registration_t *registrations;
   struct weft_cuda_chan **cuda_chans;  // CUDA stream channels this communicator used (src/cuda/cuda_stream.c)

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "anysrc.h"
 #include "checks.h"
 #include "copy.h"
 #include "dtype.h"
@@ -321,13 +322,15 @@ static void op_release(weft_op_t *op) {
   op->send_copy = NULL;
   if (__builtin_expect(op->prof.on, 0)) weft_plugin_hooks.op_stop(comm->prof, &op->prof);
   weft_engine_publish(op, op->state == WEFT_OP_FAILED ? WEFT_STATUS_FAILED : WEFT_STATUS_IDLE, -1, 0, 0, 0);
+  weft_anysrc_finish(op);  // an unmatched receive from any rank gives its tickets up here
   for (int p = 0; p < comm->nranks; p++) {
     if (op->send_ticket[p] >= 0) atomic_fetch_add(&weft_comm_conn(comm, op->cls, 1, p)->served, 1);
     if (op->recv_ticket[p] < 0) continue;
     weft_conn_t *rc = weft_comm_conn(comm, op->cls, 0, p);
     // A failed receive may still be landing in the user's buffer: wait for it to stop.
     if (op->state == WEFT_OP_FAILED && rc->tp != NULL && rc->tp->quiesce != NULL) rc->tp->quiesce(rc);
-    atomic_fetch_add(&rc->served, 1);
+    if (op->cls == WEFT_CLASS_P2P) weft_anysrc_serve(comm, p);  // skips tickets receives from any rank gave up
+    else atomic_fetch_add(&rc->served, 1);
   }
   // Other threads of this rank may wait for the tickets just released.
   weft_doorbell_ring(weft_segment_doorbell(comm->seg, comm->rank));
@@ -374,6 +377,7 @@ static int op_progress(weft_op_t *op) {
     return 1;
   }
   int moved = 0;
+  if (weft_anysrc_waiting(op) && !(moved = weft_anysrc_match(op))) return 0;  // no peer's message yet
   for (uint32_t l = 0; l < op->sched.nlanes && op->state == WEFT_OP_PENDING; l++) {
     const weft_lane_t *lane = &op->sched.lanes[l];
     weft_lane_state_t *ls = &op->lanes[l];
@@ -425,6 +429,7 @@ ncclResult_t weft_op_launch(weft_op_t *op) {
     if (st->recv_peer >= 0) op->recv_ticket[st->recv_peer] = 0;
     if (weft_step_touches_peer(st)) op->reads = 1;
   }
+  if (op->any.on) weft_anysrc_mark(op);  // a ticket from every peer
   // Per peer: its send and recv addresses, then where this process maps them (0: not mapped).
   if (op->reads && (op->peer_buf = calloc((size_t)n * 4, sizeof(uint64_t))) == NULL) return ncclSystemError;
   op->check = op->cls == WEFT_CLASS_COLL && weft_env_WEFT_CHECK_MISMATCH() != 0;
@@ -488,6 +493,7 @@ static int report_stuck(weft_op_t *op, int64_t idle_ns) {
 // steps receive from, send to or read from. An operation whose lanes are
 // all done waits on every peer's descriptor, so any death stops it.
 static int dead_peer_waited_on(const weft_op_t *op, const weft_segment_t *seg) {
+  if (weft_anysrc_waiting(op)) return weft_segment_first_dead(seg);  // any peer may be the sender
   int open_lanes = 0;
   for (uint32_t l = 0; l < op->sched.nlanes; l++) {
     const weft_lane_t *lane = &op->sched.lanes[l];

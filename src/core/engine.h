@@ -72,6 +72,11 @@ typedef struct weft_op {
   int64_t last_progress_ns;
   int64_t timeouts_warned; // WEFT_TIMEOUT periods passed without progress (each one WARNed)
   weft_prof_op_t prof;     // the profiler plugin's events for it (plugins/hooks.h)
+  struct {                 // weftRecvAny (anysrc.h)
+    int on;                // a receive from any peer: a ticket on every peer's connection until it matches
+    int peer;              // the peer it matched, -1 until then
+    int *source;           // the caller's: the peer, written when it completes (-1 if it failed)
+  } any;
   struct {                 // device buffers (src/cuda/cuda_stream.c); sendbuff/recvbuff then point at host staging
     int on;                // the call's buffers are device or managed memory
     int device;            // their device ordinal

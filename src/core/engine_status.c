@@ -11,6 +11,7 @@
 #include <sched.h>
 #include <stdio.h>
 
+#include "anysrc.h"
 #include "engine.h"
 #include "segment.h"
 #include "util.h"
@@ -32,14 +33,16 @@ void weft_engine_stuck_state(const weft_op_t *op, char *peers, size_t len, uint6
       if (k < op->lanes[l].cursor) *moved += bytes;
       else if (k == op->lanes[l].cursor) *moved += op->lanes[l].done * op->esize;
     }
-    if (op->lanes[l].cursor >= lane->count) continue;
+    // An unmatched receive from any rank: its placeholder step names itself, not whom it waits on.
+    if (op->lanes[l].cursor >= lane->count || weft_anysrc_waiting(op)) continue;
     const weft_step_t *st = &op->sched.steps[lane->first + op->lanes[l].cursor];
     int peer = st->recv_peer >= 0 ? st->recv_peer : st->send_peer >= 0 ? st->send_peer : st->rem_peer;
     if (*first_peer < 0) *first_peer = peer;
     if (peer < 0 || used + 16 >= len) continue;
     used += (size_t)snprintf(peers + used, len - used, "%s%d", listed++ ? ", " : "", peer);
   }
-  if (!listed) snprintf(peers, len, "none (every lane is done; waiting for peers' descriptors)");
+  if (weft_anysrc_waiting(op)) snprintf(peers, len, "any (a receive from any rank)");
+  else if (!listed) snprintf(peers, len, "none (every lane is done; waiting for peers' descriptors)");
 }
 
 // What this rank is doing, in its segment's status (weft-status reads it).

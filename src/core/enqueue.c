@@ -138,10 +138,16 @@ static int symmetric_buffers(ncclComm_t comm, const weft_op_t *o) {
          (rb == 0 || weft_window_symmetric(comm, o->recvbuff, rb));
 }
 
+// A Recv from any rank (weftRecvAny): where its source goes (NULL: nowhere).
+typedef struct {
+  int *source;
+} any_recv_t;
+
+// any: a Recv from any rank (root is ignored), else NULL.
 static ncclResult_t enqueue_checked(weft_coll_t coll, const void *sendbuff, void *recvbuff, size_t count,
-                                    ncclDataType_t dtype, ncclRedOp_t op, int root, ncclComm_t comm,
-                                    cudaStream_t stream, void *api_event) {
-  const char *api = weft_coll_name(coll);
+                                    ncclDataType_t dtype, ncclRedOp_t op, int root, const any_recv_t *any,
+                                    ncclComm_t comm, cudaStream_t stream, void *api_event) {
+  const char *api = any != NULL ? "weftRecvAny" : weft_coll_name(coll);
   WEFTCHECK(weft_comm_check_calls(comm, api));
   weft_debug_set_rank(comm->rank);
   WEFTCHECK(weft_mismatch_settle_due(comm));  // earlier calls' owed checks may find the ranks disagreed
@@ -150,6 +156,8 @@ static ncclResult_t enqueue_checked(weft_coll_t coll, const void *sendbuff, void
     WARN("%s: datatype=%d is not a valid ncclDataType_t", api, (int)dtype);
     return ncclInvalidArgument;
   }
+  // Until it matches a peer, a receive from any rank is built as one from itself (anysrc.h).
+  if (any != NULL) root = comm->rank;
   if ((is_rooted(coll) || coll == WEFT_COLL_SEND || coll == WEFT_COLL_RECV) && (root < 0 || root >= comm->nranks)) {
     WARN("%s: %s=%d is out of range for a communicator of %d ranks", api, is_rooted(coll) ? "root" : "peer", root,
          comm->nranks);
@@ -172,6 +180,9 @@ static ncclResult_t enqueue_checked(weft_coll_t coll, const void *sendbuff, void
   o->sendbuff = sendbuff;
   o->recvbuff = recvbuff;
   o->cls = (coll == WEFT_COLL_SEND || coll == WEFT_COLL_RECV) ? WEFT_CLASS_P2P : WEFT_CLASS_COLL;
+  o->any.on = any != NULL;
+  o->any.peer = -1;
+  o->any.source = any != NULL ? any->source : NULL;
   o->args = (weft_coll_args_t){.coll = coll, .nranks = comm->nranks, .rank = comm->rank, .root = root,
                                .count = count, .host_of = comm->host_of, .nhosts = comm->nhosts,
                                .order = comm->order, .pos = comm->pos, .numa_of = comm->numa_of,
@@ -193,12 +204,18 @@ static ncclResult_t enqueue_checked(weft_coll_t coll, const void *sendbuff, void
   WEFTCHECKGOTO(check_buffer(api, "sendbuff", sendbuff, weft_coll_send_elems(&o->args)), res, fail);
   WEFTCHECKGOTO(check_buffer(api, "recvbuff", recvbuff, weft_coll_recv_elems(&o->args)), res, fail);
   if (count == 0) {  // nothing to move: a no-op on every rank, as in NCCL (any CUDA stream will do)
+    if (o->any.source != NULL) *o->any.source = -1;  // matches no message
     if (weft_cuda_load() != WEFT_CUDA_PRESENT) WEFTCHECKGOTO(weft_stream_resolve(stream, api, &ws), res, fail);
     return ncclSuccess;
   }
   size_t send_bytes = weft_coll_send_elems(&o->args) * esize, recv_bytes = weft_coll_recv_elems(&o->args) * esize;
   int on_device, device;
   WEFTCHECKGOTO(check_memory(api, sendbuff, send_bytes, recvbuff, recv_bytes, &on_device, &device), res, fail);
+  if (on_device && any != NULL) {
+    WARN("%s: recvbuff=%p is device memory: a receive from any rank needs host memory", api, recvbuff);
+    res = ncclInvalidUsage;
+    goto fail;
+  }
   if (on_device) {
     WEFTCHECKGOTO(weft_cuda_chan_get(comm, stream, device, api, &chan), res, fail);
     ws = weft_cuda_chan_worker(chan);
@@ -252,8 +269,9 @@ fail:
   return res;
 }
 
-ncclResult_t weft_enqueue(weft_coll_t coll, const void *sendbuff, void *recvbuff, size_t count,
-                          ncclDataType_t dtype, ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) {
+static ncclResult_t enqueue(weft_coll_t coll, const void *sendbuff, void *recvbuff, size_t count,
+                            ncclDataType_t dtype, ncclRedOp_t op, int root, const any_recv_t *any,
+                            ncclComm_t comm, cudaStream_t stream) {
   // The profiler's API events: comm is not validated yet, so only a live one is asked.
   void *api_event = NULL;
   int profiled = __builtin_expect(weft_plugin_hooks.api_start != NULL, 0) && weft_registry_contains(comm) &&
@@ -261,10 +279,16 @@ ncclResult_t weft_enqueue(weft_coll_t coll, const void *sendbuff, void *recvbuff
   if (profiled)
     api_event = weft_plugin_hooks.api_start(comm->prof, comm->rank, coll, count, dtype, root, (void *)stream,
                                             weft_group_depth());
-  ncclResult_t res = enqueue_checked(coll, sendbuff, recvbuff, count, dtype, op, root, comm, stream, api_event);
+  ncclResult_t res =
+      enqueue_checked(coll, sendbuff, recvbuff, count, dtype, op, root, any, comm, stream, api_event);
   if (profiled) weft_plugin_hooks.api_stop(api_event);
   if (res != ncclSuccess) weft_group_note_error(res);  // a bad call inside a group fails the whole group
   return res;
+}
+
+ncclResult_t weft_enqueue(weft_coll_t coll, const void *sendbuff, void *recvbuff, size_t count,
+                          ncclDataType_t dtype, ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) {
+  return enqueue(coll, sendbuff, recvbuff, count, dtype, op, root, NULL, comm, stream);
 }
 
 NCCL_API(ncclResult_t, ncclAllReduce, const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
@@ -342,4 +366,12 @@ NCCL_API(ncclResult_t, ncclRecv, void *recvbuff, size_t count, ncclDataType_t da
 ncclResult_t pncclRecv(void *recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
                        cudaStream_t stream) {
   return weft_enqueue(WEFT_COLL_RECV, NULL, recvbuff, count, datatype, ncclSum, peer, comm, stream);
+}
+
+WEFT_API(ncclResult_t, weftRecvAny, void *recvbuff, size_t count, ncclDataType_t datatype, int *source,
+         ncclComm_t comm, cudaStream_t stream);
+ncclResult_t weftRecvAny(void *recvbuff, size_t count, ncclDataType_t datatype, int *source, ncclComm_t comm,
+                         cudaStream_t stream) {
+  any_recv_t any = {.source = source};
+  return enqueue(WEFT_COLL_RECV, NULL, recvbuff, count, datatype, ncclSum, -1, &any, comm, stream);
 }

@@ -180,6 +180,45 @@ def check_point_to_point(rank, size, gloo):
     dist.barrier()
 
 
+def check_recv_any_source(rank, size, gloo):
+    # Every other rank sends rank 0 two messages (on weft, then on Gloo);
+    # rank 0 takes them with recv and irecv without a source, as torch's
+    # test_send_recv_any_source does: each returns its sender, whose data it holds.
+    for group in (None, gloo):
+        if rank != 0:
+            dist.send(torch.full((10,), float(rank)), 0, group=group)
+            dist.send(torch.full((10,), float(rank + 100)), 0, group=group)
+        else:
+            seen = {}
+            for i in range(2 * (size - 1)):
+                got = torch.full((10,), -1.0)
+                if i % 2 == 0:
+                    sender = dist.recv(got, group=group)
+                else:
+                    work = dist.irecv(got, group=group)
+                    work.wait()
+                    sender = work._source_rank()
+                assert 0 < sender < size, f"source {sender}"
+                want = float(sender + 100 * seen.get(sender, 0))  # each sender's messages in order
+                assert torch.equal(got, torch.full((10,), want)), f"from {sender}: {got}"
+                seen[sender] = seen.get(sender, 0) + 1
+            assert seen == {r: 2 for r in range(1, size)}, f"messages per sender: {seen}"
+        dist.barrier()
+    # Explicit and any-source receives mixed: the explicit one is owed rank
+    # 1's first message, so the later any-source one never takes it.
+    if rank == 1:
+        for k in range(2):
+            dist.send(torch.full((3,), float(k)), 0)
+    elif rank == 0:
+        first, second = torch.empty(3), torch.empty(3)
+        works = [dist.irecv(first, 1), dist.irecv(second)]
+        for w in works:
+            w.wait()
+        assert works[1]._source_rank() == 1
+        assert torch.equal(first, torch.zeros(3)) and torch.equal(second, torch.ones(3))
+    dist.barrier()
+
+
 def check_work_and_future(rank, size, gloo):
     t = torch.ones(3)
     work = dist.all_reduce(t, async_op=True)
@@ -209,8 +248,6 @@ def check_bad_requests(rank, size, gloo):
         dist.all_reduce(t, op=dist.ReduceOp.BAND)
     with pytest.raises(RuntimeError, match="dtype"):
         dist.all_reduce(torch.ones(2, dtype=torch.int16))  # NCCL has no 16-bit integer type
-    with pytest.raises(RuntimeError, match="any source"):
-        dist.recv(t)
     # Still usable afterwards: nothing was sent for the refused calls.
     dist.all_reduce(t)
     assert torch.equal(t, torch.full((3,), size, dtype=torch.int32))
@@ -223,7 +260,7 @@ def check_mismatch(rank, size, gloo):
 
 
 CHECKS = [check_allreduce, check_non_contiguous, check_rooted, check_gathers, check_reduce_scatter, check_alltoall,
-          check_point_to_point, check_work_and_future, check_bad_requests]
+          check_point_to_point, check_recv_any_source, check_work_and_future, check_bad_requests]
 
 
 @pytest.mark.parametrize("size", [2, 4])

@@ -4,7 +4,9 @@
  * Four ranks as threads of one process (ncclCommInitAll), each on its own
  * thread with blocking calls and asynchronous calls on a weft stream (whose
  * worker thread runs them); one group over all four communicators from one
- * thread; ncclCommAbort from another thread while a call is blocked. The
+ * thread; ncclCommAbort from another thread while a call is blocked;
+ * receives from any rank on a stream's worker while the rank's own thread
+ * receives from each rank (both serve tickets of the same connections). The
  * Criterion runner itself does not run under TSan, so this is a plain
  * program: exit 0 when every call did what it should, and TSan's own exit
  * code (66) when it saw a race.
@@ -21,6 +23,26 @@ static int failures;
 static void check(ncclResult_t r, const char *what) {
   if (r != ncclSuccess) { printf("%s: %s\n", what, ncclGetErrorString(r)); __atomic_add_fetch(&failures, 1, __ATOMIC_SEQ_CST); }
 }
+// Every rank sends rank 0 N messages holding its rank. Rank 0 takes N-1 of
+// them with weftRecvAny on stream s and N-1 with ncclRecv from each rank
+// here (the any-source ones are launched first, so they come first in each
+// pair's order), then the rest from each rank.
+static void any_source(int r, cudaStream_t s) {
+  int32_t v = r, got[N], src[N];
+  for (int k = 0; r != 0 && k < N; k++) check(ncclSend(&v, 1, ncclInt32, 0, comms[r], NULL), "send");
+  if (r != 0) return;
+  int left[N] = {0};
+  for (int i = 0; i < N - 1; i++) check(weftRecvAny(&got[i], 1, ncclInt32, &src[i], comms[0], s), "recv any");
+  for (int p = 1; p < N; p++) check(ncclRecv(&v, 1, ncclInt32, p, comms[0], NULL), "recv");
+  check(weftStreamSynchronize(s), "sync any");
+  for (int p = 1; p < N; p++) left[p] = N - 1;
+  for (int i = 0; i < N - 1; i++) {
+    if (src[i] < 1 || src[i] >= N || got[i] != src[i]) { printf("any: %d from %d\n", got[i], src[i]); failures++; }
+    else left[src[i]]--;
+  }
+  for (int p = 1; p < N; p++)
+    while (left[p]-- > 0) check(ncclRecv(&v, 1, ncclInt32, p, comms[0], NULL), "recv rest");
+}
 static void *rank_main(void *p) {
   int r = (int)(long)p;
   float *buf = calloc(1 << 16, sizeof(float));
@@ -32,6 +54,7 @@ static void *rank_main(void *p) {
     check(ncclBroadcast(buf, buf, 1000, ncclFloat32, 0, comms[r], s), "broadcast async");
     check(weftStreamSynchronize(s), "sync");
   }
+  any_source(r, s);
   check(weftStreamDestroy(s), "stream destroy");
   free(buf);
   return NULL;
