@@ -84,6 +84,8 @@ for t in "$build"/tests/multirank/test_*; do
   fi
   run_criterion "multirank/$(basename "$t")" 600 "$t" --jobs 1
 done
+# RAS: NCCL's client protocol against a 4-rank job (stopped and killed ranks, MONITOR).
+run_script "multirank/ras (4 ranks)" 120 ./tests/multirank/test_ras.sh "$build"
 run_script "abi" 300 ./tests/abi/run_abi.sh "$build"
 # Every folder's include rule and the one-way layers (scripts/check-includes.py).
 run_script "check-includes" 120 python3 scripts/check-includes.py --objects "$build/obj"

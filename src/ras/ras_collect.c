@@ -6,7 +6,8 @@
  * all at once, over non-blocking sockets that the RAS thread's poll() drives,
  * within the client's TIMEOUT. A process that refuses the connection has
  * lost its RAS listener (it died); one that is silent until the deadline
- * is stopped, hung or cut off. The query carries the secret of a
+ * is stopped, hung or cut off; one that a process beside it saw stopped
+ * or dead is not waited for. The query carries the secret of a
  * communicator both sides belong to; a stranger gets nothing.
  */
 #include <errno.h>
@@ -167,12 +168,25 @@ static void step(weft_ras_job_t *job, int i, short revents) {
   }
 }
 
+// Whether a process beside it saw process i stopped or dead: then no answer will come.
+static int seen_gone(const weft_ras_job_t *job, int i) {
+  for (int k = 0; k < job->nrecs; k++) {
+    const weft_ras_rank_t *r = &job->recs[k];
+    if (r->source == WEFT_RAS_SEEN && r->pid == job->procs[i].pid && strcmp(r->host, job->procs[i].host) == 0 &&
+        !r->closed && (r->proc == WEFT_RAS_PROC_STOPPED || r->proc == WEFT_RAS_PROC_DEAD))
+      return 1;
+  }
+  return 0;
+}
+
 int weft_ras_job_progress(weft_ras_job_t *job, const struct pollfd *pfds, int n) {
   for (int k = 0; k < n; k++) {
     if (pfds[k].revents == 0) continue;
     for (int i = 1; i < job->nprocs; i++)
       if (job->fd[i] == pfds[k].fd) step(job, i, pfds[k].revents);
   }
+  for (int i = 1; i < job->nprocs; i++)
+    if (job->fd[i] >= 0 && seen_gone(job, i)) finish(job, i, WEFT_RAS_SILENT);
   int pending = 0;
   for (int i = 1; i < job->nprocs; i++) pending += job->heard[i] == WEFT_RAS_PENDING && job->fd[i] >= 0;
   if (pending > 0 && weft_now_ns() < job->deadline_ns) return 0;

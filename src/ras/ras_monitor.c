@@ -33,7 +33,7 @@ static void event(const char *name, const weft_ras_peer_t *p, const char *detail
   struct tm tm;
   strftime(stamp, sizeof(stamp), "%F %T", localtime_r(&now, &tm));
   if (p != NULL) {
-    weft_ras_out(text, "[%s] %s: process %d on host %s %s\n", stamp, name, p->pid, p->host, details);
+    weft_ras_out(text, "[%s] %s: process %d on host %s%s%s\n", stamp, name, p->pid, p->host, details[0] ? " " : "", details);
     weft_ras_out(json,
                  "{\n  \"timestamp\": \"%s\",\n  \"group\": \"LIFECYCLE\",\n  \"event\": \"%s\",\n  \"peer\": {\n"
                  "    \"host\": \"%s\",\n    \"pid\": %d,\n    \"cuda_devs\": [],\n    \"nvml_devs\": []\n  },\n"
@@ -71,8 +71,8 @@ static void comm_events(const weft_ras_seen_t *s, const weft_ras_view_t *v, weft
     }
     int failed = (c->errors & (WEFT_RAS_ERR_ERROR | WEFT_RAS_ERR_DEAD)) != 0;
     if (failed && (k == s->ncomms || !s->failed[k])) {
-      snprintf(d, sizeof(d), "communicator %016llx failed: %d rank%s in error, %d dead", (unsigned long long)c->hash,
-               c->nerror, c->nerror == 1 ? "" : "s", c->ndead);
+      snprintf(d, sizeof(d), "communicator %016llx of %d ranks failed: %d in error, %d dead", (unsigned long long)c->hash,
+               c->nranks, c->nerror, c->ndead);
       event("COMM_FAILED", NULL, d, t, j);
     }
   }
