@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+#
+# nvidia_ras_client.sh — NVIDIA's own RAS client (ncclras), built unmodified
+# from its sources, asking a weft job.
+#
+# Usage: tests/abi/nvidia_ras_client.sh BUILD_DIR
+#
+# Needs NVIDIA/nccl's sources: $NCCL_SRC (a checkout with src/ras/client.cc).
+# Without them it prints "SKIP: <reason>" and exits 0. With them it compiles
+# src/ras/client.cc as NCCL's build makes ncclras (C++, NVIDIA's
+# src/include on the path; weft's nccl.h stands in for the generated one,
+# which needs CUDA's headers, and gives the same version numbers), starts
+# a 4-rank job (tests/multirank/ras_job.sh) and checks what ncclras prints:
+# the text report's sections and counts, the JSON (-f json) parses with the
+# right counts, a SIGSTOPped rank is reported lagging, and -m prints the
+# death of a killed rank. Exits 1 on a failure, 2 on bad usage.
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+if [ $# -ne 1 ] || [ ! -d "$1" ]; then
+  echo "usage: $0 BUILD_DIR" >&2
+  exit 2
+fi
+build=$(cd "$1" && pwd)
+src=${NCCL_SRC:-}
+if [ -z "$src" ] || [ ! -f "$src/src/ras/client.cc" ]; then
+  echo "SKIP: NVIDIA's RAS client sources not found (set NCCL_SRC to an NVIDIA/nccl checkout with src/ras/client.cc)"
+  exit 0
+fi
+if ! command -v "${CXX:-g++}" >/dev/null; then
+  echo "SKIP: no C++ compiler (${CXX:-g++}) to build NVIDIA's ncclras"
+  exit 0
+fi
+. "$here/../multirank/ras_job.sh"
+bin=$(mktemp -d "${TMPDIR:-/tmp}/weft-ncclras.XXXXXX") || exit 1
+trap 'ras_job_end; rm -rf "$bin"' EXIT
+if ! "${CXX:-g++}" -O1 -DNCCL_OS_LINUX -I"$here/../../include" -I"$src/src/include" -o "$bin/ncclras" \
+    "$src/src/ras/client.cc" >"$bin/build.log" 2>&1; then
+  echo "FAIL: NVIDIA's ncclras does not build"; sed 's/^/    /' "$bin/build.log"; exit 1
+fi
+echo "built: $("$bin/ncclras" --version 2>&1)"
+
+fails=0
+expect() {  # what, text, extended regex
+  if grep -Eq -- "$3" <<<"$2"; then echo "ok: $1"; else echo "FAIL: $1 (no /$3/ in:)"; sed 's/^/    /' <<<"$2" | head -60; fails=$((fails + 1)); fi
+}
+ras_job_start "$build" 4 || exit 1
+host=${NCCL_RAS_ADDR%:*} port=${NCCL_RAS_ADDR##*:}
+nras() { timeout 60 "$bin/ncclras" -h "$host" -p "$port" "$@" 2>&1; }
+
+out=$(nras -t 3)
+expect "ncclras: the job summary" "$out" "^Job summary"
+expect "ncclras: 4 alive processes" "$out" "^ +1 +4 +4 +4 +0 +0 +0$"
+expect "ncclras: the world's counts" "$out" "4 ranks: AllReduce 20, Broadcast 1$"
+expect "ncclras: errors and warnings sections" "$(grep -c -E '^(Errors|Warnings)$' <<<"$out")" "^2$"
+js=$(nras -f json)
+if python3 -c "import json,sys; d=json.load(sys.stdin); w=[c for c in d['communicators'] if c['size']==4][0]; sys.exit(0 if d['communicators_count']==3 and all(r['collective_counts']['AllReduce']==20 for r in w['ranks']) else 1)" <<<"$js"; then
+  echo "ok: ncclras -f json parses, 20 AllReduce on every rank"; else echo "FAIL: ncclras -f json"; head -30 <<<"$js"; fails=$((fails + 1)); fi
+
+p1=$(ras_pid 1)
+kill -STOP "$p1"
+touch "$ras_dir/go"
+sleep 0.5
+out=$(nras -v -t 5)
+expect "ncclras -v: rank 1 lags, stopped" "$out" "rank 1 lags: AllReduce 20, Broadcast 1 -- process $p1 on host [0-9.]+, stopped"
+kill -CONT "$p1"
+ras_wait_files done 4 || fails=$((fails + 1))
+
+timeout 8 "$bin/ncclras" -h "$host" -p "$port" -m >"$bin/monitor.txt" 2>&1 &
+mon=$!
+sleep 1.5
+p2=$(ras_pid 2)
+kill -KILL "$p2"
+wait "$mon"
+expect "ncclras -m: the death" "$(cat "$bin/monitor.txt")" "PEER_DEAD: process $p2 on host"
+[ "$fails" -eq 0 ] && echo "nvidia_ras_client: all passed"
+[ "$fails" -eq 0 ]
