@@ -113,6 +113,7 @@ rm -f "$tune_out"
 run_script "multihost/launch ($WEFT_MULTIHOST_MODE)" 120 ./tests/multihost/test_launch.sh "$build"
 if why=$(./tests/multihost/netns.sh --check); then
   run_script "multihost/netns ($WEFT_MULTIHOST_MODE)" 240 ./tests/multihost/run_tests.sh "$build"
+  run_script "multihost/ras (2x2, partition)" 120 ./tests/multihost/test_ras.sh "$build"
   ./tests/multihost/netns.sh --clean-stale  # what a run killed at its limit left
 else
   printf '%-34s skipped (%s)\n' "multihost/netns" "$why"

@@ -27,7 +27,11 @@ typedef struct {
   char host[WEFT_RAS_HOST_LEN];      // its bootstrap interface's address (NCCL names hosts by address)
 } weft_ras_peer_t;
 
-enum { WEFT_RAS_OWN = 0, WEFT_RAS_SEEN = 1 };  // record from the rank's process / from a process beside it
+// A record comes from the rank's own process, from a process beside it
+// (its control segment), or names only who the rank is (its communicator's
+// rank 0 sends these for every rank, so that a rank nobody can reach is
+// still named).
+enum { WEFT_RAS_OWN = 0, WEFT_RAS_SEEN = 1, WEFT_RAS_MEMBER = 2 };
 enum { WEFT_RAS_PROC_RUNNING = 0, WEFT_RAS_PROC_STOPPED, WEFT_RAS_PROC_DEAD, WEFT_RAS_PROC_UNKNOWN };
 
 // One rank of one communicator: the wire format between RAS threads (the
@@ -105,6 +109,8 @@ enum { WEFT_RAS_P_ALIVE = 0, WEFT_RAS_P_STOPPED, WEFT_RAS_P_DEAD, WEFT_RAS_P_UNR
 typedef struct {
   const weft_ras_rank_t *rec;  // the best record of the rank, NULL: none
   int proc;                    // index in job->procs, -1 unknown
+  int pid;                     // its process (-1 unknown) ...
+  char host[WEFT_RAS_HOST_LEN];  // ... and host
   int pstate;                  // WEFT_RAS_P_* of its process
   int lagging;                 // behind the communicator's others, or its process is stopped
 } weft_ras_vrank_t;

@@ -32,9 +32,9 @@ static void json_rank(const weft_ras_vcomm_t *c, int q, int first, weft_ras_out_
 
 static void json_missing(const weft_ras_view_t *v, const weft_ras_vcomm_t *c, int q, int first, weft_ras_out_t *o) {
   const weft_ras_vrank_t *vr = &c->r[q];
-  const weft_ras_peer_t *p = vr->proc >= 0 ? &v->job->procs[vr->proc] : NULL;
-  const char *host = vr->rec != NULL ? vr->rec->host : p != NULL ? p->host : "unknown";
-  int pid = vr->rec != NULL ? vr->rec->pid : p != NULL ? p->pid : -1;
+  const char *host = vr->pid >= 0 ? vr->host : "unknown";
+  int pid = vr->pid;
+  (void)v;
   weft_ras_out(o, "%s        {\n          \"rank\": %d,\n          \"host\": \"%s\",\n          \"pid\": %d,\n", first ? "" : ",\n",
                q, host, pid);
   weft_ras_out(o, "          \"cuda_dev\": -1,\n          \"nvml_dev\": -1,\n");

@@ -70,7 +70,8 @@ static int comm_records(const weft_ras_comm_t *c, weft_ras_rank_t **recs, int *n
   const weft_segment_header_t *me = seg != NULL && seg->hdr != NULL ? seg->hdr[c->rank] : NULL;
   for (int p = 0; p < c->nranks; p++) {
     const weft_segment_header_t *h = seg != NULL && seg->hdr != NULL ? seg->hdr[p] : NULL;
-    if (p != c->rank && h == NULL) continue;  // another host's rank: its own host answers for it
+    // Another host's rank: its own host answers for it; rank 0 names it.
+    if (p != c->rank && h == NULL && c->rank != 0) continue;
     int i = add(recs, n, cap);
     if (i < 0) return -1;
     weft_ras_rank_t *r = &(*recs)[i];
@@ -80,6 +81,10 @@ static int comm_records(const weft_ras_comm_t *c, weft_ras_rank_t **recs, int *n
     r->pid = c->members[p].pid;
     r->waiting_on = -1;
     snprintf(r->host, sizeof(r->host), "%s", c->members[p].host);
+    if (p != c->rank && h == NULL) {
+      r->source = WEFT_RAS_MEMBER;
+      continue;
+    }
     r->async_error = host_abort;
     if (h != NULL) read_status(&h->status, r);
     if (p == c->rank) {

@@ -51,9 +51,8 @@ static void problems(int e, char *buf, size_t len) {
 // "process 123 on host 10.0.0.1" for rank q of c.
 static const char *who(const weft_ras_view_t *v, const weft_ras_vcomm_t *c, int q, char *buf, size_t len) {
   const weft_ras_vrank_t *vr = &c->r[q];
-  const weft_ras_peer_t *p = vr->proc >= 0 ? &v->job->procs[vr->proc] : NULL;
-  if (vr->rec != NULL) snprintf(buf, len, "process %d on host %s", vr->rec->pid, vr->rec->host);
-  else if (p != NULL) snprintf(buf, len, "process %d on host %s", p->pid, p->host);
+  (void)v;
+  if (vr->pid >= 0) snprintf(buf, len, "process %d on host %s", vr->pid, vr->host);
   else snprintf(buf, len, "process unknown");
   return buf;
 }
@@ -143,8 +142,15 @@ static void silent_processes(const weft_ras_view_t *v, int verbose, weft_ras_out
     if (!first) continue;
     if (all && n > 0) {
       weft_ras_out(o, "  host %s: none of its %d process%s answered (pid", job->procs[i].host, n, n > 1 ? "es" : "");
-      for (int j = 0; j < job->nprocs; j++)
-        if (strcmp(job->procs[j].host, job->procs[i].host) == 0) weft_ras_out(o, " %d", job->procs[j].pid);
+      for (int last = -1, k = 0; k < n; k++) {  // its pids, smallest first
+        int next = -1;
+        for (int j = 0; j < job->nprocs; j++)
+          if (strcmp(job->procs[j].host, job->procs[i].host) == 0 && job->procs[j].pid > last &&
+              (next < 0 || job->procs[j].pid < next))
+            next = job->procs[j].pid;
+        weft_ras_out(o, " %d", next);
+        last = next;
+      }
       weft_ras_out(o, "): the host is cut off or down\n");
     } else {
       for (int j = i; j < job->nprocs; j++)

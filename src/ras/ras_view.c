@@ -10,6 +10,7 @@
  * hung). A rank is lagging when it launched fewer collectives of a type
  * than another rank of its communicator, or when its process is stopped.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -83,8 +84,14 @@ static int build_comm(const weft_ras_view_t *v, const weft_ras_rank_t *const *re
   c->nranks = recs[0]->nranks;
   c->r = calloc((size_t)c->nranks, sizeof(*c->r));
   if (c->r == NULL) return -1;
-  for (int k = 0; k < n; k++)
-    if (recs[k]->rank >= 0 && recs[k]->rank < c->nranks && c->r[recs[k]->rank].rec == NULL) c->r[recs[k]->rank].rec = recs[k];
+  for (int q = 0; q < c->nranks; q++) c->r[q].pid = -1;
+  for (int k = 0; k < n; k++) {  // the rank's own record first (sorted so), else one from beside it
+    weft_ras_vrank_t *vr = recs[k]->rank >= 0 && recs[k]->rank < c->nranks ? &c->r[recs[k]->rank] : NULL;
+    if (vr == NULL || vr->pid >= 0) continue;
+    vr->pid = recs[k]->pid;
+    snprintf(vr->host, sizeof(vr->host), "%s", recs[k]->host);
+    if (recs[k]->source != WEFT_RAS_MEMBER) vr->rec = recs[k];
+  }
   char **hosts = calloc((size_t)c->nranks, sizeof(char *));
   int *per_host = calloc((size_t)c->nranks, sizeof(int));
   if (hosts == NULL || per_host == NULL) {
@@ -95,11 +102,12 @@ static int build_comm(const weft_ras_view_t *v, const weft_ras_rank_t *const *re
   for (int q = 0; q < c->nranks; q++) {
     weft_ras_vrank_t *vr = &c->r[q];
     weft_ras_peer_t who;
-    const char *host = NULL;
-    int pid = -1;
-    if (vr->rec != NULL) host = vr->rec->host, pid = vr->rec->pid;
-    else if (weft_ras_member(c->hash, q, &who)) host = who.host, pid = who.pid;
-    vr->proc = host != NULL ? find_proc(job, pid, host) : -1;
+    if (vr->pid < 0 && weft_ras_member(c->hash, q, &who)) {
+      vr->pid = who.pid;
+      snprintf(vr->host, sizeof(vr->host), "%s", who.host);
+    }
+    const char *host = vr->pid >= 0 ? vr->host : NULL;
+    vr->proc = host != NULL ? find_proc(job, vr->pid, host) : -1;
     vr->pstate = vr->proc >= 0 ? v->pstate[vr->proc]
                  : vr->rec == NULL ? WEFT_RAS_P_UNREACHABLE
                  : vr->rec->source == WEFT_RAS_OWN ? WEFT_RAS_P_ALIVE
