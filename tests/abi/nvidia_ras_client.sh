@@ -7,9 +7,7 @@
 #
 # Needs NVIDIA/nccl's sources: $NCCL_SRC (a checkout with src/ras/client.cc).
 # Without them it prints "SKIP: <reason>" and exits 0. With them it compiles
-# src/ras/client.cc as NCCL's build makes ncclras (C++, NVIDIA's
-# src/include on the path; weft's nccl.h stands in for the generated one,
-# which needs CUDA's headers, and gives the same version numbers), starts
+# src/ras/client.cc (build_ncclras.sh), starts
 # a 4-rank job (tests/multirank/ras_job.sh) and checks what ncclras prints:
 # the text report's sections and counts, the JSON (-f json) parses with the
 # right counts, a SIGSTOPped rank is reported lagging, and -m prints the
@@ -21,22 +19,15 @@ if [ $# -ne 1 ] || [ ! -d "$1" ]; then
   exit 2
 fi
 build=$(cd "$1" && pwd)
-src=${NCCL_SRC:-}
-if [ -z "$src" ] || [ ! -f "$src/src/ras/client.cc" ]; then
-  echo "SKIP: NVIDIA's RAS client sources not found (set NCCL_SRC to an NVIDIA/nccl checkout with src/ras/client.cc)"
-  exit 0
-fi
-if ! command -v "${CXX:-g++}" >/dev/null; then
-  echo "SKIP: no C++ compiler (${CXX:-g++}) to build NVIDIA's ncclras"
-  exit 0
-fi
 . "$here/../multirank/ras_job.sh"
 bin=$(mktemp -d "${TMPDIR:-/tmp}/weft-ncclras.XXXXXX") || exit 1
 trap 'ras_job_end; rm -rf "$bin"' EXIT
-if ! "${CXX:-g++}" -O1 -DNCCL_OS_LINUX -I"$here/../../include" -I"$src/src/include" -o "$bin/ncclras" \
-    "$src/src/ras/client.cc" >"$bin/build.log" 2>&1; then
-  echo "FAIL: NVIDIA's ncclras does not build"; sed 's/^/    /' "$bin/build.log"; exit 1
-fi
+why=$("$here/build_ncclras.sh" "${NCCL_SRC:-}" "$bin/ncclras" 2>"$bin/build.log")
+case $? in
+  0) ;;
+  77) echo "SKIP: $why"; exit 0 ;;
+  *) echo "FAIL: NVIDIA's ncclras does not build"; sed 's/^/    /' "$bin/build.log"; exit 1 ;;
+esac
 echo "built: $("$bin/ncclras" --version 2>&1)"
 
 fails=0

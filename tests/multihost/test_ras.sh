@@ -10,7 +10,9 @@
 #     TIMEOUT (2 s), says host 1 is unreachable, naming its processes,
 #     and its ranks missing, unresponsive but not dead (JSON), named by
 #     process also in communicators the answering process is not in;
-#   - the link back up: every process alive again.
+#   - the link back up: every process alive again;
+#   - with NCCL_SRC, NVIDIA's ncclras (tests/abi/build_ncclras.sh) from
+#     host 1 gets the whole job (skipped, saying so, otherwise).
 # Prints one line per check; exits 0 when all hold, 1 otherwise, 77 where
 # namespaces cannot be made (not root, no ip netns).
 set -u
@@ -55,6 +57,15 @@ for h in 0 1; do
   expect "from host $h: the world on 2 hosts, 2 ranks each, running" "$txt" "^ +0 +1 +2 +2 +4  RUNNING +OK$"
   expect "from host $h: the world's counts" "$txt" "4 ranks: AllReduce 20, Broadcast 1$"
 done
+
+# NVIDIA's ncclras, unmodified, from the other host (where NCCL_SRC names its sources).
+if why=$("$here/../abi/build_ncclras.sh" "${NCCL_SRC:-}" "$dir/ncclras" 2>"$dir/ncclras.log"); then
+  txt=$(timeout 30 ip netns exec "${hosts[1]}" "$dir/ncclras" -t 3 2>&1)
+  expect "ncclras from host 1: the whole job" "$txt" "^ +2 +2 +4 +4 +0 +0 +0$"
+  expect "ncclras from host 1: the world's counts" "$txt" "4 ranks: AllReduce 20, Broadcast 1$"
+else
+  echo "SKIP: ncclras across hosts: $why"
+fi
 
 ip netns exec "${hosts[1]}" ip link set wv0 down
 start=$SECONDS
