@@ -28,9 +28,9 @@ typedef struct {
 } weft_ras_peer_t;
 
 // A record comes from the rank's own process, from a process beside it
-// (its control segment), or names only who the rank is (its communicator's
-// rank 0 sends these for every rank, so that a rank nobody can reach is
-// still named).
+// (its control segment), or names only who the rank is (the first rank of
+// each host sends these for the ranks of the other hosts, so that a rank
+// nobody can answer for is still named).
 enum { WEFT_RAS_OWN = 0, WEFT_RAS_SEEN = 1, WEFT_RAS_MEMBER = 2 };
 enum { WEFT_RAS_PROC_RUNNING = 0, WEFT_RAS_PROC_STOPPED, WEFT_RAS_PROC_DEAD, WEFT_RAS_PROC_UNKNOWN };
 

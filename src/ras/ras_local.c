@@ -70,8 +70,9 @@ static int comm_records(const weft_ras_comm_t *c, weft_ras_rank_t **recs, int *n
   const weft_segment_header_t *me = seg != NULL && seg->hdr != NULL ? seg->hdr[c->rank] : NULL;
   for (int p = 0; p < c->nranks; p++) {
     const weft_segment_header_t *h = seg != NULL && seg->hdr != NULL ? seg->hdr[p] : NULL;
-    // Another host's rank: its own host answers for it; rank 0 names it.
-    if (p != c->rank && h == NULL && c->rank != 0) continue;
+    // Another host's rank: its own host answers for it; the first rank of
+    // each host names it, so a rank no process can answer for is still named.
+    if (p != c->rank && h == NULL && seg->leader != c->rank) continue;
     int i = add(recs, n, cap);
     if (i < 0) return -1;
     weft_ras_rank_t *r = &(*recs)[i];
