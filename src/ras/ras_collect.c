@@ -21,9 +21,9 @@
 #include "ras_internal.h"
 #include "util.h"
 
-static int find_proc(const weft_ras_job_t *job, const weft_ras_peer_t *p) {
+int weft_ras_find_proc(const weft_ras_job_t *job, int pid, const char *host) {
   for (int i = 0; i < job->nprocs; i++)
-    if (job->procs[i].pid == p->pid && strcmp(job->procs[i].host, p->host) == 0) return i;
+    if (job->procs[i].pid == pid && strcmp(job->procs[i].host, host) == 0) return i;
   return -1;
 }
 
@@ -42,7 +42,7 @@ static int gather_procs(weft_ras_job_t *job) {
   job->nprocs = 1;
   for (const weft_ras_comm_t *c = weft_ras_comms; c != NULL; c = c->next)
     for (int r = 0; r < c->nranks; r++) {
-      if (find_proc(job, &c->members[r]) >= 0) continue;
+      if (weft_ras_find_proc(job, c->members[r].pid, c->members[r].host) >= 0) continue;
       memcpy(job->secret[job->nprocs], c->secret, WEFT_SECRET_BYTES);
       job->procs[job->nprocs++] = c->members[r];
     }

@@ -99,6 +99,8 @@ weft_ras_job_t *weft_ras_job_start(int timeout_s);
 int weft_ras_job_pollfds(const weft_ras_job_t *job, struct pollfd *pfds, int max);
 int weft_ras_job_progress(weft_ras_job_t *job, const struct pollfd *pfds, int n);
 void weft_ras_job_free(weft_ras_job_t *job);
+// The index of process pid on host in job->procs, -1 when it is not there.
+int weft_ras_find_proc(const weft_ras_job_t *job, int pid, const char *host);
 // Answer a peer's query on fd (accepted here): this process's records.
 void weft_ras_answer_peer(int fd);
 

@@ -23,12 +23,6 @@ const char *weft_ras_pstate_name(int p) {
   return p == WEFT_RAS_P_ALIVE ? "alive" : p == WEFT_RAS_P_STOPPED ? "stopped" : p == WEFT_RAS_P_DEAD ? "dead" : "unreachable";
 }
 
-static int find_proc(const weft_ras_job_t *job, int pid, const char *host) {
-  for (int i = 0; i < job->nprocs; i++)
-    if (job->procs[i].pid == pid && strcmp(job->procs[i].host, host) == 0) return i;
-  return -1;
-}
-
 static void process_states(const weft_ras_job_t *job, weft_ras_view_t *v) {
   for (int i = 0; i < job->nprocs; i++) {
     int s = job->heard[i] == WEFT_RAS_ANSWERED ? WEFT_RAS_P_ALIVE
@@ -107,7 +101,7 @@ static int build_comm(const weft_ras_view_t *v, const weft_ras_rank_t *const *re
       snprintf(vr->host, sizeof(vr->host), "%s", who.host);
     }
     const char *host = vr->pid >= 0 ? vr->host : NULL;
-    vr->proc = host != NULL ? find_proc(job, vr->pid, host) : -1;
+    vr->proc = host != NULL ? weft_ras_find_proc(job, vr->pid, host) : -1;
     vr->pstate = vr->proc >= 0 ? v->pstate[vr->proc]
                  : vr->rec == NULL ? WEFT_RAS_P_UNREACHABLE
                  : vr->rec->source == WEFT_RAS_OWN ? WEFT_RAS_P_ALIVE

@@ -30,31 +30,27 @@ case $? in
 esac
 echo "built: $("$bin/ncclras" --version 2>&1)"
 
-fails=0
-expect() {  # what, text, extended regex
-  if grep -Eq -- "$3" <<<"$2"; then echo "ok: $1"; else echo "FAIL: $1 (no /$3/ in:)"; sed 's/^/    /' <<<"$2" | head -60; fails=$((fails + 1)); fi
-}
 ras_job_start "$build" 4 || exit 1
 host=${NCCL_RAS_ADDR%:*} port=${NCCL_RAS_ADDR##*:}
 nras() { timeout 60 "$bin/ncclras" -h "$host" -p "$port" "$@" 2>&1; }
 
 out=$(nras -t 3)
-expect "ncclras: the job summary" "$out" "^Job summary"
-expect "ncclras: 4 alive processes" "$out" "^ +1 +4 +4 +4 +0 +0 +0$"
-expect "ncclras: the world's counts" "$out" "4 ranks: AllReduce 20, Broadcast 1$"
-expect "ncclras: errors and warnings sections" "$(grep -c -E '^(Errors|Warnings)$' <<<"$out")" "^2$"
+ras_expect "ncclras: the job summary" "$out" "^Job summary"
+ras_expect "ncclras: 4 alive processes" "$out" "^ +1 +4 +4 +4 +0 +0 +0$"
+ras_expect "ncclras: the world's counts" "$out" "4 ranks: AllReduce 20, Broadcast 1$"
+ras_expect "ncclras: errors and warnings sections" "$(grep -c -E '^(Errors|Warnings)$' <<<"$out")" "^2$"
 js=$(nras -f json)
 if python3 -c "import json,sys; d=json.load(sys.stdin); w=[c for c in d['communicators'] if c['size']==4][0]; sys.exit(0 if d['communicators_count']==3 and all(r['collective_counts']['AllReduce']==20 for r in w['ranks']) else 1)" <<<"$js"; then
-  echo "ok: ncclras -f json parses, 20 AllReduce on every rank"; else echo "FAIL: ncclras -f json"; head -30 <<<"$js"; fails=$((fails + 1)); fi
+  ras_ok "ncclras -f json parses, 20 AllReduce on every rank"; else ras_bad "ncclras -f json"; head -30 <<<"$js"; fi
 
 p1=$(ras_pid 1)
 kill -STOP "$p1"
 touch "$ras_dir/go"
 sleep 0.5
 out=$(nras -v -t 5)
-expect "ncclras -v: rank 1 lags, stopped" "$out" "rank 1 lags: AllReduce 20, Broadcast 1 -- process $p1 on host [0-9.]+, stopped"
+ras_expect "ncclras -v: rank 1 lags, stopped" "$out" "rank 1 lags: AllReduce 20, Broadcast 1 -- process $p1 on host [0-9.]+, stopped"
 kill -CONT "$p1"
-ras_wait_files done 4 || fails=$((fails + 1))
+ras_wait_files done 4 || ras_fails=$((ras_fails + 1))
 
 timeout 8 "$bin/ncclras" -h "$host" -p "$port" -m >"$bin/monitor.txt" 2>&1 &
 mon=$!
@@ -66,6 +62,6 @@ k=2
 p2=$(ras_pid $k)
 kill -KILL "$p2"
 wait "$mon"
-expect "ncclras -m: the death" "$(cat "$bin/monitor.txt")" "PEER_DEAD: process $p2 on host"
-[ "$fails" -eq 0 ] && echo "nvidia_ras_client: all passed"
-[ "$fails" -eq 0 ]
+ras_expect "ncclras -m: the death" "$(cat "$bin/monitor.txt")" "PEER_DEAD: process $p2 on host"
+[ "$ras_fails" -eq 0 ] && echo "nvidia_ras_client: all passed"
+[ "$ras_fails" -eq 0 ]

@@ -6,9 +6,26 @@
 #   ras_pid RANK                      # the rank's process id
 #   ras_wait_files PREFIX N           # until N files ras_dir/PREFIX.* exist (30 s at most)
 #   ras_job_end                       # lets the ranks finish, stops what is left
+#   ras_expect WHAT TEXT REGEX        # "ok: WHAT", or "FAIL: ..." with TEXT, counted in ras_fails
+#   ras_ok WHAT / ras_bad WHAT        # a check's outcome said (and a failure counted)
 #
 # The port is a free one picked now, not 28028, so that jobs of other
 # tests on this machine (which would share 28028 with this one) stay apart.
+
+ras_fails=0
+ras_ok() { echo "ok: $1"; }
+ras_bad() {
+  echo "FAIL: $1"
+  ras_fails=$((ras_fails + 1))
+}
+ras_expect() {
+  if grep -Eq -- "$3" <<<"$2"; then
+    ras_ok "$1"
+  else
+    ras_bad "$1 (no /$3/ in:)"
+    sed 's/^/    /' <<<"$2" | head -60
+  fi
+}
 
 ras_free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
