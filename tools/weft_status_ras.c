@@ -117,10 +117,14 @@ int weft_status_ras(const weft_ras_args_t *a) {
   int rc = command_ok(fd, cmd);
   snprintf(cmd, sizeof(cmd), "SET FORMAT %s\n", a->json ? "json" : "text");
   if (rc == 0) rc = command_ok(fd, cmd);
-  if (a->monitor != NULL) snprintf(cmd, sizeof(cmd), "MONITOR%s%s\n", a->monitor[0] ? " " : "", a->monitor);
-  else snprintf(cmd, sizeof(cmd), "%sSTATUS\n", a->verbose ? "VERBOSE " : "");
-  if (rc == 0 && a->monitor != NULL) rc = command_ok(fd, cmd);
-  else if (rc == 0) rc = write_all(fd, cmd);
+  if (a->monitor != NULL)
+    snprintf(cmd, sizeof(cmd), "MONITOR%s%s\n", a->monitor[0] ? " " : "", a->monitor);
+  else
+    snprintf(cmd, sizeof(cmd), "%sSTATUS\n", a->verbose ? "VERBOSE " : "");
+  if (rc == 0 && a->monitor != NULL)
+    rc = command_ok(fd, cmd);
+  else if (rc == 0)
+    rc = write_all(fd, cmd);
   struct timespec t0;
   clock_gettime(CLOCK_MONOTONIC, &t0);
   // The answer ends when the server closes (STATUS); events come until --for runs out (MONITOR).

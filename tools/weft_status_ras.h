@@ -5,7 +5,7 @@
 #define WEFT_STATUS_RAS_H
 
 typedef struct {
-  const char *addr;     // HOST:PORT of a RAS client socket
+  const char *addr;  // HOST:PORT of a RAS client socket
   int json, verbose;
   int timeout_s;        // TIMEOUT: how long the server waits on the job's other processes
   const char *monitor;  // MONITOR's groups ("" for the default), NULL: STATUS

@@ -34,9 +34,12 @@ static int monitor_mask(char *spec, const char **bad) {
   char *save = NULL;
   for (char *t = strtok_r(spec, ",", &save); t != NULL; t = strtok_r(NULL, ",", &save)) {
     while (*t == ' ') t++;
-    if (strcasecmp(t, "lifecycle") == 0) mask |= 1;
-    else if (strcasecmp(t, "trace") == 0) mask |= 2;
-    else if (strcasecmp(t, "all") == 0) mask |= 3;
+    if (strcasecmp(t, "lifecycle") == 0)
+      mask |= 1;
+    else if (strcasecmp(t, "trace") == 0)
+      mask |= 2;
+    else if (strcasecmp(t, "all") == 0)
+      mask |= 3;
     else {
       *bad = t;
       return 0;
@@ -112,8 +115,10 @@ int weft_ras_client_read(weft_ras_client_t *c) {
 
 void weft_ras_client_answer(weft_ras_client_t *c, const weft_ras_view_t *v) {
   weft_ras_out_t o = {0};
-  if (c->json) weft_ras_report_json(v, &o);
-  else weft_ras_report_text(v, c->verbose, &o);
+  if (c->json)
+    weft_ras_report_json(v, &o);
+  else
+    weft_ras_report_text(v, c->verbose, &o);
   if (!o.failed && o.len > 0) weft_ras_client_send(c, o.s, o.len);
   free(o.s);
 }

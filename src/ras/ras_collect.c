@@ -111,7 +111,8 @@ fail:
 int weft_ras_job_pollfds(const weft_ras_job_t *job, struct pollfd *pfds, int max) {
   int k = 0;
   for (int i = 1; i < job->nprocs && k < max; i++)
-    if (job->fd[i] >= 0) pfds[k++] = (struct pollfd){.fd = job->fd[i], .events = job->got[i] == 0 && job->cap[i] == 0 ? POLLOUT : POLLIN};
+    if (job->fd[i] >= 0)
+      pfds[k++] = (struct pollfd){.fd = job->fd[i], .events = job->got[i] == 0 && job->cap[i] == 0 ? POLLOUT : POLLIN};
   return k;
 }
 
@@ -142,17 +143,26 @@ static void step(weft_ras_job_t *job, int i, short revents) {
     }
     weft_ras_query_t q = {.magic = WEFT_RAS_WIRE_MAGIC, .version = WEFT_RAS_WIRE_VERSION};
     memcpy(q.secret, job->secret[i], sizeof(q.secret));
-    if (send(fd, &q, sizeof(q), MSG_NOSIGNAL | MSG_DONTWAIT) != (ssize_t)sizeof(q)) { finish(job, i, WEFT_RAS_SILENT); return; }
+    if (send(fd, &q, sizeof(q), MSG_NOSIGNAL | MSG_DONTWAIT) != (ssize_t)sizeof(q)) {
+      finish(job, i, WEFT_RAS_SILENT);
+      return;
+    }
     job->cap[i] = 4096;
     job->buf[i] = malloc(job->cap[i]);
-    if (job->buf[i] == NULL) { finish(job, i, WEFT_RAS_SILENT); return; }
+    if (job->buf[i] == NULL) {
+      finish(job, i, WEFT_RAS_SILENT);
+      return;
+    }
     return;
   }
   if (!(revents & (POLLIN | POLLHUP | POLLERR))) return;
   for (;;) {
     if (job->got[i] == job->cap[i]) {
       char *nb = realloc(job->buf[i], job->cap[i] * 2);
-      if (nb == NULL) { finish(job, i, WEFT_RAS_SILENT); return; }
+      if (nb == NULL) {
+        finish(job, i, WEFT_RAS_SILENT);
+        return;
+      }
       job->buf[i] = nb;
       job->cap[i] *= 2;
     }
@@ -161,7 +171,10 @@ static void step(weft_ras_job_t *job, int i, short revents) {
       job->got[i] += (size_t)k;
       continue;
     }
-    if (k == 0) { finish(job, i, WEFT_RAS_ANSWERED); return; }
+    if (k == 0) {
+      finish(job, i, WEFT_RAS_ANSWERED);
+      return;
+    }
     if (errno == EINTR) continue;
     if (errno != EAGAIN && errno != EWOULDBLOCK) finish(job, i, WEFT_RAS_SILENT);
     return;

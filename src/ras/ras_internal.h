@@ -14,17 +14,17 @@
 #include "segment.h"
 #include "socket.h"
 
-#define WEFT_RAS_PROTOCOL 2          // NCCL's client protocol version
-#define WEFT_RAS_DEFAULT_TIMEOUT_S 5 // NCCL's default for a query's leg
+#define WEFT_RAS_PROTOCOL 2              // NCCL's client protocol version
+#define WEFT_RAS_DEFAULT_TIMEOUT_S 5     // NCCL's default for a query's leg
 #define WEFT_RAS_WIRE_MAGIC 0x77726173u  // "wras": a query between RAS threads
 #define WEFT_RAS_WIRE_VERSION 1
 #define WEFT_RAS_HOST_LEN 48
 
 // One process of the job, as a communicator's allgather told it.
 typedef struct {
-  weft_sockaddr_t ras;               // its RAS thread's peer listener; port 0: RAS is off there
+  weft_sockaddr_t ras;  // its RAS thread's peer listener; port 0: RAS is off there
   int32_t pid;
-  char host[WEFT_RAS_HOST_LEN];      // its bootstrap interface's address (NCCL names hosts by address)
+  char host[WEFT_RAS_HOST_LEN];  // its bootstrap interface's address (NCCL names hosts by address)
 } weft_ras_peer_t;
 
 // A record comes from the rank's own process, from a process beside it
@@ -39,10 +39,10 @@ enum { WEFT_RAS_PROC_RUNNING = 0, WEFT_RAS_PROC_STOPPED, WEFT_RAS_PROC_DEAD, WEF
 typedef struct {
   uint64_t comm_hash;
   int32_t nranks, rank, pid;
-  uint8_t source, proc;              // WEFT_RAS_OWN/SEEN; WEFT_RAS_PROC_* as /proc tells (SEEN only)
+  uint8_t source, proc;                                // WEFT_RAS_OWN/SEEN/MEMBER; WEFT_RAS_PROC_* (SEEN only)
   uint8_t finalized, aborted, closed, op_state, coll;  // op_state: WEFT_STATUS_*; coll: its weft_coll_t
-  int32_t async_error;               // ncclResult_t: the communicator's sticky error or its host's abort code
-  int32_t waiting_on;                // the rank its latest operation waits on, -1 none
+  int32_t async_error;  // ncclResult_t: the communicator's sticky error or its host's abort code
+  int32_t waiting_on;   // the rank its latest operation waits on, -1 none
   uint64_t seq, ops_done;
   uint64_t launched[WEFT_STATUS_NCOLLS];
   char host[WEFT_RAS_HOST_LEN];
@@ -109,25 +109,25 @@ enum { WEFT_RAS_ST_RUNNING = 1, WEFT_RAS_ST_FINALIZE = 2, WEFT_RAS_ST_ABORT = 4 
 enum { WEFT_RAS_ERR_INCOMPLETE = 1, WEFT_RAS_ERR_ERROR = 2, WEFT_RAS_ERR_LAGGING = 4, WEFT_RAS_ERR_DEAD = 8 };
 enum { WEFT_RAS_P_ALIVE = 0, WEFT_RAS_P_STOPPED, WEFT_RAS_P_DEAD, WEFT_RAS_P_UNREACHABLE };
 typedef struct {
-  const weft_ras_rank_t *rec;  // the best record of the rank, NULL: none
-  int proc;                    // index in job->procs, -1 unknown
-  int pid;                     // its process (-1 unknown) ...
+  const weft_ras_rank_t *rec;    // the best record of the rank, NULL: none
+  int proc;                      // index in job->procs, -1 unknown
+  int pid;                       // its process (-1 unknown) ...
   char host[WEFT_RAS_HOST_LEN];  // ... and host
-  int pstate;                  // WEFT_RAS_P_* of its process
-  int lagging;                 // behind the communicator's others, or its process is stopped
+  int pstate;                    // WEFT_RAS_P_* of its process
+  int lagging;                   // behind the communicator's others, or its process is stopped
 } weft_ras_vrank_t;
 typedef struct {
   uint64_t hash;
   int nranks, nhosts, rph_min, rph_max;
-  int status, errors;          // WEFT_RAS_ST_* bits, WEFT_RAS_ERR_* bits
+  int status, errors;  // WEFT_RAS_ST_* bits, WEFT_RAS_ERR_* bits
   int nmissing, ndead, nlagging, nerror;
   uint64_t most[WEFT_STATUS_NCOLLS];  // the most launched of each collective among its ranks
-  weft_ras_vrank_t *r;         // [nranks]
-  int group, in_group;         // "#group-in_group" in the text report
+  weft_ras_vrank_t *r;                // [nranks]
+  int group, in_group;                // "#group-in_group" in the text report
 } weft_ras_vcomm_t;
 typedef struct {
   const weft_ras_job_t *job;
-  int *pstate;                 // per process: WEFT_RAS_P_*
+  int *pstate;  // per process: WEFT_RAS_P_*
   int nhosts, nprocs, nalive, nstopped, ndead, nunreachable;
   weft_ras_vcomm_t *comms;
   int ncomms, ngroups;
@@ -153,7 +153,8 @@ void weft_ras_report_json(const weft_ras_view_t *v, weft_ras_out_t *o);
 // ras_monitor.c: the events between the last view (*seen; NULL: none yet,
 // only the baseline is taken) and v, as text lines and as JSON objects.
 typedef struct weft_ras_seen weft_ras_seen_t;
-void weft_ras_monitor_events(weft_ras_seen_t **seen, const weft_ras_view_t *v, weft_ras_out_t *text, weft_ras_out_t *json);
+void weft_ras_monitor_events(weft_ras_seen_t **seen, const weft_ras_view_t *v, weft_ras_out_t *text,
+                             weft_ras_out_t *json);
 void weft_ras_monitor_forget(weft_ras_seen_t **seen);
 
 // ras_thread.c: count one more communicator (the first starts the thread)

@@ -28,9 +28,15 @@ int weft_ras_proc_state(int pid) {
   const char *paren = strrchr(buf, ')');  // the command may hold spaces and parentheses
   if (paren == NULL || paren[1] != ' ') return WEFT_RAS_PROC_UNKNOWN;
   switch (paren[2]) {
-    case 'T': case 't': return WEFT_RAS_PROC_STOPPED;
-    case 'Z': case 'X': case 'x': return WEFT_RAS_PROC_DEAD;
-    default: return WEFT_RAS_PROC_RUNNING;
+    case 'T':
+    case 't':
+      return WEFT_RAS_PROC_STOPPED;
+    case 'Z':
+    case 'X':
+    case 'x':
+      return WEFT_RAS_PROC_DEAD;
+    default:
+      return WEFT_RAS_PROC_RUNNING;
   }
 }
 
@@ -47,7 +53,8 @@ static void read_status(const weft_status_t *s, weft_ras_rank_t *r) {
     atomic_thread_fence(memory_order_acquire);
     if (atomic_load_explicit(&s->version, memory_order_relaxed) == v) break;
   }
-  for (int c = 0; c < WEFT_STATUS_NCOLLS; c++) r->launched[c] = atomic_load_explicit(&s->launched[c], memory_order_relaxed);
+  for (int c = 0; c < WEFT_STATUS_NCOLLS; c++)
+    r->launched[c] = atomic_load_explicit(&s->launched[c], memory_order_relaxed);
 }
 
 static int add(weft_ras_rank_t **recs, int *n, int *cap) {
@@ -100,7 +107,7 @@ static int comm_records(const weft_ras_comm_t *c, weft_ras_rank_t **recs, int *n
       r->closed = (uint8_t)atomic_load(&h->closed);
       // Another pid namespace: /proc here says nothing about it.
       r->proc = me != NULL && h->pidns == me->pidns && h->pidns != 0 ? (uint8_t)weft_ras_proc_state(h->pid)
-                                                                    : WEFT_RAS_PROC_UNKNOWN;
+                                                                     : WEFT_RAS_PROC_UNKNOWN;
     }
   }
   return 0;

@@ -33,7 +33,8 @@ static void event(const char *name, const weft_ras_peer_t *p, const char *detail
   struct tm tm;
   strftime(stamp, sizeof(stamp), "%F %T", localtime_r(&now, &tm));
   if (p != NULL) {
-    weft_ras_out(text, "[%s] %s: process %d on host %s%s%s\n", stamp, name, p->pid, p->host, details[0] ? " " : "", details);
+    weft_ras_out(text, "[%s] %s: process %d on host %s%s%s\n", stamp, name, p->pid, p->host, details[0] ? " " : "",
+                 details);
     weft_ras_out(json,
                  "{\n  \"timestamp\": \"%s\",\n  \"group\": \"LIFECYCLE\",\n  \"event\": \"%s\",\n  \"peer\": {\n"
                  "    \"host\": \"%s\",\n    \"pid\": %d,\n    \"cuda_devs\": [],\n    \"nvml_devs\": []\n  },\n"
@@ -41,8 +42,10 @@ static void event(const char *name, const weft_ras_peer_t *p, const char *detail
                  stamp, name, p->host, p->pid, details);
   } else {
     weft_ras_out(text, "[%s] %s: %s\n", stamp, name, details);
-    weft_ras_out(json, "{\n  \"timestamp\": \"%s\",\n  \"group\": \"LIFECYCLE\",\n  \"event\": \"%s\",\n  \"details\": \"%s\"\n}\n",
-                 stamp, name, details);
+    weft_ras_out(
+        json,
+        "{\n  \"timestamp\": \"%s\",\n  \"group\": \"LIFECYCLE\",\n  \"event\": \"%s\",\n  \"details\": \"%s\"\n}\n",
+        stamp, name, details);
   }
 }
 
@@ -52,10 +55,14 @@ static void peer_events(const weft_ras_seen_t *s, const weft_ras_view_t *v, weft
   const weft_ras_job_t *job = v->job;
   for (int i = 0; i < job->nprocs; i++) {
     int k = 0;
-    while (k < s->nprocs && !(s->procs[k].pid == job->procs[i].pid && strcmp(s->procs[k].host, job->procs[i].host) == 0)) k++;
-    if (k == s->nprocs) event("PEER_NEW", &job->procs[i], "joined the job", t, j);
+    while (k < s->nprocs &&
+           !(s->procs[k].pid == job->procs[i].pid && strcmp(s->procs[k].host, job->procs[i].host) == 0))
+      k++;
+    if (k == s->nprocs)
+      event("PEER_NEW", &job->procs[i], "joined the job", t, j);
     else if (s->state[k] != v->pstate[i])
-      event(change[v->pstate[i]], &job->procs[i], v->pstate[i] == WEFT_RAS_P_STOPPED ? "is stopped; its ranks lag" : "", t, j);
+      event(change[v->pstate[i]], &job->procs[i], v->pstate[i] == WEFT_RAS_P_STOPPED ? "is stopped; its ranks lag" : "",
+            t, j);
   }
 }
 
@@ -71,8 +78,8 @@ static void comm_events(const weft_ras_seen_t *s, const weft_ras_view_t *v, weft
     }
     int failed = (c->errors & (WEFT_RAS_ERR_ERROR | WEFT_RAS_ERR_DEAD)) != 0;
     if (failed && (k == s->ncomms || !s->failed[k])) {
-      snprintf(d, sizeof(d), "communicator %016llx of %d ranks failed: %d in error, %d dead", (unsigned long long)c->hash,
-               c->nranks, c->nerror, c->ndead);
+      snprintf(d, sizeof(d), "communicator %016llx of %d ranks failed: %d in error, %d dead",
+               (unsigned long long)c->hash, c->nranks, c->nerror, c->ndead);
       event("COMM_FAILED", NULL, d, t, j);
     }
   }
@@ -88,7 +95,8 @@ void weft_ras_monitor_forget(weft_ras_seen_t **seen) {
   *seen = NULL;
 }
 
-void weft_ras_monitor_events(weft_ras_seen_t **seen, const weft_ras_view_t *v, weft_ras_out_t *text, weft_ras_out_t *json) {
+void weft_ras_monitor_events(weft_ras_seen_t **seen, const weft_ras_view_t *v, weft_ras_out_t *text,
+                             weft_ras_out_t *json) {
   weft_ras_seen_t *now = calloc(1, sizeof(*now));
   const weft_ras_job_t *job = v->job;
   if (now == NULL) return;

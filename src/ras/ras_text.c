@@ -21,7 +21,8 @@ void weft_ras_out(weft_ras_out_t *o, const char *fmt, ...) {
     va_start(ap, fmt);
     int need = vsnprintf(o->s != NULL ? o->s + o->len : NULL, o->s != NULL ? o->cap - o->len : 0, fmt, ap);
     va_end(ap);
-    if (need < 0) o->failed = 1;
+    if (need < 0)
+      o->failed = 1;
     else if (o->s != NULL && o->len + (size_t)need < o->cap) {
       o->len += (size_t)need;
       return;
@@ -49,11 +50,12 @@ static void problems(int e, char *buf, size_t len) {
 }
 
 // "process 123 on host 10.0.0.1" for rank q of c.
-static const char *who(const weft_ras_view_t *v, const weft_ras_vcomm_t *c, int q, char *buf, size_t len) {
+static const char *who(const weft_ras_vcomm_t *c, int q, char *buf, size_t len) {
   const weft_ras_vrank_t *vr = &c->r[q];
-  (void)v;
-  if (vr->pid >= 0) snprintf(buf, len, "process %d on host %s", vr->pid, vr->host);
-  else snprintf(buf, len, "process unknown");
+  if (vr->pid >= 0)
+    snprintf(buf, len, "process %d on host %s", vr->pid, vr->host);
+  else
+    snprintf(buf, len, "process unknown");
   return buf;
 }
 
@@ -69,10 +71,11 @@ static void summary(const weft_ras_view_t *v, weft_ras_out_t *o) {
   char per[32];
   snprintf(per, sizeof(per), lo == hi ? "%d" : "%d-%d", lo, hi);
   weft_ras_out(o, "Job summary\n===========\n\n");
-  weft_ras_out(o, "  Hosts  Processes  Processes   Alive  Stopped   Dead  Unreachable\n"
-                  "          per host    (total)\n");
-  weft_ras_out(o, "%7d  %9s  %9d  %6d  %7d  %5d  %11d\n\n", v->nhosts, per, v->nprocs, v->nalive, v->nstopped,
-               v->ndead, v->nunreachable);
+  weft_ras_out(o,
+               "  Hosts  Processes  Processes   Alive  Stopped   Dead  Unreachable\n"
+               "          per host    (total)\n");
+  weft_ras_out(o, "%7d  %9s  %9d  %6d  %7d  %5d  %11d\n\n", v->nhosts, per, v->nprocs, v->nalive, v->nstopped, v->ndead,
+               v->nunreachable);
 }
 
 static void table(const weft_ras_view_t *v, weft_ras_out_t *o) {
@@ -81,8 +84,9 @@ static void table(const weft_ras_view_t *v, weft_ras_out_t *o) {
     weft_ras_out(o, "No communicator reported.\n\n");
     return;
   }
-  weft_ras_out(o, "Group  Comms   Hosts   Ranks   Ranks  Status    Problems\n"
-                  "    #          / comm  / host  / comm\n");
+  weft_ras_out(o,
+               "Group  Comms   Hosts   Ranks   Ranks  Status    Problems\n"
+               "    #          / comm  / host  / comm\n");
   for (int i = 0; i < v->ncomms; i++) {
     const weft_ras_vcomm_t *c = &v->comms[i];
     if (c->in_group) continue;
@@ -91,7 +95,8 @@ static void table(const weft_ras_view_t *v, weft_ras_out_t *o) {
     char rph[24], pb[64];
     snprintf(rph, sizeof(rph), c->rph_min == c->rph_max ? "%d" : "%d-%d", c->rph_min, c->rph_max);
     problems(c->errors, pb, sizeof(pb));
-    weft_ras_out(o, "%5d  %5d  %6d  %6s  %6d  %-8s  %s\n", c->group, n, c->nhosts, rph, c->nranks, status_name(c->status), pb);
+    weft_ras_out(o, "%5d  %5d  %6d  %6s  %6d  %-8s  %s\n", c->group, n, c->nhosts, rph, c->nranks,
+                 status_name(c->status), pb);
   }
   weft_ras_out(o, "\n");
 }
@@ -114,11 +119,14 @@ static void operations(const weft_ras_view_t *v, int verbose, weft_ras_out_t *o)
     weft_ras_out(o, "\n");
     for (int q = 0; verbose && q < c->nranks; q++) {
       const weft_ras_rank_t *r = c->r[q].rec;
-      weft_ras_out(o, "  rank %d, %s, %s: ", q, who(v, c, q, buf, sizeof(buf)), weft_ras_pstate_name(c->r[q].pstate));
-      if (r != NULL) counts_line(r->launched, o);
-      else weft_ras_out(o, "no data");
+      weft_ras_out(o, "  rank %d, %s, %s: ", q, who(c, q, buf, sizeof(buf)), weft_ras_pstate_name(c->r[q].pstate));
+      if (r != NULL)
+        counts_line(r->launched, o);
+      else
+        weft_ras_out(o, "no data");
       if (r != NULL && r->waiting_on >= 0 && r->op_state == WEFT_STATUS_WAITING)
-        weft_ras_out(o, "; waiting on rank %d in %s #%llu", r->waiting_on, weft_ras_coll_name(r->coll), (unsigned long long)r->seq);
+        weft_ras_out(o, "; waiting on rank %d in %s #%llu", r->waiting_on, weft_ras_coll_name(r->coll),
+                     (unsigned long long)r->seq);
       weft_ras_out(o, "\n");
     }
   }
@@ -126,7 +134,7 @@ static void operations(const weft_ras_view_t *v, int verbose, weft_ras_out_t *o)
 }
 
 // Processes that did not answer: whole hosts first, then single ones.
-static void silent_processes(const weft_ras_view_t *v, int verbose, weft_ras_out_t *o) {
+static void silent_processes(const weft_ras_view_t *v, weft_ras_out_t *o) {
   const weft_ras_job_t *job = v->job;
   if (v->nunreachable == 0) return;
   weft_ras_out(o, "UNREACHABLE\n");
@@ -159,7 +167,6 @@ static void silent_processes(const weft_ras_view_t *v, int verbose, weft_ras_out
                        job->procs[j].host);
     }
   }
-  (void)verbose;
   weft_ras_out(o, "\n");
 }
 
@@ -172,7 +179,7 @@ static void dead_processes(const weft_ras_view_t *v, weft_ras_out_t *o) {
   weft_ras_out(o, "\n");
 }
 
-static void comm_errors(const weft_ras_view_t *v, const weft_ras_vcomm_t *c, int verbose, weft_ras_out_t *o) {
+static void comm_errors(const weft_ras_vcomm_t *c, int verbose, weft_ras_out_t *o) {
   char buf[160];
   int shown = 0;
   if (c->errors & (WEFT_RAS_ERR_INCOMPLETE | WEFT_RAS_ERR_DEAD)) {
@@ -182,9 +189,10 @@ static void comm_errors(const weft_ras_view_t *v, const weft_ras_vcomm_t *c, int
     if (c->ndead) weft_ras_out(o, "  %d rank%s dead\n", c->ndead, c->ndead > 1 ? "s are" : " is");
     for (int q = 0; q < c->nranks; q++) {
       int p = c->r[q].pstate;
-      if ((c->r[q].rec != NULL && p != WEFT_RAS_P_DEAD && p != WEFT_RAS_P_UNREACHABLE) || (!verbose && shown++ >= DETAIL_MAX))
+      if ((c->r[q].rec != NULL && p != WEFT_RAS_P_DEAD && p != WEFT_RAS_P_UNREACHABLE) ||
+          (!verbose && shown++ >= DETAIL_MAX))
         continue;
-      weft_ras_out(o, "  rank %d -- %s, %s\n", q, who(v, c, q, buf, sizeof(buf)), weft_ras_pstate_name(p));
+      weft_ras_out(o, "  rank %d -- %s, %s\n", q, who(c, q, buf, sizeof(buf)), weft_ras_pstate_name(p));
     }
     weft_ras_out(o, "\n");
   }
@@ -196,13 +204,13 @@ static void comm_errors(const weft_ras_view_t *v, const weft_ras_vcomm_t *c, int
       const weft_ras_rank_t *r = c->r[q].rec;
       if (r == NULL || r->async_error == 0 || (!verbose && shown++ >= DETAIL_MAX)) continue;
       weft_ras_out(o, "  rank %d reports %s -- %s\n", q, ncclGetErrorString((ncclResult_t)r->async_error),
-                   who(v, c, q, buf, sizeof(buf)));
+                   who(c, q, buf, sizeof(buf)));
     }
     weft_ras_out(o, "\n");
   }
 }
 
-static void comm_lagging(const weft_ras_view_t *v, const weft_ras_vcomm_t *c, int verbose, weft_ras_out_t *o) {
+static void comm_lagging(const weft_ras_vcomm_t *c, int verbose, weft_ras_out_t *o) {
   char buf[160];
   weft_ras_out(o, "#%d-%d (%016llx) LAGGING\n", c->group, c->in_group, (unsigned long long)c->hash);
   for (int t = 0; t < WEFT_STATUS_NCOLLS; t++) {
@@ -223,7 +231,7 @@ static void comm_lagging(const weft_ras_view_t *v, const weft_ras_vcomm_t *c, in
     if (!c->r[q].lagging || (!verbose && shown++ >= DETAIL_MAX)) continue;
     weft_ras_out(o, "  rank %d lags: ", q);
     counts_line(r->launched, o);
-    weft_ras_out(o, " -- %s%s\n", who(v, c, q, buf, sizeof(buf)),
+    weft_ras_out(o, " -- %s%s\n", who(c, q, buf, sizeof(buf)),
                  c->r[q].pstate == WEFT_RAS_P_STOPPED ? ", stopped (its counts stand still)" : "");
   }
   weft_ras_out(o, "\n");
@@ -236,12 +244,13 @@ void weft_ras_report_text(const weft_ras_view_t *v, int verbose, weft_ras_out_t 
   table(v, o);
   operations(v, verbose, o);
   weft_ras_out(o, "Errors\n======\n\n");
-  silent_processes(v, verbose, o);
+  silent_processes(v, o);
   dead_processes(v, o);
-  for (int i = 0; i < v->ncomms; i++) comm_errors(v, &v->comms[i], verbose, o);
+  for (int i = 0; i < v->ncomms; i++) comm_errors(&v->comms[i], verbose, o);
   weft_ras_out(o, "Warnings\n========\n\n");
   if (v->job->timeouts)
-    weft_ras_out(o, "TIMEOUT\n  %d process%s did not answer in time\n\n", v->job->timeouts, v->job->timeouts > 1 ? "es" : "");
+    weft_ras_out(o, "TIMEOUT\n  %d process%s did not answer in time\n\n", v->job->timeouts,
+                 v->job->timeouts > 1 ? "es" : "");
   for (int i = 0; i < v->ncomms; i++)
-    if (v->comms[i].errors & WEFT_RAS_ERR_LAGGING) comm_lagging(v, &v->comms[i], verbose, o);
+    if (v->comms[i].errors & WEFT_RAS_ERR_LAGGING) comm_lagging(&v->comms[i], verbose, o);
 }

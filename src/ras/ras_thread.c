@@ -34,7 +34,7 @@
 #define MONITOR_EVERY_NS 1000000000LL
 
 static pthread_mutex_t life = PTHREAD_MUTEX_INITIALIZER;  // start, stop, the count; never taken by the thread
-static int holders;        // communicators joined (or joining)
+static int holders;                                       // communicators joined (or joining)
 static int running;
 static pthread_t thread;
 static int wake_fd = -1, client_fd = -1, peer_fd = -1;
@@ -103,8 +103,10 @@ static void deliver(weft_ras_client_t **list, weft_ras_job_t *job, weft_ras_seen
   weft_ras_out_t text = {0}, json = {0};
   int monitors = 0;
   for (weft_ras_client_t *c = *list; c != NULL; c = c->next) monitors += c->monitor != 0;
-  if (monitors) weft_ras_monitor_events(seen, &v, &text, &json);
-  else weft_ras_monitor_forget(seen);  // a later MONITOR starts from a fresh baseline
+  if (monitors)
+    weft_ras_monitor_events(seen, &v, &text, &json);
+  else
+    weft_ras_monitor_forget(seen);  // a later MONITOR starts from a fresh baseline
   for (weft_ras_client_t *c = *list, *next; c != NULL; c = next) {
     next = c->next;
     if (c->wants_status) {
@@ -140,8 +142,10 @@ static void *ras_main(void *arg) {
     int first_job = n;
     if (job != NULL) n += weft_ras_job_pollfds(job, pfd + n, MAX_POLL - n);
     int64_t now = weft_now_ns(), wait_ms = -1;
-    if (job != NULL) wait_ms = 50;
-    else if (monitors) wait_ms = next_monitor > now ? (next_monitor - now) / 1000000 + 1 : 0;
+    if (job != NULL)
+      wait_ms = 50;
+    else if (monitors)
+      wait_ms = next_monitor > now ? (next_monitor - now) / 1000000 + 1 : 0;
     if (poll(pfd, (nfds_t)n, (int)wait_ms) < 0 && errno != EINTR) break;
     if (pfd[0].revents & POLLIN) {
       uint64_t v;
@@ -160,8 +164,10 @@ static void *ras_main(void *arg) {
       for (weft_ras_client_t *c = clients; c != NULL; c = c->next)
         if (c->fd == pfd[k].fd) {
           int was_asked = c->wants_status;
-          if (weft_ras_client_read(c) != 0) drop(&clients, c);
-          else asked += c->wants_status && !was_asked;
+          if (weft_ras_client_read(c) != 0)
+            drop(&clients, c);
+          else
+            asked += c->wants_status && !was_asked;
           break;
         }
     }

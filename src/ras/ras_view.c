@@ -16,22 +16,29 @@
 
 #include "ras_internal.h"
 
-static const char *const coll_names[WEFT_STATUS_NCOLLS] = {"AllReduce", "Broadcast", "Reduce",  "AllGather",
-                                                           "ReduceScatter", "AlltoAll", "Gather", "Scatter"};
+static const char *const coll_names[WEFT_STATUS_NCOLLS] = {"AllReduce",     "Broadcast", "Reduce", "AllGather",
+                                                           "ReduceScatter", "AlltoAll",  "Gather", "Scatter"};
 const char *weft_ras_coll_name(int c) { return c >= 0 && c < WEFT_STATUS_NCOLLS ? coll_names[c] : "?"; }
 const char *weft_ras_pstate_name(int p) {
-  return p == WEFT_RAS_P_ALIVE ? "alive" : p == WEFT_RAS_P_STOPPED ? "stopped" : p == WEFT_RAS_P_DEAD ? "dead" : "unreachable";
+  return p == WEFT_RAS_P_ALIVE     ? "alive"
+         : p == WEFT_RAS_P_STOPPED ? "stopped"
+         : p == WEFT_RAS_P_DEAD    ? "dead"
+                                   : "unreachable";
 }
 
 static void process_states(const weft_ras_job_t *job, weft_ras_view_t *v) {
   for (int i = 0; i < job->nprocs; i++) {
-    int s = job->heard[i] == WEFT_RAS_ANSWERED ? WEFT_RAS_P_ALIVE
-            : job->heard[i] == WEFT_RAS_REFUSED ? WEFT_RAS_P_DEAD : WEFT_RAS_P_UNREACHABLE;
+    int s = job->heard[i] == WEFT_RAS_ANSWERED  ? WEFT_RAS_P_ALIVE
+            : job->heard[i] == WEFT_RAS_REFUSED ? WEFT_RAS_P_DEAD
+                                                : WEFT_RAS_P_UNREACHABLE;
     for (int k = 0; k < job->nrecs && s != WEFT_RAS_P_ALIVE; k++) {
       const weft_ras_rank_t *r = &job->recs[k];
-      if (r->source != WEFT_RAS_SEEN || r->pid != job->procs[i].pid || strcmp(r->host, job->procs[i].host) != 0) continue;
-      if (r->proc == WEFT_RAS_PROC_DEAD && !r->closed) s = WEFT_RAS_P_DEAD;
-      else if (r->proc == WEFT_RAS_PROC_STOPPED && s != WEFT_RAS_P_DEAD) s = WEFT_RAS_P_STOPPED;
+      if (r->source != WEFT_RAS_SEEN || r->pid != job->procs[i].pid || strcmp(r->host, job->procs[i].host) != 0)
+        continue;
+      if (r->proc == WEFT_RAS_PROC_DEAD && !r->closed)
+        s = WEFT_RAS_P_DEAD;
+      else if (r->proc == WEFT_RAS_PROC_STOPPED && s != WEFT_RAS_P_DEAD)
+        s = WEFT_RAS_P_STOPPED;
     }
     v->pstate[i] = s;
     v->nalive += s == WEFT_RAS_P_ALIVE;
@@ -53,7 +60,7 @@ static int by_comm_rank(const void *a, const void *b) {
 }
 
 // What one rank's record (or its absence) says, into c's counts and bits.
-static void judge_rank(const weft_ras_view_t *v, weft_ras_vcomm_t *c, int rank) {
+static void judge_rank(weft_ras_vcomm_t *c, int rank) {
   weft_ras_vrank_t *vr = &c->r[rank];
   const weft_ras_rank_t *r = vr->rec;
   if (r == NULL || vr->pstate == WEFT_RAS_P_UNREACHABLE) {
@@ -63,7 +70,6 @@ static void judge_rank(const weft_ras_view_t *v, weft_ras_vcomm_t *c, int rank) 
     c->ndead++;
     c->errors |= WEFT_RAS_ERR_DEAD;
   }
-  (void)v;
   if (r == NULL) return;
   c->status |= r->aborted ? WEFT_RAS_ST_ABORT : r->finalized || r->closed ? WEFT_RAS_ST_FINALIZE : WEFT_RAS_ST_RUNNING;
   if (r->async_error != 0) {
@@ -102,12 +108,13 @@ static int build_comm(const weft_ras_view_t *v, const weft_ras_rank_t *const *re
     }
     const char *host = vr->pid >= 0 ? vr->host : NULL;
     vr->proc = host != NULL ? weft_ras_find_proc(job, vr->pid, host) : -1;
-    vr->pstate = vr->proc >= 0 ? v->pstate[vr->proc]
-                 : vr->rec == NULL ? WEFT_RAS_P_UNREACHABLE
-                 : vr->rec->source == WEFT_RAS_OWN ? WEFT_RAS_P_ALIVE
-                 : vr->rec->proc == WEFT_RAS_PROC_DEAD ? WEFT_RAS_P_DEAD
-                 : vr->rec->proc == WEFT_RAS_PROC_STOPPED ? WEFT_RAS_P_STOPPED : WEFT_RAS_P_ALIVE;
-    judge_rank(v, c, q);
+    vr->pstate = vr->proc >= 0                            ? v->pstate[vr->proc]
+                 : vr->rec == NULL                        ? WEFT_RAS_P_UNREACHABLE
+                 : vr->rec->source == WEFT_RAS_OWN        ? WEFT_RAS_P_ALIVE
+                 : vr->rec->proc == WEFT_RAS_PROC_DEAD    ? WEFT_RAS_P_DEAD
+                 : vr->rec->proc == WEFT_RAS_PROC_STOPPED ? WEFT_RAS_P_STOPPED
+                                                          : WEFT_RAS_P_ALIVE;
+    judge_rank(c, q);
     int h = 0;
     while (h < c->nhosts && host != NULL && strcmp(hosts[h], host) != 0) h++;
     if (host != NULL && h == c->nhosts) hosts[c->nhosts++] = (char *)host;
@@ -167,7 +174,8 @@ int weft_ras_view_build(const weft_ras_job_t *job, weft_ras_view_t *v) {
   qsort(v->comms, (size_t)v->ncomms, sizeof(*v->comms), by_group);
   for (int i = 0; i < v->ncomms; i++) {
     weft_ras_vcomm_t *c = &v->comms[i], *p = i ? &v->comms[i - 1] : NULL;
-    int same = p != NULL && p->nranks == c->nranks && p->nhosts == c->nhosts && p->status == c->status && p->errors == c->errors;
+    int same = p != NULL && p->nranks == c->nranks && p->nhosts == c->nhosts && p->status == c->status &&
+               p->errors == c->errors;
     c->group = same ? p->group : v->ngroups++;
     c->in_group = same ? p->in_group + 1 : 0;
   }
