@@ -143,7 +143,7 @@ static void *ras_main(void *arg) {
     if (job != NULL) n += weft_ras_job_pollfds(job, pfd + n, MAX_POLL - n);
     int64_t now = weft_now_ns(), wait_ms = -1;
     if (job != NULL)
-      wait_ms = 50;
+      wait_ms = n > first_job ? 50 : 0;  // no socket left to wait on: finish it now
     else if (monitors)
       wait_ms = next_monitor > now ? (next_monitor - now) / 1000000 + 1 : 0;
     if (poll(pfd, (nfds_t)n, (int)wait_ms) < 0 && errno != EINTR) break;
