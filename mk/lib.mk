@@ -12,7 +12,7 @@ KERNEL_OPT ?= $(if $(SAN),,-O3) -fno-trapping-math -fno-math-errno
 # and its README says which of the others it may include (make check-includes).
 LIB_DIRS := src/base src/arith src/boot src/core src/cuda \
             transports transports/shm transports/net transports/ib \
-            algorithms algorithms/sim topology plugins plugins/net plugins/tuner plugins/profiler plugins/env
+            src/ras algorithms algorithms/sim topology plugins plugins/net plugins/tuner plugins/profiler plugins/env
 XML_CFLAGS  := $(shell pkg-config --cflags libxml-2.0 2>/dev/null || echo -I/usr/include/libxml2)
 INCLUDES    := -Iinclude $(addprefix -I,$(LIB_DIRS)) -Isrc/kernels $(XML_CFLAGS)
 CFLAGS_BASE := -std=c11 -Wall -Wextra -Werror $(OPT) -g -fPIC -D_GNU_SOURCE -pthread $(SAN)

@@ -23,7 +23,7 @@ INTERNAL_TOOLS := $(BUILD)/bin/weft-env $(BUILD)/bin/weft-sim $(BUILD)/bin/weft-
 $(BUILD)/bin/weft-env: tools/weft_env.c
 $(BUILD)/bin/weft-sim: tools/weft_sim_check.c tools/weft_sim_cost.c tools/weft_sim_cost.h
 $(BUILD)/bin/weft-topo: tools/weft_topo.c
-$(BUILD)/bin/weft-status: tools/weft_status.c
+$(BUILD)/bin/weft-status: tools/weft_status.c tools/weft_status_ras.c tools/weft_status_ras.h
 $(INTERNAL_TOOLS): $(TOOLS_COMMON) $(LIB_OBJS)
 	@mkdir -p $(@D)
 	$(CC) $(LIB_CFLAGS) -Itools/common -o $@ $(filter-out %.h,$^) $(LDLIBS)

@@ -49,7 +49,7 @@ LAYERS = {  # layer: (height, rooms)
     'topology': (2, ['topology']),
     'transports': (2, ['transports']),
     'plugins': (3, ['plugins']),
-    'core': (4, ['src/boot', 'src/core', 'src/cuda']),
+    'core': (4, ['src/boot', 'src/core', 'src/cuda', 'src/ras']),
 }
 INCLUDE_RE = re.compile(r'^\s*#\s*include\s*"([^"]+)"')
 RULE_RE = re.compile(r'^May include:\s*(.*)$')

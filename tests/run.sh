@@ -84,6 +84,8 @@ for t in "$build"/tests/multirank/test_*; do
   fi
   run_criterion "multirank/$(basename "$t")" 600 "$t" --jobs 1
 done
+# RAS: NCCL's client protocol against a 4-rank job (stopped and killed ranks, MONITOR).
+run_script "multirank/ras (4 ranks)" 120 ./tests/multirank/test_ras.sh "$build"
 run_script "abi" 300 ./tests/abi/run_abi.sh "$build"
 # Every folder's include rule and the one-way layers (scripts/check-includes.py).
 run_script "check-includes" 120 python3 scripts/check-includes.py --objects "$build/obj"
@@ -111,6 +113,7 @@ rm -f "$tune_out"
 run_script "multihost/launch ($WEFT_MULTIHOST_MODE)" 120 ./tests/multihost/test_launch.sh "$build"
 if why=$(./tests/multihost/netns.sh --check); then
   run_script "multihost/netns ($WEFT_MULTIHOST_MODE)" 240 ./tests/multihost/run_tests.sh "$build"
+  run_script "multihost/ras (2x2, partition)" 120 ./tests/multihost/test_ras.sh "$build"
   ./tests/multihost/netns.sh --clean-stale  # what a run killed at its limit left
 else
   printf '%-34s skipped (%s)\n' "multihost/netns" "$why"

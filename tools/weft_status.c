@@ -2,6 +2,10 @@
  * weft_status.c — what every rank of a running job is doing, from outside.
  *
  *   weft-status [PID...]
+ *   weft-status --ras[=HOST:PORT] [--json] [--verbose] [--timeout S] [--monitor[=GROUPS]] [--for S]
+ *
+ * With --ras it asks the job's RAS thread (NCCL_RAS_ADDR) for the whole
+ * job, every host included (weft_status_ras.c). Otherwise:
  *
  * Each rank keeps the state of its latest operation in the header of its
  * control segment (src/core/segment.h, written by src/core/engine_status.c):
@@ -31,6 +35,7 @@
 #include "schedule.h"
 #include "segment.h"
 #include "util.h"
+#include "weft_status_ras.h"
 
 static const char *state_name(int s) {
   return s == WEFT_STATUS_IDLE ? "idle after" : s == WEFT_STATUS_RUNNING ? "running" : s == WEFT_STATUS_WAITING ? "waiting in" : "failed in";
@@ -92,11 +97,43 @@ static int show_pid(pid_t pid) {
   return shown;
 }
 
+// --ras and its options; 2 for bad usage.
+static int ras_main(int argc, char **argv) {
+  const char *env = getenv("NCCL_RAS_ADDR");
+  weft_ras_args_t a = {.addr = env != NULL && env[0] ? env : "localhost:28028", .timeout_s = 5};
+  for (int i = 1; i < argc; i++) {
+    const char *s = argv[i];
+    if (strncmp(s, "--ras=", 6) == 0) a.addr = s + 6;
+    else if (strcmp(s, "--ras") == 0) continue;
+    else if (strcmp(s, "--json") == 0) a.json = 1;
+    else if (strcmp(s, "--verbose") == 0) a.verbose = 1;
+    else if (strcmp(s, "--monitor") == 0) a.monitor = "";
+    else if (strncmp(s, "--monitor=", 10) == 0) a.monitor = s + 10;
+    else if ((strcmp(s, "--timeout") == 0 || strcmp(s, "--for") == 0) && i + 1 < argc) {
+      char *end;
+      long v = strtol(argv[i + 1], &end, 10);
+      if (*end || v < 0) {
+        fprintf(stderr, "weft-status: %s needs whole seconds, not '%s'\n", s, argv[i + 1]);
+        return 2;
+      }
+      *(strcmp(s, "--for") == 0 ? &a.for_s : &a.timeout_s) = (int)v;
+      i++;
+    } else {
+      fprintf(stderr, "weft-status: unknown option '%s'\n", s);
+      return 2;
+    }
+  }
+  return weft_status_ras(&a);
+}
+
 int main(int argc, char **argv) {
   if (argc > 1 && (strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0)) {
-    printf("usage: weft-status [PID...]   (no PID: every process with a weft communicator)\n");
+    printf("usage: weft-status [PID...]   (no PID: every process with a weft communicator on this host)\n"
+           "       weft-status --ras[=HOST:PORT] [--json] [--verbose] [--timeout S] [--monitor[=GROUPS]] [--for S]\n"
+           "                                 (the whole job, from its RAS threads)\n");
     return 0;
   }
+  if (argc > 1 && strncmp(argv[1], "--ras", 5) == 0) return ras_main(argc, argv);
   int shown = 0;
   for (int i = 1; i < argc; i++) {
     char *end;

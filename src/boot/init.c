@@ -19,6 +19,7 @@
 #include "cuda_rt.h"
 #include "cuda_staging.h"
 #include "env.h"
+#include "ras.h"
 #include "reduce_simd.h"
 #include "rendezvous.h"
 #include "topo.h"
@@ -79,6 +80,7 @@ static ncclResult_t comm_init(struct ncclComm *comm, const weft_id_t *ids, int n
   WEFTCHECKGOTO(weft_cuda_direct_init(comm), res, out);
   comm->id_hash = weft_hash_bytes(ids[0].secret, sizeof(ids[0].secret));
   weft_comm_plugins_init(comm);
+  WEFTCHECKGOTO(weft_ras_comm_join(comm), res, out);
   INFO(WEFT_LOG_INIT, "comm %p rank %d nranks %d pid %d - Init COMPLETE", (void *)comm, comm->rank, comm->nranks,
        (int)getpid());
 out:

@@ -15,6 +15,7 @@
 #include "checks.h"
 #include "comm.h"
 #include "cuda_direct.h"
+#include "ras.h"
 #include "util.h"
 
 typedef struct {
@@ -56,6 +57,7 @@ ncclResult_t weft_comm_create_child(const struct ncclComm *parent, const struct 
   weft_comm_restore_affinity(child);
   child->id_hash = id_hash;
   weft_comm_plugins_init(child);
+  WEFTCHECKGOTO(weft_ras_comm_join(child), res, fail);
   weft_registry_add(child);
   *out = child;
   return ncclSuccess;

@@ -21,6 +21,7 @@
 #include "checks.h"
 #include "env.h"
 #include "mismatch.h"
+#include "ras.h"
 #include "segment.h"
 #include "util.h"
 
@@ -198,6 +199,7 @@ void weft_comm_plugins_init(struct ncclComm *comm) {
 
 void weft_comm_free(struct ncclComm *comm) {
   if (comm == NULL) return;
+  weft_ras_comm_leave(comm);  // first: the RAS thread reads the communicator's state until then
   weft_cuda_comm_release(comm);  // CUDA stream channels first: their workers may still run this comm's calls
   weft_cuda_direct_free(comm);
   weft_plugins_comm_free(comm->tuner, comm->prof);

@@ -449,7 +449,10 @@ ncclResult_t weft_op_launch(weft_op_t *op) {
   }
 
   pthread_mutex_lock(&comm->lock);
-  if (op->cls == WEFT_CLASS_COLL) op->seq = comm->coll_seq++;
+  if (op->cls == WEFT_CLASS_COLL) {
+    op->seq = comm->coll_seq++;
+    weft_segment_count_launch(comm->seg, comm->rank, (int)op->args.coll);
+  }
   for (int p = 0; p < n; p++) {
     if (op->send_ticket[p] >= 0) op->send_ticket[p] = (int64_t)weft_comm_conn(comm, op->cls, 1, p)->issued++;
     if (op->recv_ticket[p] >= 0) op->recv_ticket[p] = (int64_t)weft_comm_conn(comm, op->cls, 0, p)->issued++;

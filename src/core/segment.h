@@ -24,7 +24,7 @@
 #include "nccl.h"
 
 #define WEFT_DESC_RING 256
-#define WEFT_SEGMENT_MAGIC 0x7765667473656733ull  // "weftseg3": the header layout below, then the signals
+#define WEFT_SEGMENT_MAGIC 0x7765667473656734ull  // "weftseg4": the header layout below, then the signals
 
 // What a rank says about the collective it launched as number `seq`: one
 // cache line each, so a peer reading one call's entry does not take the
@@ -41,6 +41,7 @@ typedef struct {
 // What the owner is doing, for weft-status (tools/weft_status.c) to read
 // from outside: written by the engine at launch, before it sleeps, and at
 // the end of each operation; `version` is odd while it is being written.
+#define WEFT_STATUS_NCOLLS 8  // weft_coll_t's collectives (AllReduce .. Scatter); Send/Recv are not counted
 enum { WEFT_STATUS_IDLE = 0, WEFT_STATUS_RUNNING, WEFT_STATUS_WAITING, WEFT_STATUS_FAILED };
 typedef struct {
   _Atomic uint64_t version;
@@ -50,6 +51,9 @@ typedef struct {
   uint64_t count, bytes_moved, bytes_total;
   int64_t since_ns;           // CLOCK_MONOTONIC when the state began
   uint64_t ops_done;          // operations finished on this communicator
+  // Collectives launched, per weft_coll_t (AllReduce .. Scatter), for RAS:
+  // written by the owner under its communicator's lock, read by anyone.
+  _Atomic uint64_t launched[WEFT_STATUS_NCOLLS];
 } weft_status_t;
 
 typedef struct {
@@ -116,6 +120,14 @@ static inline _Atomic uint64_t *weft_segment_signal(const weft_segment_t *seg, i
 // A rank's doorbell: this host's ranks only (NULL for another host's).
 static inline weft_doorbell_t *weft_segment_doorbell(const weft_segment_t *seg, int rank) {
   return seg->hdr != NULL && seg->hdr[rank] != NULL ? &seg->hdr[rank]->doorbell : NULL;
+}
+
+// A collective of type `coll` (weft_coll_t) launched on this rank: counted
+// for RAS. The caller holds its communicator's lock (one writer).
+static inline void weft_segment_count_launch(const weft_segment_t *seg, int rank, int coll) {
+  if (seg == NULL || seg->hdr == NULL || seg->hdr[rank] == NULL || coll < 0 || coll >= WEFT_STATUS_NCOLLS) return;
+  _Atomic uint64_t *c = &seg->hdr[rank]->status.launched[coll];
+  atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + 1, memory_order_relaxed);
 }
 
 // segment_liveness.c: watch the processes of the other ranks on this host

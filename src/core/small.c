@@ -114,6 +114,7 @@ static int claim(weft_op_t *op, const plan_t *pl) {
     ok = atomic_load_explicit(&pl->conn[i]->served, memory_order_acquire) == pl->conn[i]->issued;
   if (ok) {
     op->seq = comm->coll_seq++;
+    weft_segment_count_launch(comm->seg, comm->rank, (int)op->args.coll);
     for (int i = 0; i < pl->n; i++) pl->conn[i]->issued++;
   }
   pthread_mutex_unlock(&comm->lock);

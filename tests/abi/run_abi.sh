@@ -29,7 +29,8 @@
 #     nccl.h and against weft's nccl.h and nccl_device.h;
 #   - with $NCCL_SRC, nvidia_<kind>_plugin.sh: NVIDIA's example plugins built
 #     unmodified (tuner, net, profiler, env) and its Inspector profiler, each
-#     loaded at its newest version;
+#     loaded at its newest version, and nvidia_ras_client.sh: NVIDIA's ncclras
+#     asking a weft job;
 #   - abi_link.c, compiled only against NVIDIA's nccl.h from CUDA, linked
 #     and run on weft's library (never NVIDIA's, which sits in CUDA's lib64:
 #     the binary carries an RPATH to BUILD_DIR/lib, which outranks
@@ -349,6 +350,12 @@ else
     done
   else
     skip "NVIDIA's plugin sources not found (set NCCL_SRC to an NVIDIA/nccl checkout): their example plugins not loaded"
+  fi
+  # NVIDIA's RAS client (ncclras), unmodified, asking a weft job.
+  if [ -n "${NCCL_SRC:-}" ] && [ -f "$NCCL_SRC/src/ras/client.cc" ]; then
+    check nvidia_ras_client "$here/nvidia_ras_client.sh" "$build"
+  else
+    skip "NVIDIA's RAS client sources not found (set NCCL_SRC to an NVIDIA/nccl checkout): ncclras not built"
   fi
 fi
 
