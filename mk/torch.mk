@@ -55,3 +55,15 @@ DEBIAN13_ROOT ?= /var/cache/weft/debian13-root
 .PHONY: test-torch2
 test-torch2:
 	./scripts/debian13-root.sh $(DEBIAN13_ROOT) tests/torch/run.sh build-debian13
+
+# make torch-suite / torch2-suite: PyTorch's own distributed suite
+# (distributed_test.py) on gloo and on weft, compared test by test
+# (tests/torch/suite/run.sh), on this machine's torch 1.13 or in the Debian
+# 13 root's torch 2.6. About 20 minutes per backend; not part of make test.
+# SUITE_WORLD sets the ranks (2 by default).
+SUITE_WORLD ?= 2
+.PHONY: torch-suite torch2-suite
+torch-suite:
+	tests/torch/suite/run.sh $(BUILD) $(SUITE_WORLD)
+torch2-suite:
+	./scripts/debian13-root.sh $(DEBIAN13_ROOT) tests/torch/suite/run.sh build-debian13 $(SUITE_WORLD)
