@@ -20,6 +20,7 @@
 #   - a rank failing on one host fails the job and stops the others;
 #   - faults across hosts: kill -9 of a rank mid AllReduce at 2, 4 and 8
 #     ranks (every survivor names the victim), a stopped rank (WEFT_TIMEOUT),
+#     a rank stopped and resumed and a link down and up (ridden out, exact),
 #     a link taken down (WEFT_NET_DEAD_MS), a host cut off from a ring of 4
 #     (the others name it), a slow lossy link (still correct);
 #   - cleanup: nothing left after a run, after SIGTERM, and after SIGKILL
@@ -324,6 +325,49 @@ if survivors_ok "$tmp/fault.log" 3; then
   ok "SIGSTOP of rank 3 of 4 (2x2, net): every survivor failed within $(worst_latency "$tmp/fault.log") s of its last success (WEFT_TIMEOUT=2) ($((SECONDS - start)) s)"
 else
   bad "SIGSTOP of rank 3 of 4 (2x2, net): survivors did not all fail in time"
+  grep -E 'rank [0-9]+:|weftrun:' "$tmp/fault.log" | head -8 | sed 's/^/      /'
+fi
+
+# A rank stopped for 1 s and resumed: the job rides it out, every result exact.
+start=$SECONDS
+netns_run -k 2 -- bash -c "
+  '$here/run_job.sh' -l 2x2 -m net -t 60 -- '$fault_prog' -v 3 -s -k -n 300 >'$tmp/fault.log' 2>&1 &
+  job=\$!
+  for ((i = 0; i < 300; i++)); do
+    grep -q 'stopping, pid' '$tmp/fault.log' && break
+    sleep 0.1
+  done
+  pid=\$(grep -o 'stopping, pid [0-9]*' '$tmp/fault.log' | awk '{print \$3}')
+  sleep 1
+  [ -n \"\$pid\" ] && kill -CONT \"\$pid\"
+  wait \$job"
+rc=$?
+cat "$tmp/fault.log" >>"$log"
+if [ "$rc" -eq 0 ] && [ "$(grep -c 'calls correct' "$tmp/fault.log")" -eq 4 ]; then
+  ok "rank 3 of 4 stopped for 1 s and resumed (2x2, net): every rank's 300 AllReduces exact ($((SECONDS - start)) s)"
+else
+  bad "rank 3 of 4 stopped and resumed (2x2, net): exit $rc, $(grep -c 'calls correct' "$tmp/fault.log") of 4 ranks correct"
+  grep -E 'rank [0-9]+:|weftrun:' "$tmp/fault.log" | head -8 | sed 's/^/      /'
+fi
+
+# A link down for 1 s and up again (WEFT_NET_DEAD_MS=4000): TCP rides it out.
+start=$SECONDS
+netns_run -k 2 -- bash -c "
+  read -r h0 h1 <<<\"\$WEFT_MH_HOSTS\"
+  WEFT_NET_DEAD_MS=4000 '$here/run_job.sh' -l 2x2 -m net -t 60 -- '$fault_prog' -k -n 3000 >'$tmp/fault.log' 2>&1 &
+  job=\$!
+  for ((i = 0; i < 300; i++)); do
+    grep -q 'running' '$tmp/fault.log' && break
+    sleep 0.1
+  done
+  ip -n \"\$h1\" link set wv0 down; sleep 1; ip -n \"\$h1\" link set wv0 up
+  wait \$job"
+rc=$?
+cat "$tmp/fault.log" >>"$log"
+if [ "$rc" -eq 0 ] && [ "$(grep -c 'calls correct' "$tmp/fault.log")" -eq 4 ]; then
+  ok "link of host 1 down for 1 s and up (2x2, net, WEFT_NET_DEAD_MS=4000): every rank's 3000 AllReduces exact ($((SECONDS - start)) s)"
+else
+  bad "link of host 1 down and up (2x2, net): exit $rc, $(grep -c 'calls correct' "$tmp/fault.log") of 4 ranks correct"
   grep -E 'rank [0-9]+:|weftrun:' "$tmp/fault.log" | head -8 | sed 's/^/      /'
 fi
 
