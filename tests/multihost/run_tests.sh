@@ -328,48 +328,38 @@ else
   grep -E 'rank [0-9]+:|weftrun:' "$tmp/fault.log" | head -8 | sed 's/^/      /'
 fi
 
-# A rank stopped for 1 s and resumed: the job rides it out, every result exact.
-start=$SECONDS
-netns_run -k 2 -- bash -c "
+# Faults a 2x2 job must ride out, every result exact (fault_rank -k). The
+# body starts the job in the background into $tmp/fault.log, waits for
+# its cue there (until_log), makes the fault and waits for the job.
+ride_out() {  # label body
+  local start=$SECONDS rc correct
+  netns_run -k 2 -- bash -c "until_log() { for ((i = 0; i < 300; i++)); do grep -q \"\$1\" '$tmp/fault.log' && return; sleep 0.1; done; }
+    $2"
+  rc=$?
+  cat "$tmp/fault.log" >>"$log"
+  correct=$(grep -c 'calls correct' "$tmp/fault.log")
+  if [ "$rc" -eq 0 ] && [ "$correct" -eq 4 ]; then
+    ok "$1: every rank's AllReduces exact ($((SECONDS - start)) s)"
+  else
+    bad "$1: exit $rc, $correct of 4 ranks correct"
+    grep -E 'rank [0-9]+:|weftrun:' "$tmp/fault.log" | head -8 | sed 's/^/      /'
+  fi
+}
+ride_out "rank 3 of 4 stopped for 1 s and resumed (2x2, net, 300 calls)" "
   '$here/run_job.sh' -l 2x2 -m net -t 60 -- '$fault_prog' -v 3 -s -k -n 300 >'$tmp/fault.log' 2>&1 &
   job=\$!
-  for ((i = 0; i < 300; i++)); do
-    grep -q 'stopping, pid' '$tmp/fault.log' && break
-    sleep 0.1
-  done
+  until_log 'stopping, pid'
   pid=\$(grep -o 'stopping, pid [0-9]*' '$tmp/fault.log' | awk '{print \$3}')
   sleep 1
   [ -n \"\$pid\" ] && kill -CONT \"\$pid\"
   wait \$job"
-rc=$?
-cat "$tmp/fault.log" >>"$log"
-if [ "$rc" -eq 0 ] && [ "$(grep -c 'calls correct' "$tmp/fault.log")" -eq 4 ]; then
-  ok "rank 3 of 4 stopped for 1 s and resumed (2x2, net): every rank's 300 AllReduces exact ($((SECONDS - start)) s)"
-else
-  bad "rank 3 of 4 stopped and resumed (2x2, net): exit $rc, $(grep -c 'calls correct' "$tmp/fault.log") of 4 ranks correct"
-  grep -E 'rank [0-9]+:|weftrun:' "$tmp/fault.log" | head -8 | sed 's/^/      /'
-fi
-
-# A link down for 1 s and up again (WEFT_NET_DEAD_MS=4000): TCP rides it out.
-start=$SECONDS
-netns_run -k 2 -- bash -c "
+ride_out "link of host 1 down for 1 s and up (2x2, net, WEFT_NET_DEAD_MS=4000, 3000 calls)" "
   read -r h0 h1 <<<\"\$WEFT_MH_HOSTS\"
   WEFT_NET_DEAD_MS=4000 '$here/run_job.sh' -l 2x2 -m net -t 60 -- '$fault_prog' -k -n 3000 >'$tmp/fault.log' 2>&1 &
   job=\$!
-  for ((i = 0; i < 300; i++)); do
-    grep -q 'running' '$tmp/fault.log' && break
-    sleep 0.1
-  done
+  until_log running
   ip -n \"\$h1\" link set wv0 down; sleep 1; ip -n \"\$h1\" link set wv0 up
   wait \$job"
-rc=$?
-cat "$tmp/fault.log" >>"$log"
-if [ "$rc" -eq 0 ] && [ "$(grep -c 'calls correct' "$tmp/fault.log")" -eq 4 ]; then
-  ok "link of host 1 down for 1 s and up (2x2, net, WEFT_NET_DEAD_MS=4000): every rank's 3000 AllReduces exact ($((SECONDS - start)) s)"
-else
-  bad "link of host 1 down and up (2x2, net): exit $rc, $(grep -c 'calls correct' "$tmp/fault.log") of 4 ranks correct"
-  grep -E 'rank [0-9]+:|weftrun:' "$tmp/fault.log" | head -8 | sed 's/^/      /'
-fi
 
 # A link taken down: with WEFT_NET_DEAD_MS=4000 every rank must fail within 5 s.
 start=$SECONDS

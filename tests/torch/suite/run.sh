@@ -28,7 +28,7 @@ for backend in ${SUITE_BACKENDS:-gloo weft}; do
   start=$SECONDS
   # A failing test is a result here, not an error of the run.
   BACKEND=$backend timeout --signal=KILL 3600 /usr/bin/python3 -m pytest -q -p no:cacheprovider \
-    --junitxml="$out/$backend.xml" "$here/test_torch_suite.py" "$@" >"$out/$backend.log" 2>&1 || true
+    --junitxml="$out/$backend.xml" "$here/dist_suite.py" "$@" >"$out/$backend.log" 2>&1 || true
   echo "$here: $backend: $(tail -1 "$out/$backend.log") ($((SECONDS - start)) s)"
 done
 /usr/bin/python3 "$here/compare.py" "$out/gloo.xml" "$out/weft.xml" | tee "$out/compare.txt"
