@@ -9,7 +9,11 @@ import sys
 import xml.etree.ElementTree as ET
 
 # test name prefix -> why weft does not pass it (also in torch/README.md).
-KNOWN_DIFFERENCES = {}
+KNOWN_DIFFERENCES = {
+    "test_ddp_logging_data_cpu": "torch 2.x records every backend registered from Python as 'custom' in DDP's "
+                                 "logging (ProcessGroup::getBackendName names the backend type, CUSTOM for a "
+                                 "plugin), while the test expects dist.get_backend()'s 'weft'",
+}
 
 
 def outcomes(path):
