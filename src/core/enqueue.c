@@ -17,9 +17,7 @@
 #include "call_cache.h"
 #include "window.h"
 #include "checks.h"
-#include "cuda_rt.h"
-#include "cuda_direct.h"
-#include "cuda_stream.h"
+#include "placement.h"
 #include "dtype.h"
 #include "env.h"
 #include "group.h"
@@ -164,7 +162,7 @@ static ncclResult_t enqueue_checked(weft_coll_t coll, const void *sendbuff, void
     return ncclInvalidArgument;
   }
   weft_stream_t *ws = NULL;
-  weft_cuda_chan_t *chan = NULL;
+  weft_dev_chan_t *chan = NULL;
   const void *dev_scalar = NULL;
   // The operation starts on this stack: a small call that completes here
   // never needs the heap; one that outlives the call moves there (weft_op_to_heap).
