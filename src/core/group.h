@@ -9,7 +9,8 @@
 #include "engine.h"
 #include "stream.h"
 
-// Queue an operation in the current group, or run it now outside a group.
+// Queue an operation in the current group, or outside a group launch and run
+// it now (no queue).
 // Takes ownership of op. stream: NULL (run in the caller) or the host stream
 // that runs it; chan: the CUDA stream channel for device buffers, else NULL.
 ncclResult_t weft_group_add(weft_op_t *op, weft_stream_t *stream, weft_dev_chan_t *chan);
