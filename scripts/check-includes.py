@@ -21,6 +21,10 @@ including or, with --objects naming a build's object folder, by calling
 (nm's defined and undefined symbols), only modules of its own layer or of
 lower ones. Circles of modules inside a layer are listed by --report.
 
+Some rooms are sealed from others whatever a README says (SEALED below):
+src/core and src/boot include no header of src/cuda; they reach CUDA
+through the seam src/core/placement.h, which src/cuda implements.
+
 Usage:
   check-includes.py                 check the rules and circles, exit 1 on a violation
   check-includes.py --objects DIR   also build the call graph from DIR's .o files
@@ -50,6 +54,11 @@ LAYERS = {  # layer: (height, rooms)
     'transports': (2, ['transports']),
     'plugins': (3, ['plugins']),
     'core': (4, ['src/boot', 'src/core', 'src/cuda', 'src/ras']),
+}
+# Rooms whose headers a room may never include, whatever its README says.
+SEALED = {  # room: rooms it may not include
+    'src/core': ['src/cuda'],
+    'src/boot': ['src/cuda'],
 }
 INCLUDE_RE = re.compile(r'^\s*#\s*include\s*"([^"]+)"')
 RULE_RE = re.compile(r'^May include:\s*(.*)$')
@@ -137,6 +146,14 @@ def allowed(path, target, rules):
         if target == a:
             return True
     return False
+
+
+def sealed(path, target):
+    """The sealed room that target lies in for path's room, or None."""
+    for room in SEALED.get(room_of(path), ()):
+        if target.startswith(room + '/'):
+            return room
+    return None
 
 
 def module_of(path):
@@ -279,6 +296,9 @@ def main():
             if not allowed(f, t, rules):
                 rdir, _ = rule_for(f, rules)
                 violations.append(f'{f}:{n}: includes {t}, which {rdir}/README.md does not allow')
+            if sealed(f, t):
+                violations.append(f'{f}:{n}: includes {t}: {room_of(f)} reaches {sealed(f, t)} only through '
+                                  'src/core/placement.h')
 
     lib = [f for f in files if layer_of(f) is not None]
     modules = {module_of(f) for f in lib}

@@ -15,9 +15,7 @@
 #include "api.h"
 #include "checks.h"
 #include "comm.h"
-#include "cuda_direct.h"
-#include "cuda_rt.h"
-#include "cuda_staging.h"
+#include "placement.h"
 #include "env.h"
 #include "ras.h"
 #include "reduce_simd.h"
@@ -132,9 +130,7 @@ static ncclResult_t init_rank(ncclComm_t *out, int nranks, const ncclUniqueId *u
   comm->magic = WEFT_COMM_MAGIC;
   comm->rank = rank;
   comm->nranks = nranks;
-  comm->cuda_dev = weft_cuda_current_device();  // as NCCL: the caller's current device (-1: none)
-  comm->cuda_ctx = comm->cuda_dev >= 0 ? weft_cuda_current_context() : NULL;
-  if (comm->cuda_dev >= 0) weft_cuda_reserve_init();  // pinned staging, before any rank can queue work
+  weft_cuda_comm_bind(comm);  // its device and staging, before any rank can queue work
   weft_bootstrap_reset(&comm->bs);
   pthread_mutex_init(&comm->lock, NULL);
 

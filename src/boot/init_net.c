@@ -21,7 +21,7 @@
 #include <stdlib.h>
 
 #include "comm.h"
-#include "cuda_rt.h"
+#include "placement.h"
 #include "debug.h"
 #include "env.h"
 #include "topo.h"

@@ -14,7 +14,7 @@
 #include "api.h"
 #include "checks.h"
 #include "comm.h"
-#include "cuda_direct.h"
+#include "placement.h"
 #include "ras.h"
 #include "util.h"
 

@@ -6,8 +6,7 @@
  */
 #include "comm.h"
 
-#include "cuda_direct.h"
-#include "cuda_stream.h"
+#include "placement.h"
 
 #include "hooks.h"
 #include "window.h"

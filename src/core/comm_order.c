@@ -34,7 +34,7 @@
 
 #include "checks.h"
 #include "comm.h"
-#include "cuda_rt.h"
+#include "placement.h"
 #include "env.h"
 #include "layout.h"
 #include "schedule.h"

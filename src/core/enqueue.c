@@ -3,8 +3,12 @@
  *
  * Public entry points validate everything (communicator, buffers, datatype,
  * op, root or peer, count overflow, stream) and WARN naming the argument and
- * its value; past this file the library trusts its inputs. A valid call
- * becomes a weft_op_t with its schedule, queued in the caller's group.
+ * its value; past this file the library trusts its inputs. Each call goes
+ * through four steps, each a function: validate (the arguments, the
+ * operation built from them), place (host thread, weft stream, CUDA stream
+ * channel or direct path; placement.h), choose (tuner plugin, else the
+ * communicator's decision cache, call_cache.h) and dispatch (the small
+ * path, or the schedule to the caller's group, or outside one the engine).
  */
 #include "enqueue.h"
 
@@ -17,9 +21,7 @@
 #include "call_cache.h"
 #include "window.h"
 #include "checks.h"
-#include "cuda_rt.h"
-#include "cuda_direct.h"
-#include "cuda_stream.h"
+#include "placement.h"
 #include "dtype.h"
 #include "env.h"
 #include "group.h"
@@ -143,11 +145,28 @@ typedef struct {
   int *source;
 } any_recv_t;
 
-// any: a Recv from any rank (root is ignored), else NULL.
-static ncclResult_t enqueue_checked(weft_coll_t coll, const void *sendbuff, void *recvbuff, size_t count,
-                                    ncclDataType_t dtype, ncclRedOp_t op, int root, const any_recv_t *any,
-                                    ncclComm_t comm, cudaStream_t stream, void *api_event) {
-  const char *api = any != NULL ? "weftRecvAny" : weft_coll_name(coll);
+// A call on its way to the engine. The operation starts on this stack: a
+// small call that completes here never needs the heap; one that outlives the
+// call moves there (weft_op_to_heap) in dispatch.
+typedef struct {
+  const char *api;
+  ncclRedOp_t op;  // as the caller passed it
+  weft_op_t local;
+  const void *dev_scalar;  // a PreMulSum scalar in device memory, or NULL
+  weft_stream_t *ws;       // the host stream that runs it (NULL: the caller)
+  weft_dev_chan_t *chan;   // device buffers: the CUDA stream's channel
+  int direct;              // device buffers on the direct path: no staging, no tuner
+  weft_proto_t proto;
+} call_t;
+
+// 1. Validate: the arguments, then the operation built from them (its
+// reduction lowered, its sizes checked). any: a Recv from any rank (root
+// is ignored), else NULL.
+static ncclResult_t validate(call_t *c, weft_coll_t coll, const void *sendbuff, void *recvbuff, size_t count,
+                             ncclDataType_t dtype, ncclRedOp_t op, int root, const any_recv_t *any, ncclComm_t comm,
+                             void *api_event) {
+  const char *api = c->api = any != NULL ? "weftRecvAny" : weft_coll_name(coll);
+  c->op = op;
   WEFTCHECK(weft_comm_check_calls(comm, api));
   weft_debug_set_rank(comm->rank);
   WEFTCHECK(weft_mismatch_settle_due(comm));  // earlier calls' owed checks may find the ranks disagreed
@@ -163,15 +182,7 @@ static ncclResult_t enqueue_checked(weft_coll_t coll, const void *sendbuff, void
          comm->nranks);
     return ncclInvalidArgument;
   }
-  weft_stream_t *ws = NULL;
-  weft_cuda_chan_t *chan = NULL;
-  const void *dev_scalar = NULL;
-  // The operation starts on this stack: a small call that completes here
-  // never needs the heap; one that outlives the call moves there (weft_op_to_heap).
-  weft_op_t local;
-  memset(&local, 0, sizeof(local));
-  weft_op_t *o = &local;
-  ncclResult_t res = ncclSuccess;
+  weft_op_t *o = &c->local;
   o->comm = comm;
   o->prof.api_event = api_event;  // the profiler's parent for the operation's own event
   o->dtype = dtype;
@@ -188,7 +199,7 @@ static ncclResult_t enqueue_checked(weft_coll_t coll, const void *sendbuff, void
                                .order = comm->order, .pos = comm->pos, .numa_of = comm->numa_of,
                                .nnuma = comm->nnuma};
   o->has_op = weft_coll_has_op(coll);
-  if (o->has_op) WEFTCHECKGOTO(resolve_op(comm, api, op, dtype, &o->redop, &dev_scalar), res, fail);
+  if (o->has_op) WEFTCHECK(resolve_op(comm, api, op, dtype, &o->redop, &c->dev_scalar));
   else o->user_op = 0;
   o->redop_acc = o->redop;  // folding partial results: no prescale
   o->redop_acc.prescale = 0;
@@ -198,44 +209,57 @@ static ncclResult_t enqueue_checked(weft_coll_t coll, const void *sendbuff, void
   if (__builtin_mul_overflow(count, esize, &total) || __builtin_mul_overflow(total, (size_t)comm->nranks, &total)) {
     WARN("%s: count=%zu of %s overflows the address space with %d ranks", api, count, weft_dtype_name(dtype),
          comm->nranks);
-    res = ncclInvalidArgument;
-    goto fail;
+    return ncclInvalidArgument;
   }
-  WEFTCHECKGOTO(check_buffer(api, "sendbuff", sendbuff, weft_coll_send_elems(&o->args)), res, fail);
-  WEFTCHECKGOTO(check_buffer(api, "recvbuff", recvbuff, weft_coll_recv_elems(&o->args)), res, fail);
-  if (count == 0) {  // nothing to move: a no-op on every rank, as in NCCL (any CUDA stream will do)
+  WEFTCHECK(check_buffer(api, "sendbuff", sendbuff, weft_coll_send_elems(&o->args)));
+  return check_buffer(api, "recvbuff", recvbuff, weft_coll_recv_elems(&o->args));
+}
+
+// 2. Place: where the call runs. Host buffers on the caller's thread or its
+// weft stream; device buffers on their CUDA stream's channel, whose worker
+// is the host stream, or on the GPU itself (the direct path). A call with
+// nothing to move goes nowhere.
+static ncclResult_t place(call_t *c, cudaStream_t stream) {
+  weft_op_t *o = &c->local;
+  const char *api = c->api;
+  if (o->args.count == 0) {  // nothing to move: a no-op on every rank, as in NCCL (any CUDA stream will do)
     if (o->any.source != NULL) *o->any.source = -1;  // matches no message
-    if (weft_cuda_load() != WEFT_CUDA_PRESENT) WEFTCHECKGOTO(weft_stream_resolve(stream, api, &ws), res, fail);
+    if (weft_cuda_load() != WEFT_CUDA_PRESENT) WEFTCHECK(weft_stream_resolve(stream, api, &c->ws));
     return ncclSuccess;
   }
-  size_t send_bytes = weft_coll_send_elems(&o->args) * esize, recv_bytes = weft_coll_recv_elems(&o->args) * esize;
+  size_t send_bytes = weft_coll_send_elems(&o->args) * o->esize;
+  size_t recv_bytes = weft_coll_recv_elems(&o->args) * o->esize;
   int on_device, device;
-  WEFTCHECKGOTO(check_memory(api, sendbuff, send_bytes, recvbuff, recv_bytes, &on_device, &device), res, fail);
-  if (on_device && any != NULL) {
-    WARN("%s: recvbuff=%p is device memory: a receive from any rank needs host memory", api, recvbuff);
-    res = ncclInvalidUsage;
-    goto fail;
+  WEFTCHECK(check_memory(api, o->sendbuff, send_bytes, o->recvbuff, recv_bytes, &on_device, &device));
+  if (on_device && o->any.on) {
+    WARN("%s: recvbuff=%p is device memory: a receive from any rank needs host memory", api, o->recvbuff);
+    return ncclInvalidUsage;
   }
-  if (on_device) {
-    WEFTCHECKGOTO(weft_cuda_chan_get(comm, stream, device, api, &chan), res, fail);
-    ws = weft_cuda_chan_worker(chan);
-    o->dev.on = 1;
-    o->dev.device = device;
-    o->dev.send = send_bytes > 0 ? sendbuff : NULL;
-    o->dev.recv = recv_bytes > 0 ? recvbuff : NULL;
-    o->dev.scalar = dev_scalar;
-    if (weft_cuda_direct_eligible(o)) {  // on the GPU, no staging
-      if ((o = weft_op_to_heap(&local)) == NULL) return ncclSystemError;
-      return weft_group_add_direct(o, chan);
-    }
-  } else if (dev_scalar != NULL) {
+  if (!on_device && c->dev_scalar != NULL) {
     WARN("%s: op=%d has its scalar in device memory but the buffers are host memory: use device buffers, or "
-         "create the op with a host scalar", api, (int)op);
-    res = ncclInvalidUsage;
-    goto fail;
-  } else {
-    WEFTCHECKGOTO(weft_stream_resolve(stream, api, &ws), res, fail);
+         "create the op with a host scalar", api, (int)c->op);
+    return ncclInvalidUsage;
   }
+  if (!on_device) return weft_stream_resolve(stream, api, &c->ws);
+  WEFTCHECK(weft_cuda_chan_get(o->comm, stream, device, api, &c->chan));
+  c->ws = weft_cuda_chan_worker(c->chan);
+  o->dev.on = 1;
+  o->dev.device = device;
+  o->dev.send = send_bytes > 0 ? o->sendbuff : NULL;
+  o->dev.recv = recv_bytes > 0 ? o->recvbuff : NULL;
+  o->dev.scalar = c->dev_scalar;
+  c->direct = weft_cuda_direct_eligible(o);  // on the GPU, no staging
+  return ncclSuccess;
+}
+
+// 3. Choose: the algorithm, the slice and the protocol. A tuner plugin may
+// answer differently each time, so it is asked every time; otherwise the
+// communicator's decision cache answers (call_cache.h).
+static ncclResult_t choose(call_t *c) {
+  weft_op_t *o = &c->local;
+  ncclComm_t comm = o->comm;
+  int on_device = o->dev.on;
+  size_t esize = o->esize;
   weft_tuner_params_t tp = {.slot_bytes = comm->tv.slot_bytes, .nslots = comm->tv.nslots,
                             .oneshot_max = (size_t)weft_env_WEFT_ONESHOT_MAX_BYTES(),
                             .can_read = comm->tv.can_read,
@@ -245,28 +269,49 @@ static ncclResult_t enqueue_checked(weft_coll_t coll, const void *sendbuff, void
                             .proto_spec = weft_env_NCCL_PROTO(),
                             .ll_max = WEFT_SMALL_MAX_BYTES};
   tp.mapped = !on_device && atomic_load_explicit(&comm->nsymmetric, memory_order_relaxed) > 0 &&
-              weft_tuner_mapped_matters(&tp, coll, count * esize) && symmetric_buffers(comm, o);
-  weft_proto_t proto;
-  if (__builtin_expect(comm->tuner != NULL, 0)) {  // a plugin may answer differently each time: ask it every time
-    WEFTCHECKGOTO(weft_tuner_choose(&tp, &o->args, esize, &o->algo), res, fail);
-    weft_plugin_hooks.tune(comm->tuner, &tp, &o->args, esize, &o->algo);
-    proto = weft_tuner_proto(&tp, &o->args, o->algo, esize);
-  } else {
-    WEFTCHECKGOTO(weft_call_choose(&comm->calls, &tp, &o->args, esize, &o->algo, &proto), res, fail);
-  }
-  // A small call that completes on return goes straight to the FIFOs.
-  if (ws == NULL && chan == NULL && weft_group_depth() == 0 && proto == WEFT_PROTO_LL && weft_small_try(o, &res)) {
+              weft_tuner_mapped_matters(&tp, o->args.coll, o->args.count * esize) && symmetric_buffers(comm, o);
+  if (__builtin_expect(comm->tuner == NULL, 1))
+    return weft_call_choose(&comm->calls, &tp, &o->args, esize, &o->algo, &c->proto);
+  WEFTCHECK(weft_tuner_choose(&tp, &o->args, esize, &o->algo));
+  weft_plugin_hooks.tune(comm->tuner, &tp, &o->args, esize, &o->algo);
+  c->proto = weft_tuner_proto(&tp, &o->args, o->algo, esize);
+  return ncclSuccess;
+}
+
+// 4. Dispatch: a direct-path call to its CUDA stream; a small call that
+// completes on return straight to the FIFOs; any other with its schedule to
+// the group, or outside one to the engine.
+static ncclResult_t dispatch(call_t *c) {
+  weft_op_t *o = &c->local;
+  ncclResult_t res = ncclSuccess;
+  if (c->ws == NULL && c->chan == NULL && weft_group_depth() == 0 && c->proto == WEFT_PROTO_LL &&
+      weft_small_try(o, &res)) {
     weft_op_release_comm(o);
     return res;
   }
-  if ((o = weft_op_to_heap(&local)) == NULL) return ncclSystemError;
-  WEFTCHECKGOTO(weft_schedule_build(&o->args, o->algo, &o->sched), res, fail);
-  TRACE(WEFT_LOG_COLL, "%s count=%zu %s op=%d root=%d algo=%s steps=%u", api, count, weft_dtype_name(dtype),
-        (int)op, root, weft_algo_name(o->algo), o->sched.nsteps);
-  return weft_group_add(o, ws, chan);
-fail:
-  if (o != &local) weft_op_free(o);
-  return res;
+  if ((o = weft_op_to_heap(&c->local)) == NULL) return ncclSystemError;
+  if (c->direct) return weft_group_add_direct(o, c->chan);
+  res = weft_schedule_build(&o->args, o->algo, &o->sched);
+  if (res != ncclSuccess) {
+    weft_op_free(o);
+    return res;
+  }
+  TRACE(WEFT_LOG_COLL, "%s count=%zu %s op=%d root=%d algo=%s steps=%u", c->api, o->args.count,
+        weft_dtype_name(o->dtype), (int)c->op, o->args.root, weft_algo_name(o->algo), o->sched.nsteps);
+  return weft_group_add(o, c->ws, c->chan);
+}
+
+// A call, validated, placed, its algorithm chosen and dispatched.
+static ncclResult_t enqueue_checked(weft_coll_t coll, const void *sendbuff, void *recvbuff, size_t count,
+                                    ncclDataType_t dtype, ncclRedOp_t op, int root, const any_recv_t *any,
+                                    ncclComm_t comm, cudaStream_t stream, void *api_event) {
+  call_t c;
+  memset(&c, 0, sizeof(c));
+  WEFTCHECK(validate(&c, coll, sendbuff, recvbuff, count, dtype, op, root, any, comm, api_event));
+  WEFTCHECK(place(&c, stream));
+  if (count == 0) return ncclSuccess;
+  if (!c.direct) WEFTCHECK(choose(&c));
+  return dispatch(&c);
 }
 
 static ncclResult_t enqueue(weft_coll_t coll, const void *sendbuff, void *recvbuff, size_t count,

@@ -20,16 +20,16 @@
 #include "api.h"
 #include "checks.h"
 #include "cost.h"
-#include "cuda_direct.h"
+#include "placement.h"
 #include "dtype.h"
 #include "hooks.h"
 
 typedef struct {
   weft_op_t *op;
   weft_stream_t *stream;
-  weft_cuda_chan_t *chan;  // device buffers: the CUDA stream's channel (stream is its worker)
-  weft_cuda_gate_t gate;   // set when the channel's batch is staged
-  int direct;              // the CUDA direct path queues it on chan's stream (cuda_direct.h)
+  weft_dev_chan_t *chan;  // device buffers: the CUDA stream's channel (stream is its worker)
+  weft_dev_gate_t gate;   // set when the channel's batch is staged
+  int direct;             // the CUDA direct path queues it on chan's stream (cuda_direct.h)
 } queued_t;
 
 // Small groups (and single calls) live in a fixed per-thread array, so the
@@ -57,7 +57,7 @@ static void queue_clear(void) {
   group_error = ncclSuccess;
 }
 
-static ncclResult_t queue_push(weft_op_t *op, weft_stream_t *s, weft_cuda_chan_t *chan, int direct) {
+static ncclResult_t queue_push(weft_op_t *op, weft_stream_t *s, weft_dev_chan_t *chan, int direct) {
   if (queue_cap < QUEUE_INLINE) queue_cap = QUEUE_INLINE;
   if (queue_len == queue_cap) {
     int cap = queue_cap * 2;
@@ -134,7 +134,7 @@ static ncclResult_t queue_direct_ops(queued_t *q, int n) {
     q[i].op = NULL;
   }
   weft_op_t *local_ops[QUEUE_INLINE], **ops = local_ops;
-  weft_cuda_chan_t *local_chans[QUEUE_INLINE], **chans = local_chans;
+  weft_dev_chan_t *local_chans[QUEUE_INLINE], **chans = local_chans;
   if (res == ncclSuccess && np2p > QUEUE_INLINE) {
     ops = calloc((size_t)np2p, sizeof(*ops));
     chans = calloc((size_t)np2p, sizeof(*chans));
@@ -163,7 +163,6 @@ static void abandon_gates(queued_t *q, int n) {
     if (q[i].gate.chan != NULL) weft_cuda_gate_abandon(&q[i].gate);
 }
 
-// Launch and run everything queued; empties the queue.
 // Tell the profiler plugin of a launched operation (hooks.h).
 static void profile_launch(weft_op_t *op, int first) {
   weft_prof_launch_t l = {.rank = op->comm->rank, .is_p2p = op->cls == WEFT_CLASS_P2P, .coll = op->args.coll,
@@ -175,17 +174,10 @@ static void profile_launch(weft_op_t *op, int first) {
   weft_plugin_hooks.op_start(op->comm->prof, &op->prof, &l, first);
 }
 
-static ncclResult_t group_launch(void) {
+// Launch and run q's n operations (the caller's array; emptied).
+static ncclResult_t launch(queued_t *q, int n) {
   ncclResult_t res = ncclSuccess;
-  int n = queue_len;
-  // Take the queue over (a local copy of the inline one) and leave it empty.
-  queued_t local_q[QUEUE_INLINE];
   weft_op_t *local_ops[QUEUE_INLINE];
-  queued_t *q = queue;
-  if (q == NULL) q = memcpy(local_q, queue_inline, sizeof(queued_t) * (size_t)n);
-  queue = NULL;
-  queue_len = 0;
-  queue_cap = QUEUE_INLINE;
   weft_op_t **inline_ops = n <= QUEUE_INLINE ? local_ops : calloc((size_t)n, sizeof(*inline_ops));
   if (inline_ops == NULL) res = ncclSystemError;
   if (res == ncclSuccess) res = queue_direct_ops(q, n);
@@ -207,7 +199,7 @@ static ncclResult_t group_launch(void) {
       continue;
     }
     weft_stream_t *s = q[i].stream;
-    weft_cuda_gate_t gate = q[i].gate;  // a channel's items share one stream; its first item holds the gate
+    weft_dev_gate_t gate = q[i].gate;  // a channel's items share one stream; its first item holds the gate
     int cnt = 0;
     for (int j = i; j < n; j++) cnt += q[j].op != NULL && q[j].stream == s;
     weft_op_t *local_batch[QUEUE_INLINE];
@@ -228,19 +220,33 @@ static ncclResult_t group_launch(void) {
   for (int i = 0; i < ninline; i++) weft_op_free(inline_ops[i]);
   for (int i = 0; i < n; i++) weft_op_free(q[i].op);
   if (inline_ops != local_ops) free(inline_ops);
+  return res;
+}
+
+// Launch and run everything queued; empties the queue.
+static ncclResult_t group_launch(void) {
+  int n = queue_len;
+  // Take the queue over (a local copy of the inline one) and leave it empty.
+  queued_t local_q[QUEUE_INLINE];
+  queued_t *q = queue;
+  if (q == NULL) q = memcpy(local_q, queue_inline, sizeof(queued_t) * (size_t)n);
+  queue = NULL;
+  queue_len = 0;
+  queue_cap = QUEUE_INLINE;
+  ncclResult_t res = launch(q, n);
   if (q != local_q) free(q);
   return res;
 }
 
 int weft_group_depth(void) { return group_depth; }
 
-ncclResult_t weft_group_add(weft_op_t *op, weft_stream_t *stream, weft_cuda_chan_t *chan) {
+ncclResult_t weft_group_add(weft_op_t *op, weft_stream_t *stream, weft_dev_chan_t *chan) {
   if (group_depth > 0) return queue_push(op, stream, chan, 0);
-  WEFTCHECK(queue_push(op, stream, chan, 0));
-  return group_launch();
+  queued_t one = {op, stream, chan, {0}, 0};  // outside a group: straight to the engine
+  return launch(&one, 1);
 }
 
-ncclResult_t weft_group_add_direct(weft_op_t *op, weft_cuda_chan_t *chan) {
+ncclResult_t weft_group_add_direct(weft_op_t *op, weft_dev_chan_t *chan) {
   if (group_depth > 0) return queue_push(op, NULL, chan, 1);
   ncclResult_t res = op->cls == WEFT_CLASS_P2P ? weft_cuda_direct_queue_p2p(&op, &chan, 1)
                                                : weft_cuda_direct_queue(op, chan);

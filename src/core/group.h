@@ -9,14 +9,15 @@
 #include "engine.h"
 #include "stream.h"
 
-// Queue an operation in the current group, or run it now outside a group.
+// Queue an operation in the current group, or outside a group launch and run
+// it now (no queue).
 // Takes ownership of op. stream: NULL (run in the caller) or the host stream
 // that runs it; chan: the CUDA stream channel for device buffers, else NULL.
-ncclResult_t weft_group_add(weft_op_t *op, weft_stream_t *stream, weft_cuda_chan_t *chan);
+ncclResult_t weft_group_add(weft_op_t *op, weft_stream_t *stream, weft_dev_chan_t *chan);
 // The same for an operation on the CUDA direct path (cuda_direct.h): queued
 // on chan's stream now, or at the outermost ncclGroupEnd before the group's
 // other operations.
-ncclResult_t weft_group_add_direct(weft_op_t *op, weft_cuda_chan_t *chan);
+ncclResult_t weft_group_add_direct(weft_op_t *op, weft_dev_chan_t *chan);
 // How deep in ncclGroupStart the calling thread is (0: outside a group).
 int weft_group_depth(void);
 // A call inside the current group failed: ncclGroupEnd will return res.

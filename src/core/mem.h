@@ -13,8 +13,8 @@
 
 #include <stddef.h>
 
-#include "cuda_rt.h"
 #include "nccl.h"
+#include "placement.h"
 
 typedef struct {
   void *ptr;                               // base address, what ncclMemAlloc returned
@@ -23,7 +23,7 @@ typedef struct {
   weft_mem_kind_t kind;                    // WEFT_MEM_HOST or WEFT_MEM_DEVICE
   int device;                              // device ordinal; -1 for host blocks
   int fd;                                  // host: the memfd; device: -1
-  weft_CUmemGenericAllocationHandle handle;  // device: the VMM allocation handle; host: 0
+  unsigned long long handle;               // device: the VMM allocation handle (CUmemGenericAllocationHandle)
   int exportable;                          // a peer can map it (host: memfd; device: POSIX fd handle type)
 } weft_mem_block_t;
 

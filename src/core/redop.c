@@ -12,7 +12,7 @@
 #include "api.h"
 #include "checks.h"
 #include "comm.h"
-#include "cuda_stream.h"
+#include "placement.h"
 #include "dtype.h"
 
 void weft_premul_read_scalar(const void *p, ncclDataType_t dt, weft_premul_t *pm) {

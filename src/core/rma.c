@@ -31,7 +31,7 @@
 #include "api.h"
 #include "checks.h"
 #include "comm.h"
-#include "cuda_rt.h"
+#include "placement.h"
 #include "dtype.h"
 #include "engine.h"
 #include "env.h"

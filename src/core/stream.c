@@ -24,7 +24,7 @@
 
 #include "api.h"
 #include "checks.h"
-#include "cuda_stream.h"
+#include "placement.h"
 #include "env.h"
 #include "util.h"
 #include "weft.h"
@@ -33,7 +33,7 @@
 
 typedef struct batch {
   struct batch *next;
-  weft_cuda_gate_t gate;  // CUDA stream batches: where the GPU stream meets it (chan NULL: none)
+  weft_dev_gate_t gate;  // CUDA stream batches: where the GPU stream meets it (chan NULL: none)
   weftStreamCallback_t callback;  // a callback's batch (no operations); NULL: none
   void *callback_arg;
   int nops;
@@ -149,7 +149,7 @@ static batch_t *take_done(weft_stream_t *s) {
   return d;
 }
 
-ncclResult_t weft_stream_submit_gated(weft_stream_t *s, weft_op_t **ops, int nops, const weft_cuda_gate_t *gate) {
+ncclResult_t weft_stream_submit_gated(weft_stream_t *s, weft_op_t **ops, int nops, const weft_dev_gate_t *gate) {
   batch_t *b = malloc(sizeof(*b) + sizeof(b->ops[0]) * (size_t)nops);
   if (b == NULL) {
     for (int i = 0; i < nops; i++) weft_op_free(ops[i]);
@@ -164,7 +164,7 @@ ncclResult_t weft_stream_submit_gated(weft_stream_t *s, weft_op_t **ops, int nop
     return ncclSystemError;
   }
   b->next = NULL;
-  b->gate = gate != NULL ? *gate : (weft_cuda_gate_t){0};
+  b->gate = gate != NULL ? *gate : (weft_dev_gate_t){0};
   b->callback = NULL;
   b->callback_arg = NULL;
   b->nops = nops;

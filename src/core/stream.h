@@ -6,9 +6,9 @@
 #ifndef WEFT_STREAM_H
 #define WEFT_STREAM_H
 
-#include "cuda_stream.h"
 #include "engine.h"
 #include "nccl.h"
+#include "placement.h"
 
 typedef struct weft_stream weft_stream_t;
 
@@ -18,9 +18,9 @@ ncclResult_t weft_stream_resolve(cudaStream_t stream, const char *api, weft_stre
 // Queue a batch of operations (the stream owns them from now on, even on
 // failure; the array stays the caller's); runs after earlier batches.
 ncclResult_t weft_stream_submit(weft_stream_t *s, weft_op_t **ops, int nops);
-// The same with a CUDA stream's gate (src/cuda/cuda_stream.h); nops may be 0.
+// The same with a CUDA stream's gate (placement.h); nops may be 0.
 // Even on failure the gate is opened, so the GPU stream is never left waiting.
-ncclResult_t weft_stream_submit_gated(weft_stream_t *s, weft_op_t **ops, int nops, const weft_cuda_gate_t *gate);
+ncclResult_t weft_stream_submit_gated(weft_stream_t *s, weft_op_t **ops, int nops, const weft_dev_gate_t *gate);
 
 // A host stream outside the registry of weftStreamCreate's handles (the
 // workers of CUDA stream channels); destroy drains it first.

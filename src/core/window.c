@@ -17,7 +17,7 @@
 #include "api.h"
 #include "checks.h"
 #include "comm.h"
-#include "cuda_rt.h"
+#include "placement.h"
 
 #define WINDOW_MAGIC 0x77656674776e6431ull  // "weftwnd1"
 

@@ -19,30 +19,9 @@
 #ifndef WEFT_CUDA_DIRECT_H
 #define WEFT_CUDA_DIRECT_H
 
+// Its entry points are the seam's (src/core/placement.h): creation, the
+// choice, queueing, abort, the memory it holds and teardown.
 #include "cuda_stream.h"
 #include "engine.h"
-
-// Communicator creation (every rank, after its transports are connected):
-// sets up the direct path when WEFT_CUDA_DIRECT=1, the ranks share one host,
-// and every rank has the driver, the kernels and a current context; else
-// leaves it off on every rank alike. Fails only on a bootstrap failure.
-ncclResult_t weft_cuda_direct_init(struct ncclComm *comm);
-// Whether op (device buffers) takes the direct path.
-int weft_cuda_direct_eligible(const weft_op_t *op);
-// Queues a collective on chan's stream; op stays the caller's.
-ncclResult_t weft_cuda_direct_queue(weft_op_t *op, weft_cuda_chan_t *chan);
-// Queues Send/Recv calls (one, or a group's, in call order) on their
-// channels' streams, interleaved in rounds; the ops stay the caller's.
-ncclResult_t weft_cuda_direct_queue_p2p(weft_op_t **ops, weft_cuda_chan_t **chans, int n);
-// ncclCommAbort: every counter this rank's streams may wait on (in its own
-// and its peers' scratch) is set past any call, so those streams run on;
-// what the aborted calls leave in their buffers is undefined.
-void weft_cuda_direct_release(struct ncclComm *comm);
-// Device memory the direct path holds for comm (its scratch), 0 without it.
-// Peers map the scratch, so it stays for the communicator's life.
-size_t weft_cuda_direct_device_bytes(const struct ncclComm *comm);
-// Teardown: waits (bounded) until peers stopped reading this rank's scratch,
-// unless it was released.
-void weft_cuda_direct_free(struct ncclComm *comm);
 
 #endif

@@ -30,7 +30,7 @@
 
 typedef struct {
   weft_op_t *op;
-  weft_cuda_chan_t *chan;
+  weft_dev_chan_t *chan;
   size_t done, left;  // bytes moved, bytes still to move
   int moves;          // it moves one round in this step
 } p2p_item_t;
@@ -83,7 +83,7 @@ static int plan_step(p2p_item_t *it, int n) {
   return any;
 }
 
-ncclResult_t weft_cuda_direct_queue_p2p(weft_op_t **ops, weft_cuda_chan_t **chans, int n) {
+ncclResult_t weft_cuda_direct_queue_p2p(weft_op_t **ops, weft_dev_chan_t **chans, int n) {
   p2p_item_t local[16], *it = n <= 16 ? local : calloc((size_t)n, sizeof(*it));
   if (it == NULL) {
     WARN("Send/Recv (CUDA direct path): out of memory queueing %d calls", n);

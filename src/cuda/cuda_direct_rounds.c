@@ -177,7 +177,7 @@ static ncclResult_t direct_round(direct_call_t *c, size_t off, size_t m) {
   return weft_direct_write(c->s, c->d->mine + WEFT_DIRECT_DONE, k, c->api);
 }
 
-ncclResult_t weft_cuda_direct_queue(weft_op_t *op, weft_cuda_chan_t *chan) {
+ncclResult_t weft_cuda_direct_queue(weft_op_t *op, weft_dev_chan_t *chan) {
   struct ncclComm *comm = op->comm;
   const weft_cuda_driver_t *drv = weft_cuda_driver();
   direct_call_t c = {.op = op, .d = comm->cuda_direct, .s = weft_cuda_chan_stream(chan), .n = comm->nranks,

@@ -18,6 +18,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "placement.h"  // the loader state, devices and pointer classification the core asks for
+
 // ---- Minimal driver API types (cuda.h, CUDA 13.0) ----
 typedef int weft_CUresult;  // CUresult
 typedef int weft_CUdevice;  // CUdevice
@@ -170,60 +172,12 @@ typedef struct {
 int weft_cuda_has_engine(const weft_cuda_driver_t *d);
 int weft_cuda_has_vmm(const weft_cuda_driver_t *d);
 int weft_cuda_has_direct(const weft_cuda_driver_t *d);
-// The driver's text for an error code ("unknown error" when it has none).
-const char *weft_cuda_error_text(weft_CUresult r);
 
 // ---- Loader state ----
-enum { WEFT_CUDA_UNKNOWN = 0, WEFT_CUDA_ABSENT = 1, WEFT_CUDA_PRESENT = 2 };
-extern _Atomic int weft_cuda_state;
-
-// Loads the driver if nobody has tried yet (thread-safe, once) and returns
-// WEFT_CUDA_ABSENT or WEFT_CUDA_PRESENT. Never fails: a missing library, a
-// missing symbol, a failing cuInit or zero devices all mean "absent".
-int weft_cuda_load(void);
 // The driver's function table, or NULL when CUDA is absent (loads first).
 const weft_cuda_driver_t *weft_cuda_driver(void);
-// Number of devices the driver reported (0 when absent).
-int weft_cuda_device_count(void);
-// The device of the calling thread's current context, or -1 (no CUDA, no context).
-int weft_cuda_current_device(void);
-// The PCI bus id ("0000:1b:00.0") of device dev into buf; 0, or -1 when the
-// driver cannot say.
-int weft_cuda_device_busid(int dev, char *buf, int len);
-// Makes dev's primary context current in the calling thread, as
-// cudaSetDevice does (the context is retained for the life of the
-// process); 0 on success, else a CUDA error code (-1: no driver or calls).
-int weft_cuda_use_device(int dev);
 // The calling thread's current context, or NULL.
 weft_CUcontext weft_cuda_current_context(void);
-
-// ---- Pointer classification ----
-typedef enum {
-  WEFT_MEM_HOST = 0,     // pageable host memory, or CUDA-registered/pinned host memory
-  WEFT_MEM_DEVICE = 1,   // cuMemAlloc / cudaMalloc memory of one device
-  WEFT_MEM_MANAGED = 2,  // cuMemAllocManaged / cudaMallocManaged
-  WEFT_MEM_MIXED = 3,    // the buffer's first and last bytes differ in kind or device
-} weft_mem_kind_t;
-
-typedef struct {
-  weft_mem_kind_t kind;
-  int device;      // ordinal for DEVICE and MANAGED (-1: unknown or host)
-  int registered;  // HOST memory the driver knows (cudaHostAlloc, cuMemHostRegister)
-} weft_mem_info_t;
-
-const char *weft_mem_kind_name(weft_mem_kind_t kind);
-
-void weft_mem_classify_slow(const void *ptr, size_t bytes, weft_mem_info_t *out);
-
-// What `bytes` bytes at `ptr` are. NULL or zero bytes: HOST. Without CUDA
-// this is one predictable branch on a cached state.
-static inline void weft_mem_classify(const void *ptr, size_t bytes, weft_mem_info_t *out) {
-  if (__builtin_expect(atomic_load_explicit(&weft_cuda_state, memory_order_acquire) == WEFT_CUDA_ABSENT, 1)) {
-    *out = (weft_mem_info_t){WEFT_MEM_HOST, -1, 0};
-    return;
-  }
-  weft_mem_classify_slow(ptr, bytes, out);
-}
 
 // Tests: forget the loaded driver (dlclose it) and load `lib` next time
 // instead of WEFT_CUDA_DRIVER_LIB / libcuda.so.1 (NULL: back to those).

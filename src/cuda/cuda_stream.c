@@ -62,7 +62,7 @@ struct weft_cuda_chan {
 };
 
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
-static weft_cuda_chan_t *registry;
+static weft_dev_chan_t *registry;
 
 static void nap_ns(int64_t ns) {
   struct timespec ts = {.tv_sec = ns / 1000000000, .tv_nsec = ns % 1000000000};
@@ -81,11 +81,11 @@ static ncclResult_t cu_fail(const char *api, const char *call, weft_CUresult r) 
 
 /* ---------- channels ---------- */
 
-static void chan_free(weft_cuda_chan_t *c, const weft_cuda_driver_t *d);
+static void chan_free(weft_dev_chan_t *c, const weft_cuda_driver_t *d);
 
 static ncclResult_t chan_create(const weft_cuda_driver_t *d, weft_CUcontext ctx, weft_CUstream stream, int device,
-                                const char *api, weft_cuda_chan_t **out) {
-  weft_cuda_chan_t *c = calloc(1, sizeof(*c));
+                                const char *api, weft_dev_chan_t **out) {
+  weft_dev_chan_t *c = calloc(1, sizeof(*c));
   if (c == NULL) return ncclSystemError;
   c->ctx = ctx;
   c->stream = stream;
@@ -121,7 +121,7 @@ static ncclResult_t chan_create(const weft_cuda_driver_t *d, weft_CUcontext ctx,
 
 // Waits (bounded) until the stream finished with every staging block, then
 // frees them; a context that no longer exists leaves them to the process.
-static void chan_free(weft_cuda_chan_t *c, const weft_cuda_driver_t *d) {
+static void chan_free(weft_dev_chan_t *c, const weft_cuda_driver_t *d) {
   if (c->worker != NULL) weft_stream_destroy_private(c->worker);  // every batch ran and opened its gate
   int64_t limit = weft_timeout_ms() > 0 ? weft_timeout_ms() : 60000;  // never wait forever at teardown
   int64_t end = weft_now_ms() + limit;
@@ -148,10 +148,10 @@ static void chan_free(weft_cuda_chan_t *c, const weft_cuda_driver_t *d) {
 }
 
 // Remembers that comm uses c (once).
-static ncclResult_t comm_hold(struct ncclComm *comm, weft_cuda_chan_t *c) {
+static ncclResult_t comm_hold(struct ncclComm *comm, weft_dev_chan_t *c) {
   for (int i = 0; i < comm->ncuda_chans; i++)
     if (comm->cuda_chans[i] == c) return ncclSuccess;
-  weft_cuda_chan_t **list = realloc(comm->cuda_chans, sizeof(*list) * (size_t)(comm->ncuda_chans + 1));
+  weft_dev_chan_t **list = realloc(comm->cuda_chans, sizeof(*list) * (size_t)(comm->ncuda_chans + 1));
   if (list == NULL) return ncclSystemError;
   comm->cuda_chans = list;
   list[comm->ncuda_chans++] = c;
@@ -174,7 +174,7 @@ static ncclResult_t stream_context(const weft_cuda_driver_t *d, weft_CUstream s,
 }
 
 ncclResult_t weft_cuda_chan_get(struct ncclComm *comm, cudaStream_t stream, int device, const char *api,
-                                weft_cuda_chan_t **out) {
+                                weft_dev_chan_t **out) {
   const weft_cuda_driver_t *d = weft_cuda_driver();
   if (!weft_cuda_has_engine(d)) {
     WARN("%s: device buffers need the CUDA driver's stream memory operations and pinned host memory, which this "
@@ -202,7 +202,7 @@ ncclResult_t weft_cuda_chan_get(struct ncclComm *comm, cudaStream_t stream, int 
     res = ncclInvalidUsage;
   }
   pthread_mutex_lock(&registry_lock);
-  weft_cuda_chan_t *c = NULL;
+  weft_dev_chan_t *c = NULL;
   if (res == ncclSuccess) {
     for (c = registry; c != NULL; c = c->next)
       if (c->ctx == ctx && c->stream == s && (s != CU_STREAM_PER_THREAD_HANDLE || pthread_equal(c->owner, pthread_self())))
@@ -220,19 +220,19 @@ ncclResult_t weft_cuda_chan_get(struct ncclComm *comm, cudaStream_t stream, int 
   return res;
 }
 
-weft_stream_t *weft_cuda_chan_worker(weft_cuda_chan_t *chan) { return chan->worker; }
-void *weft_cuda_chan_context(const weft_cuda_chan_t *chan) { return chan->ctx; }
-void *weft_cuda_chan_stream(const weft_cuda_chan_t *chan) { return chan->stream; }
+weft_stream_t *weft_cuda_chan_worker(weft_dev_chan_t *chan) { return chan->worker; }
+void *weft_cuda_chan_context(const weft_dev_chan_t *chan) { return chan->ctx; }
+void *weft_cuda_chan_stream(const weft_dev_chan_t *chan) { return chan->stream; }
 
 void weft_cuda_comm_release(struct ncclComm *comm) {
   if (comm->ncuda_chans == 0) return;
   const weft_cuda_driver_t *d = weft_cuda_driver();
   for (int i = 0; i < comm->ncuda_chans; i++) {
-    weft_cuda_chan_t *c = comm->cuda_chans[i];
+    weft_dev_chan_t *c = comm->cuda_chans[i];
     pthread_mutex_lock(&registry_lock);
     int last = --c->users == 0;
     if (last) {
-      for (weft_cuda_chan_t **p = &registry; *p != NULL; p = &(*p)->next)
+      for (weft_dev_chan_t **p = &registry; *p != NULL; p = &(*p)->next)
         if (*p == c) {
           *p = c->next;
           break;
@@ -253,7 +253,7 @@ int weft_cuda_comm_streams_drain(struct ncclComm *comm, int64_t limit_ms) {
   int64_t end = weft_now_ms() + limit_ms;
   int idle = 1;
   for (int i = 0; i < comm->ncuda_chans && idle; i++) {
-    weft_cuda_chan_t *c = comm->cuda_chans[i];
+    weft_dev_chan_t *c = comm->cuda_chans[i];
     if (d->cuCtxPushCurrent(c->ctx) != WEFT_CUDA_SUCCESS) return 0;
     while (d->cuStreamQuery(c->stream) == WEFT_CUDA_ERROR_NOT_READY && (idle = weft_now_ms() < end))
       nap_ns(1000000);
@@ -269,7 +269,7 @@ int weft_cuda_comm_streams_drain(struct ncclComm *comm, int64_t limit_ms) {
 // (chan->lock held, context current): the channel's own, else one from the
 // context's reserve, else newly pinned (cuda_staging.h says why that is the
 // last resort). Blocks are never freed while the channel lives.
-static staging_t *staging_take(weft_cuda_chan_t *c, const weft_cuda_driver_t *d, size_t bytes, ncclResult_t *res,
+static staging_t *staging_take(weft_dev_chan_t *c, const weft_cuda_driver_t *d, size_t bytes, ncclResult_t *res,
                                int *must_wait) {
   uint32_t freed = atomic_load_explicit(&c->flags[FLAG_FREED], memory_order_acquire);
   staging_t *best = NULL;
@@ -351,7 +351,7 @@ static size_t op_place(weft_op_t *op, char *base, size_t at) {
 // Room for `total` bytes: a region of the ring when it has or will have
 // one (waiting for the stream, which frees regions in order), else a
 // dedicated block. chan->lock held; it is let go while waiting.
-static ncclResult_t stage_room(weft_cuda_chan_t *c, const weft_cuda_driver_t *d, size_t total, weft_cuda_gate_t *g,
+static ncclResult_t stage_room(weft_dev_chan_t *c, const weft_cuda_driver_t *d, size_t total, weft_dev_gate_t *g,
                                char **host) {
   int64_t start = weft_now_ns(), nap = 2000, warned = 0;
   for (;;) {
@@ -393,16 +393,16 @@ static ncclResult_t stage_room(weft_cuda_chan_t *c, const weft_cuda_driver_t *d,
   }
 }
 
-ncclResult_t weft_cuda_batch_stage(weft_cuda_chan_t *c, weft_op_t **ops, int nops, weft_cuda_gate_t *gate) {
+ncclResult_t weft_cuda_batch_stage(weft_dev_chan_t *c, weft_op_t **ops, int nops, weft_dev_gate_t *gate) {
   const weft_cuda_driver_t *d = weft_cuda_driver();
-  *gate = (weft_cuda_gate_t){.slot = -1};
+  *gate = (weft_dev_gate_t){.slot = -1};
   size_t total = 0;
   for (int i = 0; i < nops; i++) total += op_place(ops[i], NULL, total);
   if (d->cuCtxPushCurrent(c->ctx) != WEFT_CUDA_SUCCESS) {
     WARN("CUDA stream %p: its context can no longer be made current", (void *)c->stream);
     return ncclUnhandledCudaError;
   }
-  weft_cuda_gate_t g = {.chan = c, .slot = -1};
+  weft_dev_gate_t g = {.chan = c, .slot = -1};
   char *host = NULL;
   pthread_mutex_lock(&c->lock);
   ncclResult_t res = stage_room(c, d, total > 0 ? total : 1, &g, &host);
@@ -417,24 +417,24 @@ ncclResult_t weft_cuda_batch_stage(weft_cuda_chan_t *c, weft_op_t **ops, int nop
 
 // The batch's staging is not in use any more (it was never queued, or its
 // stream work was synchronised). chan->lock held.
-static void release_room(weft_cuda_gate_t *g) {
+static void release_room(weft_dev_gate_t *g) {
   if (g->slot >= 0) weft_ring_drop(&g->chan->ring, g->slot);
   else if (g->block != NULL) g->block->busy = 0;
 }
 
-void weft_cuda_batch_unstage(weft_cuda_gate_t *gate) {
+void weft_cuda_batch_unstage(weft_dev_gate_t *gate) {
   if (gate->chan == NULL || gate->k != 0) return;
   pthread_mutex_lock(&gate->chan->lock);
   release_room(gate);
   pthread_mutex_unlock(&gate->chan->lock);
-  *gate = (weft_cuda_gate_t){.slot = -1};
+  *gate = (weft_dev_gate_t){.slot = -1};
 }
 
 static weft_CUdeviceptr dptr(const void *p) { return (weft_CUdeviceptr)(uintptr_t)p; }
 
 // The stream work of batch k; *waiting says whether its WAIT is queued
 // (from then on the worker must see the gate, or the stream never moves on).
-static ncclResult_t queue_ops(weft_cuda_chan_t *c, const weft_cuda_driver_t *d, weft_op_t **ops, int nops,
+static ncclResult_t queue_ops(weft_dev_chan_t *c, const weft_cuda_driver_t *d, weft_op_t **ops, int nops,
                               uint32_t k, int *waiting) {
   const char *api = "CUDA stream";
   weft_CUstream s = c->stream;
@@ -463,9 +463,9 @@ static ncclResult_t queue_ops(weft_cuda_chan_t *c, const weft_cuda_driver_t *d, 
   return ncclSuccess;
 }
 
-ncclResult_t weft_cuda_batch_queue(weft_cuda_gate_t *gate, weft_op_t **ops, int nops) {
+ncclResult_t weft_cuda_batch_queue(weft_dev_gate_t *gate, weft_op_t **ops, int nops) {
   const weft_cuda_driver_t *d = weft_cuda_driver();
-  weft_cuda_chan_t *c = gate->chan;
+  weft_dev_chan_t *c = gate->chan;
   if (d->cuCtxPushCurrent(c->ctx) != WEFT_CUDA_SUCCESS) {
     weft_cuda_batch_unstage(gate);
     WARN("CUDA stream %p: its context can no longer be made current", (void *)c->stream);
@@ -488,7 +488,7 @@ ncclResult_t weft_cuda_batch_queue(weft_cuda_gate_t *gate, weft_op_t **ops, int 
       release_room(gate);
       pthread_mutex_unlock(&c->lock);
     }
-    *gate = (weft_cuda_gate_t){.slot = -1};
+    *gate = (weft_dev_gate_t){.slot = -1};
   }  // with the WAIT queued the caller abandons the gate: the worker releases the stream in order
   weft_CUcontext popped;
   d->cuCtxPopCurrent(&popped);
@@ -499,7 +499,7 @@ ncclResult_t weft_cuda_batch_queue(weft_cuda_gate_t *gate, weft_op_t **ops, int 
 
 /* ---------- the worker's side ---------- */
 
-void weft_cuda_gate_wait(const weft_cuda_gate_t *g, weft_op_t **ops, int nops) {
+void weft_cuda_gate_wait(const weft_dev_gate_t *g, weft_op_t **ops, int nops) {
   _Atomic uint32_t *reached = &g->chan->flags[FLAG_REACHED];
   int64_t start = weft_now_ns(), spin_ns = weft_spin_ns(0), nap = 1000;
   int64_t warn_at = weft_timeout_ms() > 0 ? start + weft_timeout_ms() * 1000000 : 0;
@@ -529,15 +529,15 @@ void weft_cuda_gate_wait(const weft_cuda_gate_t *g, weft_op_t **ops, int nops) {
   }
 }
 
-void weft_cuda_gate_open(const weft_cuda_gate_t *g) {
+void weft_cuda_gate_open(const weft_dev_gate_t *g) {
   atomic_store_explicit(&g->chan->flags[FLAG_DONE], g->k, memory_order_release);
 }
 
-void weft_cuda_gate_abandon(weft_cuda_gate_t *g) {
+void weft_cuda_gate_abandon(weft_dev_gate_t *g) {
   if (g->chan == NULL) return;
   if (g->k == 0) weft_cuda_batch_unstage(g);  // staged, never queued
   else weft_stream_submit_gated(g->chan->worker, NULL, 0, g);
-  *g = (weft_cuda_gate_t){.slot = -1};
+  *g = (weft_dev_gate_t){.slot = -1};
 }
 
 int weft_cuda_scalar_on_device(const void *scalar, size_t bytes) {

@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "checks.h"
+#include "cuda_rt.h"
 #include "mem.h"
 
 static ncclResult_t cu_fail(const char *call, weft_CUresult r, size_t size) {
