@@ -192,7 +192,7 @@ typedef struct {
   void **slot;
 } wait_ctx_t;
 
-static inline __attribute__((always_inline)) weft_wait_t wait_poll(void *ctx) {
+static weft_wait_t wait_poll(void *ctx) {
   wait_ctx_t *c = ctx;
   int r = poll_once(c->w->op, c->x, c->slot);
   if (r != 0) return r > 0 ? WEFT_WAIT_READY : WEFT_WAIT_FAILED;

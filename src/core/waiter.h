@@ -11,8 +11,8 @@
  * (WEFT_ENGINE_SLEEP_MAX_NS), so aborts and timeouts are noticed.
  *
  * Every poll and check answers with the same words (weft_wait_t). The
- * function is inline so that a caller's poll, a constant function pointer
- * at each call site, is inlined into the loop.
+ * function is inline, so a caller's poll, a constant function pointer at
+ * each call site, becomes a direct call in the caller's loop.
  */
 #ifndef WEFT_WAITER_H
 #define WEFT_WAITER_H
