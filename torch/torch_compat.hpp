@@ -7,6 +7,11 @@
  * splits it: a backend subclasses c10d::Backend and torch wraps it in a
  * ProcessGroup itself. The rest of weft_torch names only WeftBackendBase and
  * the option types below.
+ *
+ * WEFT_TENSOR_COALESCED: torch 2.x's Backend has allgather_into_tensor_coalesced
+ * and reduce_scatter_tensor_coalesced, which its functional collectives
+ * (torch.distributed._functional_collectives, hence DTensor) call for every
+ * all_gather_tensor and reduce_scatter_tensor; 1.13 has neither.
  */
 #pragma once
 
@@ -22,8 +27,10 @@
 namespace weft_torch {
 using WeftBackendBase = c10d::Backend;
 }
+#define WEFT_TENSOR_COALESCED 1
 #else
 namespace weft_torch {
 using WeftBackendBase = c10d::ProcessGroup;
 }
+#define WEFT_TENSOR_COALESCED 0
 #endif

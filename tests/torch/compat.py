@@ -25,3 +25,19 @@ def has_device_backends():
     """torch 2.x names a backend per device ("cpu:weft,cuda:nccl"); 1.13 does not."""
     import torch.distributed as dist
     return hasattr(dist.Backend, "backend_capability")
+
+
+def no_dtensor_reason():
+    """Why this torch lacks the public DeviceMesh/DTensor/tensor-parallel API
+    (torch.distributed.device_mesh, torch.distributed.tensor.parallel, both
+    public from 2.4), or None when it has it. Debian 12's 1.13 has none of it."""
+    try:
+        from torch.distributed.device_mesh import init_device_mesh  # noqa: F401
+        from torch.distributed.tensor import DTensor  # noqa: F401
+        from torch.distributed.tensor.parallel import parallelize_module  # noqa: F401
+        import torch.distributed._functional_collectives  # noqa: F401
+        import torch.distributed.checkpoint  # noqa: F401
+    except ImportError as e:
+        import torch
+        return f"torch {torch.__version__} has no public DeviceMesh/DTensor API ({e})"
+    return None

@@ -1,8 +1,9 @@
 """harness.py — processes for the weft_torch tests.
 
-spawn(fn, size, tmp, *args, pg_timeout=None) starts `size` processes
-(torch.multiprocessing, so an exception in any rank fails the test with its
-traceback), each of which joins the default "weft" process group through a
+spawn(fn, size, tmp, *args, pg_timeout=None, backend="weft") starts `size`
+processes (torch.multiprocessing, so an exception in any rank fails the
+test with its traceback), each of which joins the default process group of
+`backend` ("weft", or "gloo" to run the same program on Gloo) through a
 file:// store in `tmp` (with the group timeout `pg_timeout`, a timedelta,
 when given) and calls fn(rank, size, tmp, *args); every rank runs under a
 time limit (WEFT_TIMEOUT with WEFT_TIMEOUT_FAIL=1 bounds weft's own waits),
@@ -20,20 +21,20 @@ import weft_torch  # noqa: F401  (registers the backend)
 LIMIT_S = 120
 
 
-def _entry(rank, fn, size, tmp, args, pg_timeout):
+def _entry(rank, fn, size, tmp, args, pg_timeout, backend="weft"):
     os.environ.setdefault("WEFT_TIMEOUT", "60")
     os.environ.setdefault("WEFT_TIMEOUT_FAIL", "1")
     os.environ.setdefault("NCCL_SOCKET_IFNAME", "lo")
     extra = {"timeout": pg_timeout} if pg_timeout is not None else {}
-    dist.init_process_group("weft", init_method=f"file://{tmp}/store", rank=rank, world_size=size, **extra)
+    dist.init_process_group(backend, init_method=f"file://{tmp}/store", rank=rank, world_size=size, **extra)
     try:
         fn(rank, size, tmp, *args)
     finally:
         dist.destroy_process_group()
 
 
-def spawn(fn, size, tmp, *args, pg_timeout=None):
-    ctx = mp.start_processes(_entry, args=(fn, size, str(tmp), args, pg_timeout), nprocs=size, join=False, start_method="spawn")
+def spawn(fn, size, tmp, *args, pg_timeout=None, backend="weft"):
+    ctx = mp.start_processes(_entry, args=(fn, size, str(tmp), args, pg_timeout, backend), nprocs=size, join=False, start_method="spawn")
     deadline = time.monotonic() + LIMIT_S
     while not ctx.join(timeout=max(1.0, deadline - time.monotonic())):  # raises when a rank failed
         if time.monotonic() >= deadline:

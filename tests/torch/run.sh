@@ -11,5 +11,5 @@ make -j2 --no-print-directory BUILD="$build" "$build/lib/libweft.so" torch >"$bu
   { tail -30 "$build/make.log"; echo "tests/torch/run.sh: the build failed (log: $build/make.log)"; exit 1; }
 /usr/bin/python3 -c 'import sys, torch; print(f"tests/torch: torch {torch.__version__}, python {sys.version.split()[0]}")'
 export NCCL_SOCKET_IFNAME=${NCCL_SOCKET_IFNAME:-lo}
-PYTHONPATH="$build/python:tests/torch" exec timeout --signal=KILL 900 \
+PYTHONPATH="$build/python:tests/torch" exec timeout --signal=KILL 1800 \
   /usr/bin/python3 -m pytest -q -rs -p no:cacheprovider tests/torch
