@@ -60,10 +60,13 @@ test-torch2:
 # (distributed_test.py) on gloo and on weft, compared test by test
 # (tests/torch/suite/run.sh), on this machine's torch 1.13 or in the Debian
 # 13 root's torch 2.6. About 20 minutes per backend; not part of make test.
-# SUITE_WORLD sets the ranks (2 by default).
+# SUITE_WORLD sets the ranks (2 by default); SUITE_BACKENDS=weft runs weft
+# alone against the gloo results already there.
 SUITE_WORLD ?= 2
+SUITE_BACKENDS ?= gloo weft
 .PHONY: torch-suite torch2-suite
 torch-suite:
-	tests/torch/suite/run.sh $(BUILD) $(SUITE_WORLD)
+	SUITE_BACKENDS="$(SUITE_BACKENDS)" tests/torch/suite/run.sh $(BUILD) $(SUITE_WORLD)
 torch2-suite:
-	./scripts/debian13-root.sh $(DEBIAN13_ROOT) tests/torch/suite/run.sh build-debian13 $(SUITE_WORLD)
+	./scripts/debian13-root.sh $(DEBIAN13_ROOT) env SUITE_BACKENDS="$(SUITE_BACKENDS)" \
+	  tests/torch/suite/run.sh build-debian13 $(SUITE_WORLD)
