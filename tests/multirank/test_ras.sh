@@ -64,7 +64,9 @@ json_check "all(r['collective_counts']['AllReduce'] == 20 and r['collective_coun
 json_check "all(k in d for k in ('nccl_version', 'timestamp', 'communicators', 'ras')) and 'collection_time_sec' in d['ras'] and all(k in $w['ranks'][0]['status'] for k in ('init_state', 'async_error', 'finalize_called', 'destroy_flag', 'abort_flag'))" <<<"$js" \
   && ras_ok "JSON: NCCL's fields" || ras_bad "JSON fields"
 
-timeout 40 "$build/bin/weft-status" --ras --monitor --for 6 >"$ras_dir/monitor.txt" 2>&1 &
+# The monitor runs until it has seen the death and the failed communicator
+# (or 20 s after the kill): a fixed window ends too soon on a loaded machine.
+timeout 90 "$build/bin/weft-status" --ras --monitor --for 80 >"$ras_dir/monitor.txt" 2>&1 &
 mon=$!
 sleep 1.5  # the monitor's baseline
 # The host's processes share the port, so the monitor's stream comes from one
@@ -98,7 +100,12 @@ ras_expect "the world names its dead rank" "$txt" "^  rank $k -- process $p3 on 
 js=$(status --json)
 json_check "any(m['rank'] == $k and m['status']['considered_dead'] for c in d['communicators'] if c['size'] == 4 for m in c['missing_ranks'])" <<<"$js" \
   && ras_ok "JSON: rank $k missing, considered dead" || ras_bad "JSON dead"
-wait "$mon"
+for ((i = 0; i < 200; i++)); do
+  grep -q "PEER_DEAD: process $p3 " "$ras_dir/monitor.txt" && grep -q COMM_FAILED "$ras_dir/monitor.txt" && break
+  sleep 0.1
+done
+kill "$mon" 2>/dev/null
+wait "$mon" 2>/dev/null
 mtxt=$(cat "$ras_dir/monitor.txt")
 ras_expect "MONITOR: the stop" "$mtxt" "PEER_STOPPED: process $p1 on host"
 ras_expect "MONITOR: the death" "$mtxt" "PEER_DEAD: process $p3 on host"
