@@ -34,7 +34,10 @@ ncclResult_t weftGetVersion(int *version);
 // On host memory a NULL stream means a call has completed when it returns.
 // Passing a stream from weftStreamCreate instead makes calls asynchronous:
 // they return once queued, and the work on one stream completes in the order
-// it was issued. On CUDA builds device buffers keep using cudaStream_t from
+// it was issued. A call that finds its stream idle first runs on the calling
+// thread for up to WEFT_STREAM_EAGER_NS (50 µs): when its peers are there it
+// is complete before it returns (weftStreamQuery then says so), without a
+// hand-over to the stream's thread; otherwise that thread carries it on. On CUDA builds device buffers keep using cudaStream_t from
 // CUDA as usual.
 
 // Create a host stream in *stream.

@@ -4,7 +4,8 @@
  * group's stream. Lists of tensors (allgather's outputs, reduce_scatter's
  * inputs, alltoall's) go through one contiguous buffer, or through grouped
  * point-to-point calls where their sizes differ; what lands in the caller's
- * tensors afterwards runs on the stream's worker once the calls are done.
+ * tensors afterwards runs on the stream's worker once the calls are done, or
+ * on the caller's thread when they completed before returning.
  */
 #include "process_group.hpp"
 
@@ -147,6 +148,11 @@ c10::intrusive_ptr<StreamWork> ProcessGroupWeft::launch(c10d::OpType type, const
       getRank(), type, name, std::move(outputs), std::move(keep), std::move(finish),
       [this](const std::string& why) { revoke(why); });
   std::lock_guard<std::mutex> hold(mu_);
+  // A call queued on an idle stream starts on this thread (weft's eager
+  // start) and often completes there. Each failure on the stream has reached
+  // its Work already (through the callback after it), so an idle stream's
+  // record of one is cleared here, and one found after the call is its own.
+  bool idle = weftStreamQuery(stream_) != ncclInProgress;
   ncclResult_t res;
   if (group) {
     // ncclGroupEnd in every case, so a failure never leaves a group open.
@@ -158,6 +164,10 @@ c10::intrusive_ptr<StreamWork> ProcessGroupWeft::launch(c10d::OpType type, const
     res = issue(stream_);
   }
   check(res, name);
+  if (idle && (res = weftStreamQuery(stream_)) != ncclInProgress) {  // done already: no callback to wait for
+    work->complete(res == ncclSuccess ? std::string() : failure(name, res));
+    return work;
+  }
   watchdog_->watch(name);
   auto *pending = new Pending{this, work};
   res = weftStreamAddCallback(stream_, &ProcessGroupWeft::on_stream_done, pending);

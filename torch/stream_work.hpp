@@ -2,7 +2,8 @@
  * stream_work.hpp — the Work a weft call returns: the call is queued on the
  * process group's weft stream, and the Work completes when the stream
  * reaches the callback queued right after it (weftStreamAddCallback), so
- * Works complete in the order they were issued. Its future (which DDP's
+ * Works complete in the order they were issued; or, when the call completed
+ * before it returned (weft's eager start on an idle stream), at once. Its future (which DDP's
  * reducer and comm hooks wait on) then holds the output tensors, or the
  * failure; wait() raises that failure as RuntimeError.
  */

@@ -569,6 +569,32 @@ static weft_wait_t engine_check(void *ctx, int64_t now, int64_t since) {
   return w->remaining == 0 ? WEFT_WAIT_READY : WEFT_WAIT_IDLE;
 }
 
+// The first failure among finished operations.
+static ncclResult_t first_failure(weft_op_t **ops, int nops) {
+  for (int i = 0; i < nops; i++)
+    if (ops[i]->state == WEFT_OP_FAILED) return ops[i]->result;
+  return ncclSuccess;
+}
+
+int weft_engine_try(weft_op_t **ops, int nops, int64_t budget_ns, ncclResult_t *res) {
+  engine_wait_t w = {.ops = ops, .nops = nops};
+  for (int i = 0; i < nops; i++) w.remaining += ops[i]->state == WEFT_OP_PENDING;
+  int64_t start = 0;
+  for (unsigned spins = 0; w.remaining > 0; spins++) {
+    if (engine_poll(&w) == WEFT_WAIT_READY) break;
+    if ((spins & 15) != 15) {
+      weft_cpu_relax();
+      continue;
+    }
+    int64_t now = weft_now_ns();
+    if (start == 0) start = now;
+    else if (now - start >= budget_ns) return 0;
+    if ((spins & 127) == 127) sched_yield();  // now and then, for ranks sharing a core
+  }
+  *res = first_failure(ops, nops);
+  return 1;
+}
+
 ncclResult_t weft_engine_run(weft_op_t **ops, int nops, int queued) {
   engine_wait_t w = {.ops = ops, .nops = nops, .timeout_ms = weft_timeout_ms()};
   struct ncclComm *single = NULL;
@@ -582,8 +608,5 @@ ncclResult_t weft_engine_run(weft_op_t **ops, int nops, int queued) {
   // Sleep on the rank's doorbell when the operations share a communicator.
   weft_doorbell_t *bell = single != NULL ? weft_segment_doorbell(single->seg, single->rank) : NULL;
   if (w.remaining > 0) weft_wait(engine_poll, engine_check, &w, bell, spin_ns);
-  ncclResult_t res = ncclSuccess;
-  for (int i = 0; i < nops && res == ncclSuccess; i++)
-    if (ops[i]->state == WEFT_OP_FAILED) res = ops[i]->result;
-  return res;
+  return first_failure(ops, nops);
 }

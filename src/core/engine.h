@@ -122,6 +122,11 @@ void weft_op_stage_give(void *p, size_t bytes);
 // Run operations to completion (or failure); returns the first error.
 // `queued`: a stream's worker runs them (the waits poll for spin_ns_queued).
 ncclResult_t weft_engine_run(weft_op_t **ops, int nops, int queued);
+// Progress passes over the operations on the calling thread for at most
+// budget_ns, never sleeping: 1 when every one is done (*res the first
+// failure, or ncclSuccess), 0 when some still wait; weft_engine_run (which
+// also looks for deaths, mismatches and timeouts) then carries them on.
+int weft_engine_try(weft_op_t **ops, int nops, int64_t budget_ns, ncclResult_t *res);
 // A zeroed operation (possibly one this thread freed before, with its
 // schedule's arrays kept, empty); NULL when out of memory.
 weft_op_t *weft_op_alloc(void);

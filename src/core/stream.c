@@ -5,6 +5,12 @@
  * batch with the engine, in submission order, then signals completion; out
  * of work it polls for WEFT_SPIN_NS before it sleeps, and a submit signals
  * it only when it sleeps.
+ * A batch submitted to an idle stream starts on the submitting thread
+ * (eager start): that thread polls it for up to WEFT_STREAM_EAGER_NS, so a
+ * small call whose peers are already there completes without waking the
+ * worker, and one that must wait is handed to the worker as it stands.
+ * Until then the batch stays at the head of the FIFO, held: the worker
+ * does not touch it, and calls queued meanwhile wait behind it.
  * The first failure is kept and returned by the next synchronize or query.
  * A callback (weftStreamAddCallback) is a batch without operations: the
  * worker calls it in its turn with the first failure since the previous one.
@@ -36,6 +42,7 @@ typedef struct batch {
   weft_dev_gate_t gate;  // CUDA stream batches: where the GPU stream meets it (chan NULL: none)
   weftStreamCallback_t callback;  // a callback's batch (no operations); NULL: none
   void *callback_arg;
+  int held;  // the submitting thread is running it (eager start): the worker leaves it alone
   int nops;
   weft_op_t *ops[];
 } batch_t;
@@ -51,7 +58,9 @@ struct weft_stream {
   _Atomic int pending;  // batches queued or running (changed under lock; read without it while spinning)
   int worker_asleep;    // the worker waits on `work`: a submit must signal it
   int stop;
+  int64_t eager_ns;     // how long a submitter runs a batch it queued on the idle stream (0: never)
   ncclResult_t error;   // first failure since the last synchronize/query
+  ncclResult_t since_callback;  // first failure since the last callback ran
   struct weft_stream *next_live;
 };
 
@@ -88,9 +97,35 @@ static void spin_for_work(weft_stream_t *s) {
   }
 }
 
+// A batch is over: record its failure, take it off the head and wake
+// synchronizers when nothing is left. Called with the lock held.
+static void retire_head(weft_stream_t *s, ncclResult_t res) {
+  batch_t *b = s->head;
+  if (res != ncclSuccess && s->error == ncclSuccess) s->error = res;
+  s->head = b->next;
+  if (s->head == NULL) s->tail = NULL;
+  s->pending--;
+  b->next = s->done;
+  s->done = b;
+  // Wake synchronizers only when everything is done: a wake per batch
+  // would cost a context switch per call on a busy core.
+  if (s->pending == 0) pthread_cond_broadcast(&s->idle);
+}
+
+// The first failure since the previous callback, for a callback about to
+// run (which starts a new count). Called with the lock held.
+static ncclResult_t take_since_callback(weft_stream_t *s) {
+  ncclResult_t status = s->since_callback;
+  s->since_callback = ncclSuccess;
+  return status;
+}
+
+static void note_failure(weft_stream_t *s, ncclResult_t res) {
+  if (res != ncclSuccess && s->since_callback == ncclSuccess) s->since_callback = res;
+}
+
 static void *worker(void *arg) {
   weft_stream_t *s = arg;
-  ncclResult_t since_callback = ncclSuccess;  // first failure since the last callback ran
   pthread_mutex_lock(&s->lock);
   for (;;) {
     if (s->head == NULL && !s->stop) {
@@ -98,7 +133,8 @@ static void *worker(void *arg) {
       spin_for_work(s);
       pthread_mutex_lock(&s->lock);
     }
-    while (s->head == NULL && !s->stop) {
+    // A held head is its submitter's until released (even when stopping).
+    while ((s->head == NULL && !s->stop) || (s->head != NULL && s->head->held)) {
       s->worker_asleep = 1;
       pthread_cond_wait(&s->work, &s->lock);
       s->worker_asleep = 0;
@@ -110,21 +146,16 @@ static void *worker(void *arg) {
     ncclResult_t res = b->nops > 0 ? weft_engine_run(b->ops, b->nops, 1) : ncclSuccess;
     if (b->gate.chan != NULL) weft_cuda_gate_open(&b->gate);
     for (int i = 0; i < b->nops; i++) weft_op_release_comm(b->ops[i]);
-    if (res != ncclSuccess && since_callback == ncclSuccess) since_callback = res;
     if (b->callback != NULL) {
-      b->callback((cudaStream_t)(void *)s, since_callback, b->callback_arg);
-      since_callback = ncclSuccess;
+      pthread_mutex_lock(&s->lock);
+      note_failure(s, res);
+      ncclResult_t status = take_since_callback(s);
+      pthread_mutex_unlock(&s->lock);
+      b->callback((cudaStream_t)(void *)s, status, b->callback_arg);
     }
     pthread_mutex_lock(&s->lock);
-    if (res != ncclSuccess && s->error == ncclSuccess) s->error = res;
-    s->head = b->next;
-    if (s->head == NULL) s->tail = NULL;
-    s->pending--;
-    b->next = s->done;
-    s->done = b;
-    // Wake synchronizers only when everything is done: a wake per batch
-    // would cost a context switch per call on a busy core.
-    if (s->pending == 0) pthread_cond_broadcast(&s->idle);
+    if (b->callback == NULL) note_failure(s, res);
+    retire_head(s, res);
   }
   pthread_mutex_unlock(&s->lock);
   return NULL;
@@ -141,6 +172,23 @@ static void free_batches(batch_t *b) {
 }
 
 static void enqueue(weft_stream_t *s, batch_t *b);
+
+// The submitter's turn with the batch it holds at the head: run it for up
+// to eager_ns; then it is over, or the worker's.
+static void run_eagerly(weft_stream_t *s, batch_t *b) {
+  ncclResult_t res = ncclSuccess;
+  int done = weft_engine_try(b->ops, b->nops, s->eager_ns, &res);
+  if (done)
+    for (int i = 0; i < b->nops; i++) weft_op_release_comm(b->ops[i]);
+  pthread_mutex_lock(&s->lock);
+  b->held = 0;
+  if (done) {
+    note_failure(s, res);
+    retire_head(s, res);
+  }
+  if (s->worker_asleep && s->head != NULL) pthread_cond_signal(&s->work);
+  pthread_mutex_unlock(&s->lock);
+}
 
 // Takes the finished batches (to free outside the lock).
 static batch_t *take_done(weft_stream_t *s) {
@@ -173,17 +221,21 @@ ncclResult_t weft_stream_submit_gated(weft_stream_t *s, weft_op_t **ops, int nop
   return ncclSuccess;
 }
 
-// Appends a batch and wakes the worker if it sleeps; frees finished batches.
+// Appends a batch and wakes the worker if it sleeps; frees finished
+// batches. A batch of operations that finds the stream idle starts here
+// (eager start, above).
 static void enqueue(weft_stream_t *s, batch_t *b) {
   pthread_mutex_lock(&s->lock);
+  int held = b->held = s->head == NULL && s->eager_ns > 0 && b->nops > 0 && b->gate.chan == NULL;
   if (s->tail != NULL) s->tail->next = b;
   else s->head = b;
   s->tail = b;
   s->pending++;
-  if (s->worker_asleep) pthread_cond_signal(&s->work);
+  if (s->worker_asleep && !held) pthread_cond_signal(&s->work);
   batch_t *done = take_done(s);
   pthread_mutex_unlock(&s->lock);
   free_batches(done);
+  if (held) run_eagerly(s, b);
 }
 
 ncclResult_t weft_stream_submit(weft_stream_t *s, weft_op_t **ops, int nops) {
@@ -222,6 +274,7 @@ ncclResult_t weftStreamCreate(cudaStream_t *stream) {
   }
   weft_stream_t *s;
   WEFTCHECK(weft_stream_create_private(&s));
+  s->eager_ns = weft_env_WEFT_STREAM_EAGER_NS();  // not for a CUDA channel's worker: its batches wait for the GPU
   pthread_mutex_lock(&live_lock);
   s->next_live = live;
   live = s;

@@ -2,7 +2,7 @@
  * test_api_streams.c — asynchronous and end-of-life behaviour through the
  * public API only: weft host streams (calls return at once, run in order,
  * complete at weftStreamSynchronize, callbacks run in their turn), ncclMemAlloc/ncclMemFree and buffer
- * registration, ncclCommAbort freeing a peer (or another thread) blocked in
+ * registration, a call's eager start on an idle stream, ncclCommAbort freeing a peer (or another thread) blocked in
  * a collective, and no leaks: no /dev/shm segments left behind, even by a
  * rank killed with SIGKILL, and no file descriptors left open by repeated
  * init/destroy cycles.
@@ -211,6 +211,56 @@ Test(api_streams, callbacks_run_after_the_calls_before_them, .timeout = 30) {
     free(buf[r]);
   }
 }
+
+// Eager start: a call queued on an idle stream first runs on the calling
+// thread for WEFT_STREAM_EAGER_NS. Rank 1 comes 200 ms late; rank 0's call
+// then returns complete (a budget of 10 s outlasts the wait), after about
+// its budget and still pending (50 ms), or at once (0). Either way the
+// stream finishes it and the sum is right.
+static int eager_body(int rank, int nranks, ncclUniqueId *ids, void *arg) {
+  double budget_s = *(const double *)arg;
+  ncclComm_t comm = weft_test_init_rank(nranks, ids[0], rank);
+  if (comm == NULL) return weft_test_failures();
+  cudaStream_t s = NULL;
+  WEFT_TEST_CHECK_RES(weftStreamCreate(&s), ncclSuccess);
+  check_sync_allreduce(comm, rank, nranks);
+  int32_t v[16];
+  for (int i = 0; i < 16; i++) v[i] = rank + i;
+  if (rank == 1) weft_test_sleep_ms(200);
+  double t0 = weft_test_now();
+  WEFT_TEST_CHECK_RES(ncclAllReduce(v, v, 16, ncclInt32, ncclSum, comm, s), ncclSuccess);
+  double took = weft_test_now() - t0;
+  ncclResult_t q = weftStreamQuery(s);
+  if (rank == 0 && budget_s > 1) {
+    WEFT_TEST_CHECK(took > 0.1, "the call returned after %.3f s, before its late peer came", took);
+    WEFT_TEST_CHECK(q == ncclSuccess, "weftStreamQuery returned %d after an eager call completed", (int)q);
+  } else if (rank == 0) {
+    WEFT_TEST_CHECK(took >= budget_s * 0.9 && took < 0.15, "the call returned after %.3f s (budget %.3f s)", took,
+                    budget_s);
+    WEFT_TEST_CHECK(q == ncclInProgress, "weftStreamQuery returned %d while its peer has not come", (int)q);
+  }
+  WEFT_TEST_CHECK_RES(weftStreamSynchronize(s), ncclSuccess);
+  int bad = 0;
+  for (int i = 0; i < 16; i++) bad += v[i] != 1 + 2 * i;
+  WEFT_TEST_CHECK(bad == 0, "%d sums wrong: v[1]=%d, expected 3", bad, v[1]);
+  WEFT_TEST_CHECK_RES(weftStreamDestroy(s), ncclSuccess);
+  WEFT_TEST_CHECK_RES(ncclCommDestroy(comm), ncclSuccess);
+  return weft_test_failures();
+}
+
+static void expect_eager(const char *budget_ns, double budget_s) {
+  weft_test_env_timeout(20);
+  setenv("WEFT_STREAM_EAGER_NS", budget_ns, 1);
+  WEFT_TEST_EXPECT_FORK_OK(2, 1, eager_body, &budget_s, 30);
+}
+
+Test(api_streams, eager_start_runs_to_completion_within_its_budget, .timeout = 40) {
+  expect_eager("10000000000", 10);
+}
+
+Test(api_streams, eager_start_hands_over_after_its_budget, .timeout = 40) { expect_eager("50000000", 0.05); }
+
+Test(api_streams, eager_start_off, .timeout = 40) { expect_eager("0", 0); }
 
 /* ---------- ncclMemAlloc and registration ---------- */
 
