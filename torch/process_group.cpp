@@ -315,32 +315,32 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::allgather_coalesced(std::vector
 }
 
 #if WEFT_TENSOR_COALESCED
-// _allgather_base and _reduce_scatter_base on several tensor pairs at once,
-// in one group (torch's functional collectives call these with one pair).
-c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::allgather_into_tensor_coalesced(std::vector<at::Tensor>& outputs,
-                                                                                 std::vector<at::Tensor>& inputs,
-                                                                                 const c10d::AllgatherOptions& opts) {
-  (void)opts;
-  const char *name = "allgather_into_tensor_coalesced";
+// Several (input, output) pairs in one group, `call` on each pair's dense
+// buffers: the outputs hold size x their input's elements (gathered), or
+// the inputs size x their output's (scattered).
+c10::intrusive_ptr<StreamWork> ProcessGroupWeft::coalesced_pairs(
+    const char *name, std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs, bool gathered,
+    const std::function<ncclResult_t(at::Tensor& in, at::Tensor& out, cudaStream_t)>& call) {
   TORCH_CHECK(outputs.size() == inputs.size(), "weft: ", name, ": ", outputs.size(), " outputs for ", inputs.size(),
               " inputs");
-  std::vector<at::Tensor> ins, outs, keep;
+  std::vector<at::Tensor> ins, outs;
   for (size_t j = 0; j < inputs.size(); j++) {
     check_cpu(inputs[j], name);
     check_cpu(outputs[j], name);
     nccl_type(inputs[j], name);  // checked before the group opens
-    TORCH_CHECK(outputs[j].scalar_type() == inputs[j].scalar_type() &&
-                    outputs[j].numel() == inputs[j].numel() * getSize(),
-                "weft: ", name, " needs outputs of ", getSize(), " x their input's elements, of its type");
+    const at::Tensor& small = gathered ? inputs[j] : outputs[j];
+    const at::Tensor& large = gathered ? outputs[j] : inputs[j];
+    TORCH_CHECK(outputs[j].scalar_type() == inputs[j].scalar_type() && large.numel() == small.numel() * getSize(),
+                "weft: ", name, " needs ", gathered ? "outputs of " : "inputs of ", getSize(), " x their ",
+                gathered ? "input's" : "output's", " elements, of its type");
     ins.push_back(dense(inputs[j]));
     outs.push_back(dense(outputs[j]));
   }
-  keep = ins;
+  std::vector<at::Tensor> keep = ins;
   keep.insert(keep.end(), outs.begin(), outs.end());
   auto issue = [&](cudaStream_t s) {
     ncclResult_t res = ncclSuccess;
-    for (size_t j = 0; j < ins.size() && res == ncclSuccess; j++)
-      res = ncclAllGather(ins[j].data_ptr(), outs[j].data_ptr(), ins[j].numel(), nccl_type(ins[j], name), comm_, s);
+    for (size_t j = 0; j < ins.size() && res == ncclSuccess; j++) res = call(ins[j], outs[j], s);
     return res;
   };
   auto targets = outputs;
@@ -350,37 +350,26 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::allgather_into_tensor_coalesced
                 }, true);
 }
 
+// _allgather_base and _reduce_scatter_base on several tensor pairs at once,
+// in one group (torch's functional collectives call these with one pair).
+c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::allgather_into_tensor_coalesced(std::vector<at::Tensor>& outputs,
+                                                                                 std::vector<at::Tensor>& inputs,
+                                                                                 const c10d::AllgatherOptions& opts) {
+  (void)opts;
+  const char *name = "allgather_into_tensor_coalesced";
+  return coalesced_pairs(name, outputs, inputs, true, [&](at::Tensor& in, at::Tensor& out, cudaStream_t s) {
+    return ncclAllGather(in.data_ptr(), out.data_ptr(), in.numel(), nccl_type(in, name), comm_, s);
+  });
+}
+
 c10::intrusive_ptr<c10d::Work> ProcessGroupWeft::reduce_scatter_tensor_coalesced(
     std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs, const c10d::ReduceScatterOptions& opts) {
   const char *name = "reduce_scatter_tensor_coalesced";
-  TORCH_CHECK(outputs.size() == inputs.size(), "weft: ", name, ": ", outputs.size(), " outputs for ", inputs.size(),
-              " inputs");
-  std::vector<at::Tensor> ins, outs, keep;
-  for (size_t j = 0; j < inputs.size(); j++) {
-    check_cpu(inputs[j], name);
-    check_cpu(outputs[j], name);
-    nccl_type(inputs[j], name);  // checked before the group opens
-    nccl_op(opts.reduceOp, inputs[j].scalar_type(), name);
-    TORCH_CHECK(outputs[j].scalar_type() == inputs[j].scalar_type() &&
-                    inputs[j].numel() == outputs[j].numel() * getSize(),
-                "weft: ", name, " needs inputs of ", getSize(), " x their output's elements, of its type");
-    ins.push_back(dense(inputs[j]));
-    outs.push_back(dense(outputs[j]));
-  }
-  keep = ins;
-  keep.insert(keep.end(), outs.begin(), outs.end());
-  auto issue = [&](cudaStream_t s) {
-    ncclResult_t res = ncclSuccess;
-    for (size_t j = 0; j < ins.size() && res == ncclSuccess; j++)
-      res = ncclReduceScatter(ins[j].data_ptr(), outs[j].data_ptr(), outs[j].numel(), nccl_type(outs[j], name),
-                              nccl_op(opts.reduceOp, outs[j].scalar_type(), name), comm_, s);
-    return res;
-  };
-  auto targets = outputs;
-  return launch(c10d::OpType::COALESCED, name, outputs, keep, issue,
-                [targets, outs]() mutable {
-                  for (size_t j = 0; j < targets.size(); j++) land(targets[j], outs[j]);
-                }, true);
+  for (auto& t : inputs) nccl_op(opts.reduceOp, t.scalar_type(), name);  // checked before the group opens
+  return coalesced_pairs(name, outputs, inputs, false, [&](at::Tensor& in, at::Tensor& out, cudaStream_t s) {
+    return ncclReduceScatter(in.data_ptr(), out.data_ptr(), out.numel(), nccl_type(out, name),
+                             nccl_op(opts.reduceOp, out.scalar_type(), name), comm_, s);
+  });
 }
 #endif
 

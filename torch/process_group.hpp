@@ -99,6 +99,11 @@ class ProcessGroupWeft : public WeftBackendBase {
   c10::intrusive_ptr<StreamWork> launch(c10d::OpType type, const char *name, std::vector<at::Tensor> outputs,
                                         std::vector<at::Tensor> keep, const Issue& issue,
                                         std::function<void()> finish = nullptr, bool group = false);
+#if WEFT_TENSOR_COALESCED
+  c10::intrusive_ptr<StreamWork> coalesced_pairs(
+      const char *name, std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs, bool gathered,
+      const std::function<ncclResult_t(at::Tensor& in, at::Tensor& out, cudaStream_t)>& call);
+#endif
   c10::intrusive_ptr<StreamWork> in_place(std::vector<at::Tensor>& tensors, c10d::OpType type, const char *name,
                                           const std::function<ncclResult_t(at::Tensor&, cudaStream_t)>& call);
 };
