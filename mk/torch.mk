@@ -70,3 +70,12 @@ torch-suite:
 torch2-suite:
 	./scripts/debian13-root.sh $(DEBIAN13_ROOT) env SUITE_BACKENDS="$(SUITE_BACKENDS)" \
 	  tests/torch/suite/run.sh build-debian13 $(SUITE_WORLD)
+
+# make torch2-compare: perf/compare/torch_run.sh (weft against gloo through
+# torch.distributed) in the Debian 13 root's torch 2.6, weft built in
+# build-debian13/; REPS repetitions (3 by default). Results in
+# build/compare/torch-2.6.0/.
+REPS ?= 3
+.PHONY: torch2-compare
+torch2-compare:
+	./scripts/debian13-root.sh $(DEBIAN13_ROOT) perf/compare/torch_run.sh -B build-debian13 -r $(REPS)

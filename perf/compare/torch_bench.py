@@ -2,7 +2,7 @@
 """torch_bench.py - collectives through torch.distributed, on any CPU
 backend: "gloo" (perf/compare/run.sh's Gloo peer) or "weft" (weft_torch,
 from `make torch`), the twin of weft's nccl-tests-style benchmarks and of
-mpi_coll_bench.c, plus a DDP training step.
+mpi_coll_bench.c, plus a DDP training step and a tensor-parallel one.
 
 Same conventions as mpi_coll_bench.c and nccl-tests: float32 (or --dtype
 bfloat16, half = torch.float16, double = torch.float64), sum, root 0;
@@ -36,9 +36,25 @@ ranks; the RESULT line's size is the model's parameter bytes. With
 at all): the compute alone, with every rank busy, the bound on what any
 backend's step time can approach.
 
+-c tp times a tensor-parallel transformer block over all ranks (torch 2.x:
+DTensor on a CPU DeviceMesh, parallelize_module as Megatron splits it: the
+attention's q, k and v projections and the MLP's first layer
+ColwiseParallel, the attention's output projection and the MLP's second
+layer RowwiseParallel), width --tp-width with --tp-heads heads and an MLP
+of 4 x width, fixed seed, the same --tp-tokens tokens (sequences of 64) on
+every rank: after WARMUP steps (at least one, the checked one), the median
+of ITERS steps (forward, loss, backward, zero grads), max over ranks; the RESULT line's size is the
+block's parameter bytes, wrong=1 when the first step's loss is not the
+unsharded block's (on rank 0) within 1e-5. A step makes 6 all_reduces of
+tokens x width floats: the outputs of both RowwiseParallel layers, then in
+the backward pass the input gradients of the 4 ColwiseParallel ones. torch
+1.13 has no DeviceMesh: UNSUPPORTED.
+
 Usage (starts NRANKS processes on this host, rendezvous on 127.0.0.1):
   torch_bench.py [--backend gloo|weft] -np NRANKS -c COLL [-b MIN] [-e MAX] [-f FACTOR]
                  [-n ITERS | -T SECONDS] [-w WARMUP] [--dtype float|bfloat16|half|double]
+  torch_bench.py ... -c ddp [--ddp-layers L] [--ddp-width W] [--ddp-batch B] [--ddp-no-sync]
+  torch_bench.py ... -c tp [--tp-width W] [--tp-heads H] [--tp-tokens T]
 Output: '#' comments, then per size
   RESULT coll=allreduce nranks=2 size=1024 count=256 time_us=12.3 algbw=0.08 busbw=0.08 wrong=0
 """
@@ -50,7 +66,7 @@ import subprocess
 import sys
 import time
 
-COLLS = ("allreduce", "allgather", "reducescatter", "broadcast", "alltoall", "ddp")
+COLLS = ("allreduce", "allgather", "reducescatter", "broadcast", "alltoall", "ddp", "tp")
 BACKENDS = ("gloo", "weft")
 # --dtype, named as weft's *_perf -d names them: (torch dtype name, bytes, relative
 # tolerance of the check: the type's unit in the last place for a sum of small integers).
@@ -86,12 +102,19 @@ def parse_args(argv):
     p.add_argument("--ddp-width", type=int, default=256)
     p.add_argument("--ddp-batch", type=int, default=4)
     p.add_argument("--ddp-no-sync", action="store_true")
+    p.add_argument("--tp-width", type=int, default=256)
+    p.add_argument("--tp-heads", type=int, default=4)
+    p.add_argument("--tp-tokens", type=int, default=256)
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     a = p.parse_args(argv)
     if (a.nranks < 1 or a.factor < 2 or a.iters < 1 or a.warmup < 0 or a.min_bytes > a.max_bytes
             or a.budget_s < 0 or a.ddp_layers < 1 or a.ddp_width < 8 or a.ddp_width % 4 or a.ddp_batch < 1):
         p.error("need -np >= 1, -f >= 2, -n >= 1, -w >= 0, -b <= -e, -T >= 0, --ddp-layers >= 1, "
                 "--ddp-width a multiple of 4 from 8, --ddp-batch >= 1")
+    if a.coll == "tp" and (a.tp_heads < 1 or a.tp_heads % a.nranks or a.tp_width % a.tp_heads
+                           or a.tp_tokens < 1 or a.tp_tokens % min(64, a.tp_tokens)):
+        p.error("-c tp needs --tp-heads a multiple of -np, --tp-width a multiple of --tp-heads, "
+                "--tp-tokens a multiple of 64 (or fewer)")
     return a
 
 
@@ -205,6 +228,92 @@ def ddp_worker(a, torch, dist, rank, n):
     sys.stderr.flush()
     os._exit(0)
 
+def tp_worker(a, torch, dist, rank, n):
+    """Median step time of a tensor-parallel transformer block."""
+    import copy
+    import statistics
+    from torch import nn
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+    width, heads, ff = a.tp_width, a.tp_heads, 4 * a.tp_width
+    seq = min(64, a.tp_tokens)
+    batch = a.tp_tokens // seq
+
+    class Attention(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.wq, self.wk, self.wv, self.wo = (nn.Linear(width, width) for _ in range(4))
+
+        def forward(self, x):
+            b, s = x.shape[0], x.shape[1]
+            # -1 heads: each rank holds heads / n of them.
+            q, k, v = (w(x).view(b, s, -1, width // heads).transpose(1, 2) for w in (self.wq, self.wk, self.wv))
+            y = nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+            return self.wo(y.transpose(1, 2).reshape(b, s, -1))
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.norm1, self.attn, self.norm2 = nn.LayerNorm(width), Attention(), nn.LayerNorm(width)
+            self.fc1, self.fc2 = nn.Linear(width, ff), nn.Linear(ff, width)
+
+        def forward(self, x):
+            x = x + self.attn(self.norm1(x))
+            return x + self.fc2(nn.functional.gelu(self.fc1(self.norm2(x))))
+
+    import warnings
+    warnings.filterwarnings("ignore", message="DTensor random operators")  # none in this block
+    mesh = init_device_mesh("cpu", (n,))
+    torch.manual_seed(0)  # the same block and input on every rank
+    ref = Block()
+    plan = {"attn.wq": ColwiseParallel(), "attn.wk": ColwiseParallel(), "attn.wv": ColwiseParallel(),
+            "attn.wo": RowwiseParallel(), "fc1": ColwiseParallel(), "fc2": RowwiseParallel()}
+    model = parallelize_module(copy.deepcopy(ref), mesh, plan)
+    x = torch.randn(batch, seq, width)
+    params = sum(p.numel() for p in ref.parameters())
+
+    def step():
+        loss = model(x).pow(2).mean()
+        loss.backward()
+        model.zero_grad(set_to_none=True)
+        return loss
+
+    if rank == 0:
+        print("# torch_bench coll=tp nranks=%d steps=%d warmup=%d" % (n, a.iters, a.warmup))
+        print("# library: torch %s, backend %s" % (torch.__version__, BACKEND_TEXT[a.backend]))
+        print("# model: one transformer block of width %d, %d heads, MLP %d, tensor-parallel over %d ranks "
+              "(q, k, v, fc1 colwise; out, fc2 rowwise); %d parameters (%.1f MB fp32); %d x %d tokens, "
+              "the same on every rank; time: median step, max over ranks"
+              % (width, heads, ff, n, params, params * 4 / 1e6, batch, seq))
+        sys.stdout.flush()
+    loss = float(step())
+    bad = 0
+    if rank == 0:  # the unsharded block's loss
+        want = float(ref(x).pow(2).mean())
+        bad = int(abs(loss - want) > 1e-5 * max(1.0, abs(want)))
+    for i in range(max(0, a.warmup - 1)):
+        step()
+    times = []
+    for i in range(a.iters):
+        dist.barrier()
+        t0 = time.perf_counter()
+        step()
+        times.append(time.perf_counter() - t0)
+    dt = torch.tensor([statistics.median(times)], dtype=torch.float64)
+    dist.all_reduce(dt, op=dist.ReduceOp.MAX)
+    wrong = torch.tensor([bad], dtype=torch.int64)
+    dist.all_reduce(wrong, op=dist.ReduceOp.SUM)
+    if rank == 0:
+        t = float(dt[0])
+        print("RESULT coll=tp nranks=%d batch=%d size=%d count=%d time_us=%.2f algbw=%.4f busbw=%.4f wrong=%d iters=%d"
+              % (n, batch, params * 4, params, t * 1e6, params * 4 / t / 1e9, 0.0, int(wrong[0]), a.iters))
+        sys.stdout.flush()
+    dist.barrier()
+    dist.destroy_process_group()
+    return 0
+
+
 def worker(a):
     import torch
     import torch.distributed as dist
@@ -213,9 +322,20 @@ def worker(a):
     rank, n = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     if a.backend == "weft":
         import weft_torch  # noqa: F401  (registers the backend; PYTHONPATH=build/python)
+    if a.coll == "tp":
+        try:
+            import torch.distributed.device_mesh  # noqa: F401
+            import torch.distributed.tensor.parallel  # noqa: F401
+        except ImportError as e:
+            if rank == 0:
+                print("UNSUPPORTED coll=tp nranks=%d reason=torch_%s_has_no_DeviceMesh_(%s)"
+                      % (n, torch.__version__, str(e).replace(" ", "_")))
+            return 0
     dist.init_process_group(a.backend, init_method="env://", rank=rank, world_size=n)
     if a.coll == "ddp":
         return ddp_worker(a, torch, dist, rank, n)
+    if a.coll == "tp":
+        return tp_worker(a, torch, dist, rank, n)
 
     tname, elt, tol = DTYPES[a.dtype]
     dtype = getattr(torch, tname)
@@ -373,8 +493,9 @@ def free_port():
 
 def launch(a, argv):
     env = dict(os.environ)
+    # USE_LIBUV=0: torch 2.x's env:// store asks for libuv, which Debian 13's torch 2.6 lacks.
     env.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()), WORLD_SIZE=str(a.nranks),
-               GLOO_SOCKET_IFNAME="lo", NCCL_SOCKET_IFNAME="lo", OMP_NUM_THREADS="1")
+               GLOO_SOCKET_IFNAME="lo", NCCL_SOCKET_IFNAME="lo", OMP_NUM_THREADS="1", USE_LIBUV="0")
     if a.backend == "weft":  # weft_torch as `make torch` builds it
         build = os.environ.get("WEFT_BUILD_DIR", os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "build"))
         env["PYTHONPATH"] = os.pathsep.join(p for p in (os.path.join(build, "python"), env.get("PYTHONPATH")) if p)

@@ -4,12 +4,14 @@
   torch_report.py DIR
 
 Reads DIR/meta.txt and DIR/logs/ (B_COLL_rK.log from torch_bench.py for
-backend B, B_ddpN_rK.log for DDP steps with batch N, weftc_allreduce_rK.log
-from weft's all_reduce_perf) and writes DIR/results.md: medians over the
-repetitions, weft's throughput over Gloo's per collective and size, the
-DDP step times, and next to all_reduce weft's C time per call and the
-difference, the Python-side overhead of a call through torch. Writes
-DIR/allreduce.png (gnuplot) when gnuplot is installed.
+backend B, B_ddpN_rK.log for DDP steps with batch N, B_tpT_rK.log for
+tensor-parallel steps on T tokens, weftc_allreduce_rK.log from weft's
+all_reduce_perf) and writes DIR/results.md, titled with the torch version:
+medians over the repetitions, weft's throughput over Gloo's per collective
+and size, the DDP and tensor-parallel step times, and next to all_reduce
+weft's C time per call and the difference, the Python-side overhead of a
+call through torch. Writes DIR/allreduce.png (gnuplot) when gnuplot is
+installed.
 """
 import os
 import re
@@ -101,6 +103,30 @@ def ddp_table(data):
     return lines
 
 
+def tp_table(data):
+    lines = ["| tokens | weft ms | Gloo ms | Gloo / weft |", "|---:|---:|---:|---:|"]
+    keys = [k for k in data if k[0] == "weft" and k[1].startswith("tp")]
+    for key in sorted(keys, key=lambda k: int(k[1][2:] or 0)):
+        for size in data[key]:
+            w, g = (med(data, s, key[1], size) for s in ("weft", "gloo"))
+            lines.append("| %s | %.1f | %s | %s |" % (
+                key[1][2:], w / 1e3, "%.1f" % (g / 1e3) if g else "—", "%.2fx" % (g / w) if g else "—"))
+    return lines if len(lines) > 2 else []
+
+
+def torch_version(meta, logdir):
+    """torch's version from meta.txt, else from a torch_bench log's header."""
+    for m in meta:
+        if m.startswith("torch: "):
+            return m[7:].strip()
+    for name in sorted(os.listdir(logdir)):
+        with open(os.path.join(logdir, name), errors="replace") as f:
+            m = re.search(r"^# library: torch (\S+),", f.read(), re.M)
+        if m:
+            return m.group(1)
+    return "?"
+
+
 def plot(data, path):
     series = [("weft", "weft through torch.distributed"), ("gloo", "Gloo through torch.distributed"),
               ("weftc", "weft in C (all\\_reduce\\_perf -z 2)")]
@@ -139,13 +165,17 @@ def main():
         return 1
     meta = open(os.path.join(out, "meta.txt")).read().strip().splitlines() if os.path.exists(
         os.path.join(out, "meta.txt")) else []
-    md = ["# torch.distributed on CPUs: backend weft against gloo, 2 ranks", ""]
+    md = ["# torch.distributed on CPUs (torch %s): backend weft against gloo, 2 ranks"
+          % torch_version(meta, os.path.join(out, "logs")), ""]
     md += ["- " + m for m in meta] + [""]
     if wrong:
         md += ["**Wrong results:** " + "; ".join(wrong), ""]
     md += ["## all_reduce (float32, sum, in place; time per blocking call)", ""] + allreduce_table(data)
     md += ["", "## Throughput, weft over Gloo (Gloo's time / weft's)", ""] + ratio_table(data)
     md += ["", "## DDP training step (small transformer, median step)", ""] + ddp_table(data)
+    tp = tp_table(data)
+    if tp:
+        md += ["", "## Tensor-parallel step (one transformer block over both ranks, DTensor; median step)", ""] + tp
     png = os.path.join(out, "allreduce.png")
     if plot(data, png):
         md += ["", "![all_reduce busbw](allreduce.png)"]

@@ -2,7 +2,7 @@
 # torch_run.sh — the torch.distributed backend "weft" against "gloo", both
 # through torch.distributed on this host, 2 ranks.
 #
-#   perf/compare/torch_run.sh [-r REPS] [-T SECONDS] [-o DIR]
+#   perf/compare/torch_run.sh [-r REPS] [-T SECONDS] [-B BUILD] [-o DIR]
 #
 # Each repetition runs, interleaved (the backends' order alternates from one
 # repetition to the next):
@@ -13,33 +13,48 @@
 #     parameters, 14.7 MB of gradients) with 1 and 4 sequences of 64 tokens
 #     per rank, median of 20 steps after 3, and the same steps under DDP's
 #     no_sync() (no gradient all_reduce): the compute alone, the bound;
+#   - a tensor-parallel step (torch_bench.py -c tp: one transformer block of
+#     width 256 split over both ranks with DTensor) on 64 and 256 tokens,
+#     median of 20 steps after 3, on "weft" and "gloo"; torch 2.x only, skipped
+#     on a torch without DeviceMesh (1.13);
 #   - weft's own all_reduce_perf in C (two processes, blocking calls on the
 #     NULL stream, -z 2), whose in-place time is what a call costs weft
 #     without Python and torch: the difference is the Python-side overhead.
 # The torch backends have no CPU pinning of their own (torch.distributed
 # leaves placement to the launcher), so no series is pinned. torch 1.13 on
 # Debian has no MPI backend (torch.distributed.is_mpi_available() is False).
-# Logs go to DIR/logs (default build/compare/torch); torch_report.py then
-# writes DIR/results.md (medians over repetitions) and DIR/allreduce.png.
-# Needs `make torch` (built here when missing) and Debian's python3-torch.
+# weft (libweft, weftrun, all_reduce_perf, weft_torch) comes from BUILD
+# (default build; built there when missing): `make torch2-compare` runs this
+# in the Debian 13 root (torch 2.6) with BUILD build-debian13.
+# Logs go to DIR/logs (default build/compare/torch-VERSION, VERSION torch's
+# without its local part: 1.13.0a0, 2.6.0); torch_report.py then writes
+# DIR/results.md (medians over repetitions) and DIR/allreduce.png.
+# Needs /usr/bin/python3's torch (Debian's python3-torch).
 set -u -o pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$ROOT" || exit 1
-REPS=3 BUDGET=0.5 OUT=build/compare/torch
+REPS=3 BUDGET=0.5 BUILD=build OUT=
 while [ $# -gt 0 ]; do
   case "$1" in
     -r) REPS=${2:?}; shift 2 ;;
     -T) BUDGET=${2:?}; shift 2 ;;
+    -B) BUILD=${2:?}; shift 2 ;;
     -o) OUT=${2:?}; shift 2 ;;
-    *) echo "usage: perf/compare/torch_run.sh [-r REPS] [-T SECONDS] [-o DIR]" >&2; exit 2 ;;
+    *) echo "usage: perf/compare/torch_run.sh [-r REPS] [-T SECONDS] [-B BUILD] [-o DIR]" >&2; exit 2 ;;
   esac
 done
 PY=/usr/bin/python3
-[ -x build/bin/all_reduce_perf ] && [ -x build/bin/weftrun ] || make -j2 all >/dev/null || exit 1
-[ -f build/python/weft_torch/_C.so ] || make torch >/dev/null || exit 1
+TORCH_VERSION=$("$PY" -c 'import torch; print(torch.__version__.split("+")[0])') || exit 1
+OUT=${OUT:-build/compare/torch-$TORCH_VERSION}
+[ -x "$BUILD/bin/all_reduce_perf" ] && [ -x "$BUILD/bin/weftrun" ] || make -j2 BUILD="$BUILD" all >/dev/null || exit 1
+[ -f "$BUILD/python/weft_torch/_C.so" ] || make BUILD="$BUILD" torch >/dev/null || exit 1
+HAVE_TP=1
+"$PY" -c 'import torch.distributed.device_mesh, torch.distributed.tensor.parallel' 2>/dev/null || HAVE_TP=
 rm -rf "$OUT/logs"
 mkdir -p "$OUT/logs"
-export NCCL_SOCKET_IFNAME=lo OMP_NUM_THREADS=1
+# torch_bench.py takes weft_torch from WEFT_BUILD_DIR/python.
+case $BUILD in /*) WEFT_BUILD_DIR=$BUILD ;; *) WEFT_BUILD_DIR=$ROOT/$BUILD ;; esac
+export WEFT_BUILD_DIR NCCL_SOCKET_IFNAME=lo OMP_NUM_THREADS=1
 COLLS="allreduce allgather reducescatter broadcast alltoall"
 # weft's C benchmark: iterations per size band, "first last iterations warm-up".
 C_BANDS="4K 64K 2000 200
@@ -51,8 +66,9 @@ C_BANDS="4K 64K 2000 200
   echo "date: $(date -u +%Y-%m-%dT%H:%MZ)"
   echo "machine: $(getconf _NPROCESSORS_ONLN) CPUs, $(awk '/MemTotal/{printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(uname -r)"
   echo "torch: $($PY -c 'import torch; print(torch.__version__)')"
-  echo "weft: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+  echo "weft: $(git rev-parse --short HEAD 2>/dev/null || echo unknown) (built in $BUILD)"
   echo "repetitions: $REPS, interleaved; time budget per size: $BUDGET s"
+  [ -n "$HAVE_TP" ] || echo "tensor parallel: skipped (this torch has no DeviceMesh)"
 } >"$OUT/meta.txt"
 cat "$OUT/meta.txt"
 
@@ -78,10 +94,19 @@ for ((rep = 1; rep <= REPS; rep++)); do
       --ddp-no-sync -n 20 -w 3 >"$log" 2>&1 || echo "rep $rep ddp no_sync: exit $? (see $log)"
     echo "rep $rep ddp batch $batch without gradient all_reduce: $(awk '/^RESULT/{print $7}' "$log")"
   done
+  for tokens in 64 256; do
+    [ -n "$HAVE_TP" ] || break
+    for b in $order; do
+      log="$OUT/logs/${b}_tp${tokens}_r${rep}.log"
+      timeout -k 10 900 "$PY" perf/compare/torch_bench.py --backend "$b" -np 2 -c tp --tp-tokens "$tokens" \
+        -n 20 -w 3 >"$log" 2>&1 || echo "rep $rep $b tp: exit $? (see $log)"
+      echo "rep $rep $b tp $tokens tokens: $(awk '/^RESULT/{print $7}' "$log")"
+    done
+  done
   log="$OUT/logs/weftc_allreduce_r${rep}.log"
   : >"$log"
   while read -r first last n w; do
-    timeout -k 10 600 build/bin/weftrun -n 2 -t 600 build/bin/all_reduce_perf -b "$first" -e "$last" -f 4 \
+    timeout -k 10 600 "$BUILD/bin/weftrun" -n 2 -t 600 "$BUILD/bin/all_reduce_perf" -b "$first" -e "$last" -f 4 \
       -n "$n" -w "$w" -z 2 >>"$log" 2>&1 || echo "rep $rep weft C $first-$last: exit $? (see $log)"
   done <<<"$C_BANDS"
   echo "rep $rep weft C allreduce: $(grep -cE '^ +[0-9]' "$log") sizes"
