@@ -38,6 +38,19 @@ uint64_t weft_segment_pidns(void) {
   return stat("/proc/self/ns/pid", &st) == 0 ? (uint64_t)st.st_ino : 0;
 }
 
+// Whether rank p runs in another process of this pid namespace, so that a
+// pidfd can tell when it exits.
+static int another_process(const weft_segment_t *seg, int p) {
+  const weft_segment_header_t *me = seg->hdr[seg->rank], *h = seg->hdr[p];
+  return h != NULL && p != seg->rank && h->pid != me->pid && h->pidns == me->pidns && me->pidns != 0;
+}
+
+// A pidfd is readable once its process has exited.
+static int pidfd_exited(int fd) {
+  struct pollfd pfd = {.fd = fd, .events = POLLIN};
+  return poll(&pfd, 1, 0) > 0;
+}
+
 void weft_segment_watch_peers(weft_segment_t *seg) {
   seg->pidfd = malloc((size_t)seg->nranks * sizeof(int));
   seg->dead = calloc((size_t)seg->nranks, 1);
@@ -48,12 +61,11 @@ void weft_segment_watch_peers(weft_segment_t *seg) {
     seg->dead = NULL;
     return;
   }
-  const weft_segment_header_t *me = seg->hdr[seg->rank];
   int watched = 0;
   for (int p = 0; p < seg->nranks; p++) {
     const weft_segment_header_t *h = seg->hdr[p];
     seg->pidfd[p] = -1;
-    if (h == NULL || p == seg->rank || h->pid == me->pid || h->pidns != me->pidns || me->pidns == 0) continue;
+    if (!another_process(seg, p)) continue;
     seg->pidfd[p] = (int)syscall(SYS_pidfd_open, (pid_t)h->pid, 0);
     if (seg->pidfd[p] < 0) {
       INFO(WEFT_LOG_SHM, "rank %d: cannot watch rank %d (pid %d): its death is noticed by WEFT_TIMEOUT only",
@@ -82,9 +94,7 @@ int weft_segment_poll_deaths(weft_segment_t *seg, int64_t now_ns) {
   if (every_ms <= 0) return seg->ndead;
   seg->next_liveness_ns = now_ns + every_ms * 1000000;
   for (int p = 0; p < seg->nranks; p++) {
-    if (seg->pidfd[p] < 0) continue;
-    struct pollfd pfd = {.fd = seg->pidfd[p], .events = POLLIN};
-    if (poll(&pfd, 1, 0) <= 0) continue;
+    if (seg->pidfd[p] < 0 || !pidfd_exited(seg->pidfd[p])) continue;
     // Either way it is gone; only an exit without tearing down is a death.
     if (!atomic_load(&seg->hdr[p]->closed)) {
       seg->dead[p] = 1;
@@ -106,13 +116,11 @@ int weft_segment_first_dead(const weft_segment_t *seg) {
 // segment: a pidfd that cannot be opened (gone and reaped) or is readable
 // (exited, perhaps a zombie).
 static int exited_now(const weft_segment_t *seg, int p) {
-  const weft_segment_header_t *me = seg->hdr[seg->rank], *h = seg->hdr[p];
-  if (h == NULL || p == seg->rank || h->pid == me->pid || h->pidns != me->pidns || me->pidns == 0) return 0;
-  if (atomic_load(&h->closed)) return 0;
+  const weft_segment_header_t *h = seg->hdr[p];
+  if (!another_process(seg, p) || atomic_load(&h->closed)) return 0;
   int fd = (int)syscall(SYS_pidfd_open, (pid_t)h->pid, 0);
   if (fd < 0) return errno == ESRCH;
-  struct pollfd pfd = {.fd = fd, .events = POLLIN};
-  int gone = poll(&pfd, 1, 0) > 0;
+  int gone = pidfd_exited(fd);
   close(fd);
   return gone && !atomic_load(&h->closed);
 }

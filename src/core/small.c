@@ -121,9 +121,6 @@ static int claim(weft_op_t *op, const plan_t *pl) {
   return ok;
 }
 
-// What check_idle returns when the operation has failed (0: wait on).
-enum { WAIT_FAILED = -1 };
-
 typedef struct {
   weft_op_t *op;
   int64_t spin_ns;
@@ -153,18 +150,18 @@ static int poll_once(weft_op_t *op, const want_t *x, void **slot) {
   return *slot != NULL;
 }
 
-// Long idle on x: a death, a mismatch, the timeout. WAIT_FAILED or 0.
-static int check_idle(waiter_t *w, const want_t *x, int64_t now, int64_t since) {
+// Long idle on x: a death, a mismatch, the timeout. FAILED or IDLE (wait on).
+static weft_wait_t check_idle(waiter_t *w, const want_t *x, int64_t now, int64_t since) {
   weft_op_t *op = w->op;
   struct ncclComm *comm = op->comm;
   int peer = x->peer;
   char reason[400];
   if (weft_segment_poll_deaths(comm->seg, now) > 0 && weft_segment_peer_dead(comm->seg, peer)) {
     weft_op_fail_dead_peer(op, peer);
-    return WAIT_FAILED;
+    return WEFT_WAIT_FAILED;
   }
   // A peer that sends us nothing of this call may have called another one.
-  if (x->conn != NULL && !x->conn->is_send && weft_mismatch_verify_peer(op, peer) < 0) return WAIT_FAILED;
+  if (x->conn != NULL && !x->conn->is_send && weft_mismatch_verify_peer(op, peer) < 0) return WEFT_WAIT_FAILED;
   // At WEFT_TIMEOUT and each multiple: the engine's WARN; failing only when asked.
   if (weft_timeout_due(now - since, w->timeouts_warned)) {
     snprintf(reason, sizeof(reason),
@@ -174,7 +171,7 @@ static int check_idle(waiter_t *w, const want_t *x, int64_t now, int64_t since) 
              weft_algo_name(op->algo), (long long)((now - since) / 1000000000), want_name(x), peer, peer);
     if (weft_timeout_warn(reason)) {
       weft_op_fail(op, ncclTimeout, reason);
-      return WAIT_FAILED;
+      return WEFT_WAIT_FAILED;
     }
     w->timeouts_warned++;
   }
@@ -182,7 +179,7 @@ static int check_idle(waiter_t *w, const want_t *x, int64_t now, int64_t since) 
     weft_engine_publish(op, WEFT_STATUS_WAITING, peer, 0, op->args.count * op->esize, now);
     w->published_waiting = 1;
   }
-  return 0;
+  return WEFT_WAIT_IDLE;
 }
 
 // What wait_for's poll and check see.
@@ -201,7 +198,7 @@ static weft_wait_t wait_poll(void *ctx) {
 
 static weft_wait_t wait_check(void *ctx, int64_t now, int64_t since) {
   wait_ctx_t *c = ctx;
-  return check_idle(c->w, c->x, now, since) == WAIT_FAILED ? WEFT_WAIT_FAILED : WEFT_WAIT_IDLE;
+  return check_idle(c->w, c->x, now, since);
 }
 
 // Wait until x is ready (waiter.h). Returns 1 when ready (a slot in *slot
