@@ -221,8 +221,8 @@ ncclResult_t weft_cost_call(const weft_coll_args_t *a, weft_algo_t algo, size_t 
 
 double weft_cost_transfer(const weft_coll_args_t *a, size_t esize, const weft_links_t *links) {
   double bytes = (double)a->count * (double)esize;
-  if (a->root == a->rank) return bytes / links->intra.bandwidth;  // a copy
-  int across = a->host_of != NULL && a->host_of[a->rank] != a->host_of[a->root];
+  if (a->peer == a->rank) return bytes / links->intra.bandwidth;  // a copy
+  int across = a->host_of != NULL && a->host_of[a->rank] != a->host_of[a->peer];
   const weft_link_t *l = across ? &links->inter : &links->intra;
   return l->alpha + bytes / l->bandwidth;
 }

@@ -42,7 +42,7 @@ ncclResult_t weft_cost_call(const weft_coll_args_t *a, weft_algo_t algo, size_t 
                             const weft_links_t *links, double *seconds);
 
 // Seconds one point-to-point call `a` (a Send or Recv between a->rank and
-// a->root) takes: a message over the link between the two ranks.
+// a->peer) takes: a message over the link between the two ranks.
 double weft_cost_transfer(const weft_coll_args_t *a, size_t esize, const weft_links_t *links);
 
 #endif

@@ -110,8 +110,8 @@ ncclResult_t weft_direct_build(const weft_coll_args_t *a, weft_schedule_t *s) {
     case WEFT_COLL_ALLTOALL: return direct_alltoall(a, s);
     case WEFT_COLL_GATHER: return direct_gather(a, s);
     case WEFT_COLL_SCATTER: return direct_scatter(a, s);
-    case WEFT_COLL_SEND: st = send_step(a->root, 0, a->count); return add_lane(s, &st, a->slice);
-    case WEFT_COLL_RECV: st = recv_step(a->root, 0, a->count); return add_lane(s, &st, a->slice);
+    case WEFT_COLL_SEND: st = send_step(a->peer, 0, a->count); return add_lane(s, &st, a->slice);
+    case WEFT_COLL_RECV: st = recv_step(a->peer, 0, a->count); return add_lane(s, &st, a->slice);
     default: WARN("direct: cannot run %s", weft_coll_name(a->coll)); return ncclInvalidArgument;
   }
 }

@@ -139,7 +139,10 @@ typedef struct {
 typedef struct {
   weft_coll_t coll;
   int nranks, rank;
-  int root;             // root (Broadcast, Reduce, Gather, Scatter) or peer (Send, Recv)
+  union {
+    int root;           // Broadcast, Reduce, Gather, Scatter
+    int peer;           // Send, Recv: the other rank
+  };
   size_t count;
   size_t slice;         // most elements one step may carry (>= 1)
   const int *host_of;   // [nranks] host index of each rank (0 .. nhosts-1), or NULL: one host

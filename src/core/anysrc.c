@@ -95,7 +95,7 @@ static void take(weft_op_t *op, int peer) {
     weft_op_fail(op, ncclSystemError, reason);
     return;
   }
-  op->args.root = peer;
+  op->args.peer = peer;
   op->sched.nsteps = op->sched.nlanes = 0;
   ncclResult_t res = weft_schedule_build(&op->args, op->algo, &op->sched);
   if (res != ncclSuccess) {

@@ -38,14 +38,14 @@ typedef struct {
 
 // Calls of one lane: one communicator, one peer, one direction.
 static int same_lane(const weft_op_t *a, const weft_op_t *b) {
-  return a->comm == b->comm && a->args.coll == b->args.coll && a->args.root == b->args.root;
+  return a->comm == b->comm && a->args.coll == b->args.coll && a->args.peer == b->args.peer;
 }
 
 // The next round of it's call: `len` bytes.
 static ncclResult_t p2p_round(const p2p_item_t *it, size_t len) {
   const weft_op_t *op = it->op;
   weft_cuda_direct_t *d = op->comm->cuda_direct;
-  int n = op->comm->nranks, me = op->comm->rank, peer = op->args.root;
+  int n = op->comm->nranks, me = op->comm->rank, peer = op->args.peer;
   weft_CUstream s = weft_cuda_chan_stream(it->chan);
   const char *api = weft_coll_name(op->args.coll);
   if (op->args.coll == WEFT_COLL_SEND) {
@@ -93,7 +93,7 @@ ncclResult_t weft_cuda_direct_queue_p2p(weft_op_t **ops, weft_dev_chan_t **chans
   for (int i = 0; i < n; i++) {
     it[i] = (p2p_item_t){ops[i], chans[i], 0, ops[i]->args.count * ops[i]->esize, 0};
     TRACE(WEFT_LOG_P2P, "%s count=%zu %s peer=%d: CUDA direct path", weft_coll_name(ops[i]->args.coll),
-          ops[i]->args.count, weft_dtype_name(ops[i]->dtype), ops[i]->args.root);
+          ops[i]->args.count, weft_dtype_name(ops[i]->dtype), ops[i]->args.peer);
   }
   ncclResult_t res = ncclSuccess;
   while (res == ncclSuccess && plan_step(it, n)) {
