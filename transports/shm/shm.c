@@ -39,6 +39,9 @@
 // A receiver prefetches a slot's data lines with its flag for messages of
 // at most this many lines.
 #define PREFETCH_LINES_MAX 8
+#ifndef WEFT_SHM_PREFETCH_NEXT
+#define WEFT_SHM_PREFETCH_NEXT 1
+#endif
 
 // One cache line per slot: written by the sender, `seq` last (release).
 typedef struct {
@@ -70,6 +73,7 @@ typedef struct {
   uint64_t pos;                // messages sent (sender) or consumed (receiver) so far
   uint64_t seen_head;          // sender: the receiver's head when last read
   uint32_t last_len;           // receiver: the length of the last message, to guess the next one's lines
+  uint32_t polls;              // receiver: polls of the current slot so far (1: it was there at once)
   weft_doorbell_t *wake;       // the other side's doorbell
   pid_t peer_pid;              // for cross-memory reads; our own pid for thread ranks
 } shm_conn_t;
@@ -274,7 +278,16 @@ static const void *shm_recv_slot(weft_conn_t *c, size_t *bytes, uint32_t *tag) {
   // polling lines a sender is still filling makes them bounce between caches.
   if (sc->last_len > INLINE_BYTES && sc->last_len <= PREFETCH_LINES_MAX * 64)
     prefetch_lines(data, (sc->last_len + 63) / 64);
-  if (seq != sc->pos + 1) return NULL;
+  if (seq != sc->pos + 1) {
+    sc->polls++;
+    return NULL;
+  }
+  // There at the first poll: the sender is ahead of this rank (a root
+  // broadcasting call after call), so the next slot's header is likely
+  // written too; asking for it now overlaps its transfer with this one.
+  // A sender that is not ahead is left alone: it may be writing that line.
+  if (WEFT_SHM_PREFETCH_NEXT && sc->polls == 0) __builtin_prefetch(&sc->ctl->slot[(sc->pos + 1) % sc->nslots], 0, 3);
+  sc->polls = 0;
   *bytes = sc->last_len = h->len;
   *tag = h->tag;
   if (h->len <= INLINE_BYTES) return h->inline_data;
