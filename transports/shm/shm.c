@@ -39,9 +39,6 @@
 // A receiver prefetches a slot's data lines with its flag for messages of
 // at most this many lines.
 #define PREFETCH_LINES_MAX 8
-#ifndef WEFT_SHM_PREFETCH_NEXT
-#define WEFT_SHM_PREFETCH_NEXT 1
-#endif
 
 // One cache line per slot: written by the sender, `seq` last (release).
 typedef struct {
@@ -286,7 +283,7 @@ static const void *shm_recv_slot(weft_conn_t *c, size_t *bytes, uint32_t *tag) {
   // broadcasting call after call), so the next slot's header is likely
   // written too; asking for it now overlaps its transfer with this one.
   // A sender that is not ahead is left alone: it may be writing that line.
-  if (WEFT_SHM_PREFETCH_NEXT && sc->polls == 0) __builtin_prefetch(&sc->ctl->slot[(sc->pos + 1) % sc->nslots], 0, 3);
+  if (sc->polls == 0) __builtin_prefetch(&sc->ctl->slot[(sc->pos + 1) % sc->nslots], 0, 3);
   sc->polls = 0;
   *bytes = sc->last_len = h->len;
   *tag = h->tag;
