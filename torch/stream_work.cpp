@@ -23,7 +23,7 @@ StreamWork::StreamWork(int rank, c10d::OpType type, std::string call, std::vecto
       keep_(std::move(keep)),
       finish_(std::move(finish)),
       on_wait_timeout_(std::move(on_wait_timeout)),
-      future_(c10::make_intrusive<c10::ivalue::Future>(c10::ListType::create(c10::TensorType::get()))) {}
+      future_(c10::make_intrusive<c10::ivalue::Future>(c10::ListType::ofTensors())) {}
 
 void StreamWork::complete(const std::string& failure) {
   std::exception_ptr error;
