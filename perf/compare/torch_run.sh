@@ -24,7 +24,7 @@
 # leaves placement to the launcher), so no series is pinned. torch 1.13 on
 # Debian has no MPI backend (torch.distributed.is_mpi_available() is False).
 # weft (libweft, weftrun, all_reduce_perf, weft_torch) comes from BUILD
-# (default build; built there when missing): `make torch2-compare` runs this
+# (default build; brought up to date from this tree first): `make torch2-compare` runs this
 # in the Debian 13 root (torch 2.6) with BUILD build-debian13.
 # Logs go to DIR/logs (default build/compare/torch-VERSION, VERSION torch's
 # without its local part: 1.13.0a0, 2.6.0); torch_report.py then writes
@@ -46,8 +46,8 @@ done
 PY=/usr/bin/python3
 TORCH_VERSION=$("$PY" -c 'import torch; print(torch.__version__.split("+")[0])') || exit 1
 OUT=${OUT:-build/compare/torch-$TORCH_VERSION}
-[ -x "$BUILD/bin/all_reduce_perf" ] && [ -x "$BUILD/bin/weftrun" ] || make -j2 BUILD="$BUILD" all >/dev/null || exit 1
-[ -f "$BUILD/python/weft_torch/_C.so" ] || make BUILD="$BUILD" torch >/dev/null || exit 1
+# Built (or brought up to date) from this tree, so the figures are this tree's.
+make -j2 BUILD="$BUILD" all torch >/dev/null || exit 1
 HAVE_TP=1
 "$PY" -c 'import torch.distributed.device_mesh, torch.distributed.tensor.parallel' 2>/dev/null || HAVE_TP=
 rm -rf "$OUT/logs"
@@ -55,6 +55,16 @@ mkdir -p "$OUT/logs"
 # torch_bench.py takes weft_torch from WEFT_BUILD_DIR/python.
 case $BUILD in /*) WEFT_BUILD_DIR=$BUILD ;; *) WEFT_BUILD_DIR=$ROOT/$BUILD ;; esac
 export WEFT_BUILD_DIR NCCL_SOCKET_IFNAME=lo OMP_NUM_THREADS=1
+# commit_of_tree: HEAD's commit, read from .git when git is not installed
+# (the Debian 13 root has none).
+commit_of_tree() {
+  local ref
+  git rev-parse --short HEAD 2>/dev/null && return
+  ref=$(sed -n 's/^ref: //p' .git/HEAD 2>/dev/null)
+  if [ -z "$ref" ]; then cut -c1-7 .git/HEAD 2>/dev/null || echo unknown
+  elif [ -f ".git/$ref" ]; then cut -c1-7 ".git/$ref"
+  else awk -v r="$ref" '$2 == r {print substr($1, 1, 7)}' .git/packed-refs 2>/dev/null; fi
+}
 COLLS="allreduce allgather reducescatter broadcast alltoall"
 # weft's C benchmark: iterations per size band, "first last iterations warm-up".
 C_BANDS="4K 64K 2000 200
@@ -66,7 +76,7 @@ C_BANDS="4K 64K 2000 200
   echo "date: $(date -u +%Y-%m-%dT%H:%MZ)"
   echo "machine: $(getconf _NPROCESSORS_ONLN) CPUs, $(awk '/MemTotal/{printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(uname -r)"
   echo "torch: $($PY -c 'import torch; print(torch.__version__)')"
-  echo "weft: $(git rev-parse --short HEAD 2>/dev/null || echo unknown) (built in $BUILD)"
+  echo "weft: $(commit_of_tree) (built in $BUILD)"
   echo "repetitions: $REPS, interleaved; time budget per size: $BUDGET s"
   [ -n "$HAVE_TP" ] || echo "tensor parallel: skipped (this torch has no DeviceMesh)"
 } >"$OUT/meta.txt"
