@@ -46,10 +46,11 @@ int weft_tuner_parse_algos(const char *spec, unsigned masks[WEFT_NUM_COLLS]) {
 }
 
 // NCCL_ALGO and NCCL_PROTO are parsed once per distinct value (the env
-// accessor caches its string) under the lock, which also guards the priced
-// choices below; each thread keeps a copy of the masks it last used, so a
-// call looks them up without taking the lock.
-static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
+// accessor caches its string) under the lock; each thread keeps a copy of
+// the masks it last used, so a call looks them up without taking the lock.
+// Answers are not kept here: the communicator's decision cache
+// (src/core/call_cache.h) remembers them.
+static pthread_mutex_t spec_lock = PTHREAD_MUTEX_INITIALIZER;
 
 typedef struct {
   const char *spec;
@@ -62,14 +63,14 @@ typedef int (*spec_parser_t)(const char *spec, unsigned masks[WEFT_NUM_COLLS]);
 static void lookup_masks(spec_masks_t *shared, spec_masks_t *mine, spec_parser_t parse, const char *spec,
                          unsigned masks[WEFT_NUM_COLLS]) {
   if (!mine->valid || mine->spec != spec) {
-    pthread_mutex_lock(&cache_lock);
+    pthread_mutex_lock(&spec_lock);
     if (!shared->valid || shared->spec != spec) {
       parse(spec, shared->masks);  // WARNs about the value once per process
       shared->spec = spec;
       shared->valid = 1;
     }
     *mine = *shared;
-    pthread_mutex_unlock(&cache_lock);
+    pthread_mutex_unlock(&spec_lock);
   }
   memcpy(masks, mine->masks, sizeof(mine->masks));
 }
@@ -97,11 +98,11 @@ typedef struct {
 } noted_t;
 
 static int first_note(noted_t *n, const char *spec, weft_coll_t coll) {
-  pthread_mutex_lock(&cache_lock);
+  pthread_mutex_lock(&spec_lock);
   if (n->spec != spec) n->spec = spec, n->colls = 0;
   int first = !(n->colls & (1u << coll));
   n->colls |= 1u << coll;
-  pthread_mutex_unlock(&cache_lock);
+  pthread_mutex_unlock(&spec_lock);
   return first;
 }
 
@@ -147,7 +148,8 @@ unsigned weft_tuner_candidates(const weft_tuner_params_t *p, const weft_coll_arg
 
 // Multi-host calls: the cheapest allowed algorithm under the cost model.
 static int cheapest(const weft_tuner_params_t *p, const weft_coll_args_t *args, size_t esize, unsigned allowed,
-                    const weft_links_t *links, char *why, size_t whylen) {
+                    char *why, size_t whylen) {
+  const weft_links_t *links = p->links ? p->links : weft_links();
   char prices[256];
   size_t at = 0;
   int chosen = -1, candidates = 0, only = -1;
@@ -176,62 +178,6 @@ static int cheapest(const weft_tuner_params_t *p, const weft_coll_args_t *args, 
     INFO(WEFT_LOG_TUNING, "%s of %zu x %zu bytes, %d ranks on %d hosts: %s (priced:%s)", weft_coll_name(args->coll),
          args->count, esize, args->nranks, args->nhosts, weft_algo_name((weft_algo_t)chosen), prices);
   return chosen;
-}
-
-// Choices already priced, keyed by everything that goes into the price: a
-// training loop repeats a handful of calls, which then cost a lookup.
-#define CHOICES 32
-
-typedef struct {
-  weft_coll_t coll;
-  int nranks, nhosts, can_read, algo;
-  size_t count, esize, slice;
-  unsigned allowed;
-  uint64_t layout;  // hash of host_of and numa_of
-  weft_links_t links;
-} choice_t;
-
-static choice_t choices[CHOICES];
-static unsigned nchoices, next_choice;
-
-static uint64_t layout_hash(const weft_coll_args_t *a) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (int r = 0; r < a->nranks; r++) h = (h ^ (uint64_t)(unsigned)a->host_of[r]) * 0x100000001b3ull;
-  for (int r = 0; a->numa_of && r < a->nranks; r++) h = (h ^ (uint64_t)(unsigned)a->numa_of[r] << 32) * 0x100000001b3ull;
-  return h;
-}
-
-static int same_links(const weft_links_t *x, const weft_links_t *y) {
-  return x->intra.alpha == y->intra.alpha && x->intra.bandwidth == y->intra.bandwidth &&
-         x->inter.alpha == y->inter.alpha && x->inter.bandwidth == y->inter.bandwidth;
-}
-
-static int same_call(const choice_t *c, const choice_t *k) {
-  return c->coll == k->coll && c->nranks == k->nranks && c->nhosts == k->nhosts && c->can_read == k->can_read &&
-         c->count == k->count && c->esize == k->esize && c->slice == k->slice && c->allowed == k->allowed &&
-         c->layout == k->layout && same_links(&c->links, &k->links);
-}
-
-static int cheapest_cached(const weft_tuner_params_t *p, const weft_coll_args_t *args, size_t esize,
-                           unsigned allowed, char *why, size_t whylen) {
-  choice_t key = {.coll = args->coll, .nranks = args->nranks, .nhosts = args->nhosts, .can_read = p->can_read,
-                  .count = args->count, .esize = esize, .slice = args->slice, .allowed = allowed,
-                  .layout = layout_hash(args), .links = *(p->links ? p->links : weft_links())};
-  int algo = -1;
-  pthread_mutex_lock(&cache_lock);
-  for (unsigned i = 0; i < nchoices && algo < 0; i++)
-    if (same_call(&choices[i], &key)) algo = choices[i].algo;
-  pthread_mutex_unlock(&cache_lock);
-  if (algo >= 0) return algo;
-  algo = cheapest(p, args, esize, allowed, &key.links, why, whylen);
-  if (algo < 0) return algo;  // an error, reported by the caller
-  key.algo = algo;
-  pthread_mutex_lock(&cache_lock);
-  choices[next_choice] = key;
-  next_choice = (next_choice + 1) % CHOICES;
-  if (nchoices < CHOICES) nchoices++;
-  pthread_mutex_unlock(&cache_lock);
-  return algo;
 }
 
 // The same where the buffers are mapped (symmetric windows on ncclMemAlloc
@@ -318,7 +264,7 @@ static int preferred(const weft_tuner_params_t *p, const weft_coll_args_t *args,
 // preference on one; -1 when none can run it.
 static int choose_among(const weft_tuner_params_t *p, const weft_coll_args_t *args, size_t esize, unsigned allowed,
                         char *why, size_t whylen) {
-  return weft_coll_hosts(args) > 1 ? cheapest_cached(p, args, esize, allowed, why, whylen)
+  return weft_coll_hosts(args) > 1 ? cheapest(p, args, esize, allowed, why, whylen)
                                    : preferred(p, args, esize, allowed, why, whylen);
 }
 

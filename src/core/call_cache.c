@@ -1,11 +1,13 @@
 /*
- * call_cache.c — remembering the tuner's answer per collective (see
+ * call_cache.c — remembering the tuner's answers per communicator (see
  * call_cache.h).
  *
- * An entry is a seqlock over plain words: the key (count, element size,
- * root, the settings the answer depends on) and the answer (algorithm,
- * protocol, slice). Concurrent callers of one communicator, which NCCL
- * does not allow but weft survives, at worst ask the tuner again.
+ * An entry is a seqlock over plain words: the key (collective, count,
+ * element size, root, the settings the answer depends on) and the answer
+ * (algorithm, protocol, slice). A shape's set comes from a hash of its key;
+ * a new shape replaces the set's ways in turn. Concurrent callers of one
+ * communicator, which NCCL does not allow but weft survives, at worst ask
+ * the tuner again.
  */
 #include "call_cache.h"
 
@@ -15,7 +17,8 @@ _Static_assert(sizeof(((weft_call_cache_entry_t *)0)->word) / sizeof(uint64_t) =
 static void key_of(const weft_tuner_params_t *tp, const weft_coll_args_t *args, size_t esize,
                    uint64_t key[W_SLICE]) {
   key[W_COUNT] = args->count;
-  key[W_SHAPE] = (uint64_t)esize | (uint64_t)(tp->mapped != 0) << 31 | (uint64_t)(uint32_t)args->root << 32;
+  key[W_SHAPE] = (uint64_t)(esize & 0xffff) | (uint64_t)args->coll << 16 | (uint64_t)(tp->mapped != 0) << 31 |
+                 (uint64_t)(uint32_t)args->root << 32;
   key[W_ALGO_SPEC] = (uint64_t)(uintptr_t)tp->algo_spec;
   key[W_PROTO_SPEC] = (uint64_t)(uintptr_t)tp->proto_spec;
   key[W_ONESHOT_MAX] = tp->oneshot_max;
@@ -45,20 +48,27 @@ static void store(weft_call_cache_entry_t *e, const uint64_t key[W_SLICE], uint6
   atomic_store_explicit(&e->version, v + 2, memory_order_release);
 }
 
+static unsigned set_of(const uint64_t key[W_SLICE]) {
+  uint64_t h = (key[W_COUNT] ^ key[W_SHAPE] * 0x9e3779b97f4a7c15ull) * 0xff51afd7ed558ccdull;
+  return (unsigned)(h >> 32) % WEFT_CALL_CACHE_SETS;
+}
+
 ncclResult_t weft_call_choose(weft_call_cache_t *cache, const weft_tuner_params_t *tp, weft_coll_args_t *args,
                               size_t esize, weft_algo_t *algo, weft_proto_t *proto) {
-  weft_call_cache_entry_t *e = &cache->coll[args->coll];
   uint64_t key[W_SLICE], slice, answer;
   key_of(tp, args, esize, key);
-  if (lookup(e, key, &slice, &answer)) {
-    args->slice = slice;
-    *algo = (weft_algo_t)(answer & 0xff);
-    *proto = (weft_proto_t)(answer >> 8);
-    return ncclSuccess;
-  }
+  weft_call_cache_set_t *set = &cache->set[set_of(key)];
+  for (int w = 0; w < WEFT_CALL_CACHE_WAYS; w++)
+    if (lookup(&set->way[w], key, &slice, &answer)) {
+      args->slice = slice;
+      *algo = (weft_algo_t)(answer & 0xff);
+      *proto = (weft_proto_t)(answer >> 8);
+      return ncclSuccess;
+    }
   ncclResult_t res = weft_tuner_choose(tp, args, esize, algo);
   if (res != ncclSuccess) return res;
   *proto = weft_tuner_proto(tp, args, *algo, esize);
-  store(e, key, args->slice, (uint64_t)*algo | (uint64_t)*proto << 8);
+  unsigned victim = atomic_fetch_add_explicit(&set->next, 1, memory_order_relaxed) % WEFT_CALL_CACHE_WAYS;
+  store(&set->way[victim], key, args->slice, (uint64_t)*algo | (uint64_t)*proto << 8);
   return ncclSuccess;
 }

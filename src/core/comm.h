@@ -93,7 +93,7 @@ struct ncclComm {
   pthread_t init_thread;   // non-blocking initialisation
   int init_thread_live;
 
-  weft_call_cache_t calls; // the tuner's last answer per collective (call_cache.h)
+  weft_call_cache_t calls; // the decision cache: the tuner's answers by call shape (call_cache.h)
   // Collectives whose descriptor check against a peer they only sent to
   // was left for later (mismatch.h): under `lock`; count readable without it.
   struct { uint64_t seq; int peer; } later[WEFT_LATER_MAX];
