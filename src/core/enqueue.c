@@ -252,9 +252,9 @@ static ncclResult_t place(call_t *c, cudaStream_t stream) {
   return ncclSuccess;
 }
 
-// 3. Choose: the algorithm, the slice and the protocol. A tuner plugin may
-// answer differently each time, so it is asked every time; otherwise the
-// communicator's decision cache answers (call_cache.h).
+// 3. Choose: the algorithm, the slice and the protocol, from the
+// communicator's decision cache (call_cache.h). A tuner plugin may answer
+// differently each time, so it is asked every time, after the cache.
 static ncclResult_t choose(call_t *c) {
   weft_op_t *o = &c->local;
   ncclComm_t comm = o->comm;
@@ -270,9 +270,9 @@ static ncclResult_t choose(call_t *c) {
                             .ll_max = WEFT_SMALL_MAX_BYTES};
   tp.mapped = !on_device && atomic_load_explicit(&comm->nsymmetric, memory_order_relaxed) > 0 &&
               weft_tuner_mapped_matters(&tp, o->args.coll, o->args.count * esize) && symmetric_buffers(comm, o);
-  if (__builtin_expect(comm->tuner == NULL, 1))
-    return weft_call_choose(&comm->calls, &tp, &o->args, esize, &o->algo, &c->proto);
-  WEFTCHECK(weft_tuner_choose(&tp, &o->args, esize, &o->algo));
+  WEFTCHECK(weft_call_choose(&comm->calls, &tp, &o->args, esize, &o->algo, &c->proto));
+  if (__builtin_expect(comm->tuner == NULL, 1)) return ncclSuccess;
+  // The plugin adjusts weft's own (cached) answer.
   weft_plugin_hooks.tune(comm->tuner, &tp, &o->args, esize, &o->algo);
   c->proto = weft_tuner_proto(&tp, &o->args, o->algo, esize);
   return ncclSuccess;
