@@ -21,6 +21,10 @@ import weft_torch  # noqa: F401  (registers the backend)
 LIMIT_S = 120
 
 
+class RanksTimedOut(AssertionError):
+    """Ranks were still running at LIMIT_S and were killed."""
+
+
 def _entry(rank, fn, size, tmp, args, pg_timeout, backend="weft"):
     os.environ.setdefault("WEFT_TIMEOUT", "60")
     os.environ.setdefault("WEFT_TIMEOUT_FAIL", "1")
@@ -41,7 +45,7 @@ def spawn(fn, size, tmp, *args, pg_timeout=None, backend="weft"):
             for p in ctx.processes:
                 if p.is_alive():
                     p.kill()
-            raise AssertionError(f"{size} ranks still running after {LIMIT_S} s")
+            raise RanksTimedOut(f"{size} ranks still running after {LIMIT_S} s")
 
 
 def run_checks(rank, size, tmp, checks):

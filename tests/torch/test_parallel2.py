@@ -55,21 +55,39 @@ def run_both(fn, size, tmp, *args):
     """fn(rank, size, dir, *args) on Gloo, then on weft; each rank saves a dict
     of tensors with save(). Returns {"gloo": [dict per rank], "weft": [...]}.
     Skips the test when Gloo itself cannot run the program (an error other
-    than a failed check of the program's)."""
-    out = {}
+    than a failed check of the program's). Gloo running out of time (it
+    waits in the kernel and slows most when the machine is loaded) is not a
+    reason to leave weft untested: weft runs the program on its own checks,
+    then Gloo gets one more try; only if that runs out of time too is the
+    comparison skipped, saying that weft passed its own checks."""
+    out, late = {}, None
     for backend in ("gloo", "weft"):
-        d = tmp / backend
-        d.mkdir()
         try:
-            harness.spawn(fn, size, d, *args, backend=backend)
+            out[backend] = run_one(fn, size, tmp / backend, backend, args)
+        except harness.RanksTimedOut as e:
+            if backend != "gloo":
+                raise
+            late = e
         except Exception as e:  # a rank's traceback, from torch.multiprocessing
             # Gloo failing the program's own checks is the test's fault: fail.
             if backend == "gloo" and "AssertionError" not in str(e):
                 last = [ln for ln in str(e).strip().splitlines() if ln.strip()][-1]
                 pytest.skip(f"Gloo itself fails this program in torch {torch.__version__}: {last}")
             raise
-        out[backend] = [torch.load(d / f"rank{r}.pt") for r in range(size)]
+    if late is not None:
+        try:
+            out["gloo"] = run_one(fn, size, tmp / "gloo-again", "gloo", args)
+        except harness.RanksTimedOut as again:
+            pytest.skip(f"Gloo ran out of time twice ({late}; {again}); weft ran the program and passed its own "
+                        "checks, but was not compared with Gloo")
     return out
+
+
+def run_one(fn, size, d, backend, args):
+    """fn on `backend` in fresh processes; every rank's saved dict."""
+    d.mkdir()
+    harness.spawn(fn, size, d, *args, backend=backend)
+    return [torch.load(d / f"rank{r}.pt") for r in range(size)]
 
 
 def save(tmp, rank, results):
