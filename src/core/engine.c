@@ -53,6 +53,33 @@ static void copy_out(const weft_op_t *op, char *dst, const char *src, size_t byt
   else memcpy(dst, src, bytes);
 }
 
+void weft_engine_move(const weft_op_t *op, const weft_step_t *st, char *out, const char *in, size_t first,
+                      size_t n) {
+  size_t es = op->esize, off = first * es, bytes = n * es;
+  const char *src = op_buffer(op, st->src_buf);
+  char *dst = op_buffer(op, st->dst_buf);
+  if (src != NULL) src += st->src_off * es + off;
+  if (dst != NULL) dst += st->dst_off * es + off;
+  int final = (st->flags & WEFT_STEP_FINAL) != 0;
+  const weft_redop_t *rop = (st->flags & WEFT_STEP_ACCUMULATE) ? &op->redop_acc : &op->redop;
+  switch (st->kind) {
+    case WEFT_STEP_COPY: do_copy(op, st, dst, src, n); break;
+    case WEFT_STEP_SEND: do_copy(op, st, out, src, n); break;
+    case WEFT_STEP_RECV: copy_out(op, dst, in, bytes); break;
+    case WEFT_STEP_RECV_REDUCE: weft_reduce(rop, dst, in, src, n, final); break;
+    case WEFT_STEP_RECV_REDUCE_SEND: weft_reduce(rop, out, in, src, n, final); break;
+    case WEFT_STEP_RECV_COPY_SEND:
+      memcpy(out, in, bytes);
+      copy_out(op, dst, in, bytes);
+      break;
+    case WEFT_STEP_RECV_REDUCE_COPY_SEND:
+      weft_reduce(rop, out, in, src, n, final);
+      copy_out(op, dst, out, bytes);
+      break;
+    default: break;
+  }
+}
+
 // READ / READ_REDUCE / WRITE: data crosses once, from or into the peer's
 // buffer. Returns 1 when the step ran (or failed), 0 while the peer has not
 // launched the call.
@@ -246,15 +273,10 @@ static int step_progress(weft_op_t *op, const weft_lane_t *lane, const weft_step
   if (st->kind == WEFT_STEP_SIGNAL || st->kind == WEFT_STEP_WAIT) return token_step(op, sc, rc, ls);
 
   size_t es = op->esize;
-  const char *src = op_buffer(op, st->src_buf);
   char *dst = op_buffer(op, st->dst_buf);
-  if (src != NULL) src += st->src_off * es;
   if (dst != NULL) dst += st->dst_off * es;
-  int final = (st->flags & WEFT_STEP_FINAL) != 0;
-  const weft_redop_t *rop = (st->flags & WEFT_STEP_ACCUMULATE) ? &op->redop_acc : &op->redop;
-
   if (st->kind == WEFT_STEP_COPY) {
-    do_copy(op, st, dst, src, st->count);
+    weft_engine_move(op, st, NULL, NULL, 0, st->count);
     ls->done = st->count;
     return 1;
   }
@@ -288,23 +310,7 @@ static int step_progress(weft_op_t *op, const weft_lane_t *lane, const weft_step
     if (rc != NULL && (in = rc->tp->recv_slot(rc, &in_bytes, &tag)) == NULL) break;
     if (sc != NULL && (out = sc->tp->send_slot(sc)) == NULL) break;
     if (rc != NULL && !weft_op_incoming_ok(op, rc->peer, tag, in_bytes, bytes)) return 1;
-    switch (st->kind) {
-      case WEFT_STEP_SEND:
-        do_copy(op, st, out, src + off, n);
-        break;
-      case WEFT_STEP_RECV: copy_out(op, dst + off, in, bytes); break;
-      case WEFT_STEP_RECV_REDUCE: weft_reduce(rop, dst + off, in, src + off, n, final); break;
-      case WEFT_STEP_RECV_REDUCE_SEND: weft_reduce(rop, out, in, src + off, n, final); break;
-      case WEFT_STEP_RECV_COPY_SEND:
-        memcpy(out, in, bytes);
-        copy_out(op, dst + off, in, bytes);
-        break;
-      case WEFT_STEP_RECV_REDUCE_COPY_SEND:
-        weft_reduce(rop, out, in, src + off, n, final);
-        copy_out(op, dst + off, out, bytes);
-        break;
-      default: break;
-    }
+    weft_engine_move(op, st, out, in, ls->done, n);
     if (rc != NULL) rc->tp->recv_release(rc);
     if (sc != NULL) sc->tp->send_post(sc, bytes, op->tag);
     ls->done += n;

@@ -109,6 +109,13 @@ int weft_op_incoming_ok(weft_op_t *op, int peer, uint32_t tag, size_t got, size_
 // Rank `peer` of this host died while the operation waited on it: fail it.
 void weft_op_fail_dead_peer(weft_op_t *op, int peer);
 
+// What a step does with one slot's worth of its elements [first, first+n):
+// `in` the slot received (NULL when the step receives nothing), `out` the
+// slot to send (NULL when it sends nothing); COPY moves them locally. The
+// engine and the small-message path (small.c) move data only through here.
+void weft_engine_move(const weft_op_t *op, const weft_step_t *st, char *out, const char *in, size_t first,
+                      size_t n);
+
 // A sleeping rank re-checks aborts, deaths and timeouts this often.
 #define WEFT_ENGINE_SLEEP_MAX_NS 2000000
 // Assign sequence number and connection tickets; publish the descriptor.
