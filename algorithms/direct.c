@@ -56,7 +56,6 @@ static weft_step_t recv_step(int peer, uint64_t dst_off, uint64_t count) {
 static ncclResult_t direct_alltoall(const weft_coll_args_t *a, weft_schedule_t *s) {
   int n = a->nranks, r = a->rank;
   uint64_t c = a->count;
-  WEFTCHECK(copy_lane(s, a, (uint64_t)r * c, (uint64_t)r * c));
   // Peers in ring order from r+1 spread the first pieces over distinct pairs.
   for (int i = 1; i < n; i++) {
     int p = (r + i) % n;
@@ -69,7 +68,8 @@ static ncclResult_t direct_alltoall(const weft_coll_args_t *a, weft_schedule_t *
       WEFTCHECK(weft_schedule_add(s, &rcv));
     }
   }
-  return ncclSuccess;
+  // Its own block last: the first pass puts the peers' blocks on the wire before copying it.
+  return copy_lane(s, a, (uint64_t)r * c, (uint64_t)r * c);
 }
 
 static ncclResult_t direct_gather(const weft_coll_args_t *a, weft_schedule_t *s) {
