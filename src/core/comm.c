@@ -22,6 +22,7 @@
 #include "mismatch.h"
 #include "ras.h"
 #include "segment.h"
+#include "small.h"
 #include "util.h"
 
 /* ---------- registry of live communicators ---------- */
@@ -207,6 +208,7 @@ void weft_comm_free(struct ncclComm *comm) {
   free(comm->host_of);
   free(comm->order);  // pos shares its allocation
   free(comm->numa_of);
+  weft_small_free(comm);
   free(comm->init_affinity);
   weft_bootstrap_close(&comm->bs);
   weft_windows_free(comm);

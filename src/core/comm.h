@@ -94,6 +94,7 @@ struct ncclComm {
   int init_thread_live;
 
   weft_call_cache_t calls; // the decision cache: the tuner's answers by call shape (call_cache.h)
+  struct weft_small_kept *small;  // small calls' compiled schedules by shape (small.c), from the first one
   // Collectives whose descriptor check against a peer they only sent to
   // was left for later (mismatch.h): under `lock`; count readable without it.
   struct { uint64_t seq; int peer; } later[WEFT_LATER_MAX];

@@ -1,43 +1,42 @@
 /*
- * small.c — the small-message path (NCCL_PROTO's LL): an AllReduce,
- * Broadcast, AllGather, ReduceScatter or AlltoAll of a few cache lines, run
- * straight through, without the engine.
+ * small.c — the small-message path (NCCL_PROTO's LL): a collective of a few
+ * cache lines per rank, run to completion on the caller's thread by a lean
+ * executor over the algorithm's own schedule.
  *
  * An 8-byte call moves one cache line to each peer; what it costs beyond
- * that is software. Here the call goes from the entry point to the FIFOs
- * with nothing in between: no schedule, no allocation, no lanes, no message
- * to itself. Each message is one slot whose header line also carries the
- * data (transports/shm/shm.c), and a rank spins on exactly the line that
- * will carry what it waits for.
+ * that is software. So a small call skips what a call that outlives its
+ * entry point needs: no heap, no queue, no per-call schedule. The
+ * communicator keeps the last WEFT_SMALL_KEPT shapes' schedules, built by
+ * algorithms/ like any other and compiled once: each step's connections
+ * resolved, the connections the call takes a ticket on listed, and the
+ * shape checked to fit (every step one slot of a slot transport, no reads
+ * of peer memory, no tokens). Running one is a pass over its lanes in which
+ * each step moves its one slot as soon as its input is there and its
+ * output has room, through the engine's own data movement
+ * (weft_engine_move), until every lane is done; a message a rank sends
+ * itself (the one-shot AllReduce's own contribution) stays in a buffer on
+ * this stack instead of going through a slot. So the wire, the fold order
+ * and the bits are the engine's whichever path a rank takes.
  *
- * On the wire it is the engine's schedule for the call — the one-shot
- * AllReduce (algorithms/oneshot.c: this rank's prescaled input to every
- * peer, starting with the next rank; contributions folded in rank order
- * 0..n-1), the chain Broadcast (algorithms/chain.c: root -> next -> ...),
- * the ring AllGather and ReduceScatter (algorithms/ring.c, rank order on
- * one host) or the direct AlltoAll (algorithms/direct.c) — with the same slots in the same
- * order and the same tags, so a rank may
- * take this path while a peer takes the engine's (one that has work in
- * flight, say), and every rank folds in the same order, so all get the same
- * bits. It runs only when that holds trivially: the tuner chose that
- * algorithm and NCCL_PROTO allows LL, one message per connection, the
- * communicator has nothing in flight, the call is not in a group and
- * completes on return (NULL stream, host memory), no plugin watches, and
- * every connection used is a slot transport.
+ * It runs when the tuner chose LL (at most 4 KiB per rank, an algorithm LL
+ * carries), the call completes on return (not in a group, the NULL stream,
+ * host memory), no profiler watches, the communicator has nothing else in
+ * flight, and the shape fits; otherwise the engine runs the call.
  *
  * Waiting keeps every promise of the engine's: the abort word and
  * ncclCommAbort are seen at once, a dead peer of this host within
  * WEFT_LIVENESS_MS, a mismatched call by its slot tag or (before sleeping)
- * its descriptor (for a peer only sent to that had not launched yet, by
- * later calls or ncclCommGetAsyncError), a silent peer by a WARN at
- * WEFT_TIMEOUT (a failure only with WEFT_TIMEOUT_FAIL=1);
- * the descriptor and the status weft-status reads are published as the
- * engine does.
+ * its descriptor, a silent peer by a WARN at WEFT_TIMEOUT (a failure only
+ * with WEFT_TIMEOUT_FAIL=1); the descriptor and the status weft-status
+ * reads are published as the engine does. A peer this rank only sends to
+ * (a Broadcast's root) is not waited for to launch the call: its check is
+ * owed and settled by later calls (mismatch.h).
  */
 #include "small.h"
 
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "checks.h"
@@ -49,404 +48,307 @@
 #include "util.h"
 #include "waiter.h"
 
-// The connections a call uses (each takes one ticket), and for the chain
-// and the ring this rank's neighbours and its place.
-typedef struct {
-  weft_conn_t *conn[2 * WEFT_SMALL_MAX_RANKS];
-  int n;
-  int prev, next, pos;
-} plan_t;
+#define WEFT_SMALL_KEPT 8
 
-static void use(plan_t *pl, struct ncclComm *comm, int is_send, int peer) {
-  pl->conn[pl->n++] = weft_comm_conn(comm, WEFT_CLASS_COLL, is_send, peer);
+// A schedule is a function of these (and of the communicator's layout).
+typedef struct {
+  uint64_t count, slice;
+  int coll, algo, root, esize;
+} shape_t;
+
+// A kept shape and its schedule, compiled.
+typedef struct {
+  shape_t shape;
+  int built;                  // shape and fits are set
+  int fits;                   // 0: the engine runs this shape
+  weft_schedule_t sched;
+  weft_conn_t **conn_of;      // [2 * nsteps]: step i sends on [2i], receives on [2i+1] (NULL: none, or itself)
+  size_t conn_of_cap;
+  weft_conn_t *conn[2 * WEFT_SMALL_MAX_RANKS];  // the connections it takes a ticket on
+  int nconn;
+  uint64_t sent_only;         // peers it sends to but never receives from (bit per rank)
+} kept_t;
+
+struct weft_small_kept {
+  kept_t k[WEFT_SMALL_KEPT];
+  unsigned next, last;        // the entry a new shape replaces; the one used last
+};
+
+/* ---------- compiling a shape ---------- */
+
+// One slot of a slot transport carries the whole step.
+static int one_slot(const weft_conn_t *c, size_t bytes) {
+  return c->tp != NULL && (c->is_send || c->tp->recv_expect == NULL) && bytes <= c->slot_bytes;
 }
 
-// The ring's order on one host: rank order, or the communicator's order
-// from the topology (weft_coll_args_t.order).
-static inline int ring_rank(const weft_coll_args_t *a, int p) { return a->order ? a->order[p] : p; }
-static inline int ring_pos(const weft_coll_args_t *a, int r) { return a->pos ? a->pos[r] : r; }
-
-// Can the call take this path, and which connections would it use?
-// (Their tickets are checked under the lock, by claim.)
-static int eligible(const weft_op_t *op, size_t bytes, plan_t *pl) {
-  struct ncclComm *comm = op->comm;
-  int n = comm->nranks, me = comm->rank;
-  if (n < 2 || n > WEFT_SMALL_MAX_RANKS || bytes > WEFT_SMALL_MAX_BYTES || bytes > comm->tv.slot_bytes ||
-      op->args.count > op->args.slice)
-    return 0;
-  if (comm->tuner != NULL || comm->prof != NULL || weft_plugin_hooks.op_start != NULL) return 0;
-  if (atomic_load_explicit(&comm->inflight, memory_order_relaxed) != 0) return 0;
-  pl->n = 0;
-  if (op->args.coll == WEFT_COLL_ALLREDUCE && op->algo == WEFT_ALGO_ONESHOT) {
-    for (int p = 0; p < n; p++)
-      if (p != me) use(pl, comm, 1, p), use(pl, comm, 0, p);
-  } else if (op->args.coll == WEFT_COLL_BROADCAST && op->algo == WEFT_ALGO_CHAIN) {
-    if (weft_chain_neighbours(&op->args, &pl->prev, &pl->next, &pl->pos) != ncclSuccess) return 0;
-    if (pl->pos > 0) use(pl, comm, 0, pl->prev);
-    if (pl->pos < n - 1) use(pl, comm, 1, pl->next);
-  } else if ((op->args.coll == WEFT_COLL_ALLGATHER || op->args.coll == WEFT_COLL_REDUCESCATTER) &&
-             op->algo == WEFT_ALGO_RING && comm->nhosts == 1) {
-    // One host: the ring runs in the communicator's order (algorithms/layout.h).
-    int p = ring_pos(&op->args, me);
-    pl->prev = ring_rank(&op->args, (p + n - 1) % n), pl->next = ring_rank(&op->args, (p + 1) % n), pl->pos = p;
-    use(pl, comm, 1, pl->next), use(pl, comm, 0, pl->prev);
-  } else if (op->args.coll == WEFT_COLL_ALLTOALL && op->algo == WEFT_ALGO_DIRECT) {
-    for (int p = 0; p < n; p++)
-      if (p != me) use(pl, comm, 1, p), use(pl, comm, 0, p);
-  } else {
-    return 0;
+// Resolve each step's connections and decide whether the shape fits.
+static int compile(kept_t *e, struct ncclComm *comm, size_t esize) {
+  const weft_schedule_t *s = &e->sched;
+  int me = comm->rank, self_sends = 0, self_recvs = 0;
+  uint64_t sends = 0, recvs = 0;
+  if (s->nlanes > WEFT_SMALL_MAX_RANKS) return 0;
+  if (e->conn_of_cap < 2 * (size_t)s->nsteps) {
+    weft_conn_t **grown = realloc(e->conn_of, 2 * (size_t)s->nsteps * sizeof(*grown));
+    if (grown == NULL) return 0;
+    e->conn_of = grown;
+    e->conn_of_cap = 2 * (size_t)s->nsteps;
   }
-  for (int i = 0; i < pl->n; i++) {
-    const weft_conn_t *c = pl->conn[i];
-    if (c->tp == NULL || (!c->is_send && c->tp->recv_expect != NULL)) return 0;
+  e->nconn = 0;
+  for (uint32_t i = 0; i < s->nsteps; i++) {
+    const weft_step_t *st = &s->steps[i];
+    size_t bytes = st->count * esize;
+    if (weft_step_touches_peer(st) || st->kind == WEFT_STEP_SIGNAL || st->kind == WEFT_STEP_WAIT) return 0;
+    if ((st->send_peer == me && st->recv_peer == me) || bytes > WEFT_SMALL_MAX_BYTES) return 0;
+    weft_conn_t *c[2] = {NULL, NULL};
+    const int peer[2] = {st->send_peer, st->recv_peer};
+    for (int dir = 0; dir < 2; dir++) {
+      int p = peer[dir];
+      if (p < 0) continue;
+      if (p == me) {
+        dir == 0 ? self_sends++ : self_recvs++;
+        continue;
+      }
+      uint64_t *seen = dir == 0 ? &sends : &recvs;
+      c[dir] = weft_comm_conn(comm, WEFT_CLASS_COLL, dir == 0, p);
+      if (!one_slot(c[dir], bytes)) return 0;
+      if (!(*seen >> p & 1)) e->conn[e->nconn++] = c[dir];
+      *seen |= 1ull << p;
+    }
+    e->conn_of[2 * i] = c[0];
+    e->conn_of[2 * i + 1] = c[1];
+  }
+  // A message to itself waits in one buffer, so at most one.
+  if (self_sends > 1 || self_recvs != self_sends) return 0;
+  e->sent_only = sends & ~recvs;
+  return 1;
+}
+
+// The compiled schedule for op's shape: kept, or built now in place of the oldest.
+static const kept_t *kept_for(struct weft_small_kept *kept, const weft_op_t *op) {
+  shape_t want = {.count = op->args.count, .slice = op->args.slice, .coll = op->args.coll, .algo = op->algo,
+                  .root = op->args.root, .esize = (int)op->esize};
+  for (unsigned j = 0; j < WEFT_SMALL_KEPT; j++) {  // the last one used first: loops repeat one shape
+    unsigned i = (kept->last + j) % WEFT_SMALL_KEPT;
+    if (kept->k[i].built && memcmp(&kept->k[i].shape, &want, sizeof(want)) == 0) return &kept->k[kept->last = i];
+  }
+  kept_t *e = &kept->k[kept->last = kept->next++ % WEFT_SMALL_KEPT];
+  e->built = 0;
+  e->sched.nsteps = e->sched.nlanes = 0;  // its arrays are reused
+  e->fits = weft_schedule_build(&op->args, op->algo, &e->sched) == ncclSuccess && e->sched.nsteps > 0 &&
+            compile(e, op->comm, op->esize);
+  e->shape = want;
+  e->built = 1;
+  return e;
+}
+
+/* ---------- running it ---------- */
+
+typedef struct {
+  weft_op_t *op;
+  const kept_t *e;
+  uint32_t cursor[WEFT_SMALL_MAX_RANKS];  // per lane: its next step
+  uint32_t lanes_left;
+  int loop_full;                          // the message to itself is waiting, at loop_data
+  char *loop;                             // WEFT_SMALL_MAX_BYTES on the caller's stack
+  const char *loop_data;                  // `loop`, or the input itself when it cannot change meanwhile
+  int input_stays;                        // out of place: the input is never written during the call
+  // What the last pass that moved nothing waited for: a connection, or
+  // (conn NULL) the descriptor of a peer only sent to.
+  const weft_conn_t *want_conn;
+  int want_peer;
+  int published_waiting;
+  int64_t timeouts_warned;                // WEFT_TIMEOUT periods of the current wait, each WARNed
+} run_t;
+
+// Move one step's slot if its input is there and its output has room:
+// 1 moved, 0 not yet (run.want_* says on what), -1 failed.
+static int try_step(run_t *r, const weft_step_t *st, weft_conn_t *sc, weft_conn_t *rc) {
+  weft_op_t *op = r->op;
+  int me = op->comm->rank;
+  size_t bytes = st->count * op->esize, got = 0;
+  uint32_t tag = 0;
+  const char *in = NULL;
+  char *out = NULL;
+  if (st->recv_peer == me) {
+    if (!r->loop_full) return r->want_conn = NULL, r->want_peer = me, 0;  // not reached: sends come first
+    in = r->loop_data;
+  } else if (rc != NULL && (in = rc->tp->recv_slot(rc, &got, &tag)) == NULL) {
+    return r->want_conn = rc, r->want_peer = rc->peer, 0;
+  }
+  if (st->send_peer == me) {
+    // Sending its own input to itself unchanged, out of place: the input itself is the message.
+    int as_is = st->kind == WEFT_STEP_SEND && st->src_buf == WEFT_BUF_SEND && r->input_stays &&
+                !((st->flags & WEFT_STEP_REDUCE_INPUT) && weft_redop_transforms(&op->redop));
+    r->loop_full = 1;
+    r->loop_data = as_is ? op->sendbuff + st->src_off * op->esize : r->loop;
+    if (as_is) return 1;
+    out = r->loop;
+  } else if (sc != NULL && (out = sc->tp->send_slot(sc)) == NULL) {
+    return r->want_conn = sc, r->want_peer = sc->peer, 0;
+  }
+  if (rc != NULL && !weft_op_incoming_ok(op, rc->peer, tag, got, bytes)) return -1;
+  weft_engine_move(op, st, out, in, 0, st->count);
+  if (rc != NULL) rc->tp->recv_release(rc);
+  if (sc != NULL) sc->tp->send_post(sc, bytes, op->tag);
+  if (st->recv_peer == me) r->loop_full = 0;
+  return 1;
+}
+
+// Peers this rank only sent to: their checks are owed (weft_mismatch_defer)
+// or, when too many are, made now. 1 all settled, 0 one has not launched
+// the call yet, -1 a mismatch.
+static int settle_sent_only(run_t *r) {
+  weft_op_t *op = r->op;
+  for (uint64_t m = r->e->sent_only; m != 0; m &= m - 1) {
+    int p = __builtin_ctzll(m);
+    if (op->verified[p]) continue;
+    if (weft_mismatch_defer(op, p)) {
+      op->verified[p] = 1;  // owed (or nothing to owe): later calls settle it
+      continue;
+    }
+    int v = weft_mismatch_verify_peer(op, p);
+    if (v <= 0) return r->want_conn = NULL, r->want_peer = p, v;
   }
   return 1;
 }
 
-// Take the sequence number and one ticket on each connection of the plan,
-// if every one is free now (nothing queued on it); 0 when the engine must
-// run the call.
-static int claim(weft_op_t *op, const plan_t *pl) {
+// One pass over the lanes: each moves as far as it can.
+static weft_wait_t run_pass(void *ctx) {
+  run_t *r = ctx;
+  const weft_schedule_t *s = &r->e->sched;
+  int moved = 0;
+  for (uint32_t l = 0; l < s->nlanes && r->lanes_left > 0; l++) {
+    const weft_lane_t *lane = &s->lanes[l];
+    while (r->cursor[l] < lane->count) {
+      uint32_t i = lane->first + r->cursor[l];
+      int rv = try_step(r, &s->steps[i], r->e->conn_of[2 * i], r->e->conn_of[2 * i + 1]);
+      if (rv < 0) return WEFT_WAIT_FAILED;
+      if (rv == 0) break;
+      moved = 1;
+      if (++r->cursor[l] == lane->count) r->lanes_left--;
+    }
+  }
+  if (r->lanes_left == 0) {
+    int c = settle_sent_only(r);
+    if (c != 0) return c > 0 ? WEFT_WAIT_READY : WEFT_WAIT_FAILED;
+  }
+  if (moved) return WEFT_WAIT_MOVED;
+  return weft_op_fail_if_aborted(r->op) ? WEFT_WAIT_FAILED : WEFT_WAIT_IDLE;
+}
+
+// Idle past the spin budget: a death, a mismatch, the timeout. FAILED or IDLE (wait on).
+static weft_wait_t run_check(void *ctx, int64_t now, int64_t since) {
+  run_t *r = ctx;
+  weft_op_t *op = r->op;
+  struct ncclComm *comm = op->comm;
+  int peer = r->want_peer;
+  char reason[400];
+  if (peer >= 0 && weft_segment_poll_deaths(comm->seg, now) > 0 && weft_segment_peer_dead(comm->seg, peer)) {
+    weft_op_fail_dead_peer(op, peer);
+    return WEFT_WAIT_FAILED;
+  }
+  // A peer that sends us nothing of this call may have called another one.
+  if (r->want_conn != NULL && !r->want_conn->is_send && weft_mismatch_verify_peer(op, peer) < 0)
+    return WEFT_WAIT_FAILED;
+  // At WEFT_TIMEOUT and each multiple: the engine's WARN; failing only when asked.
+  if (weft_timeout_due(now - since, r->timeouts_warned)) {
+    const char *what = r->want_conn == NULL ? "see the call of" : r->want_conn->is_send ? "send to" : "receive from";
+    snprintf(reason, sizeof(reason),
+             "rank %d: %s #%" PRIu64 " (count %zu, %s, algo %s, proto LL) made no progress for %lld s (WEFT_TIMEOUT) "
+             "waiting to %s rank %d; waiting on rank(s) %d",
+             comm->rank, weft_coll_name(op->args.coll), op->seq, op->args.count, weft_dtype_name(op->dtype),
+             weft_algo_name(op->algo), (long long)((now - since) / 1000000000), what, peer, peer);
+    if (weft_timeout_warn(reason)) {
+      weft_op_fail(op, ncclTimeout, reason);
+      return WEFT_WAIT_FAILED;
+    }
+    r->timeouts_warned++;
+  }
+  if (!r->published_waiting) {
+    weft_engine_publish(op, WEFT_STATUS_WAITING, peer, 0, op->args.count * op->esize, now);
+    r->published_waiting = 1;
+  }
+  return WEFT_WAIT_IDLE;
+}
+
+// Take the sequence number and one ticket on each connection the shape
+// uses, if every one is free now (nothing queued on it); 0 when the engine
+// must run the call.
+static int claim(weft_op_t *op, const kept_t *e) {
   struct ncclComm *comm = op->comm;
   int ok = 1;
   pthread_mutex_lock(&comm->lock);
-  for (int i = 0; i < pl->n && ok; i++)
-    ok = atomic_load_explicit(&pl->conn[i]->served, memory_order_acquire) == pl->conn[i]->issued;
+  for (int i = 0; i < e->nconn && ok; i++)
+    ok = atomic_load_explicit(&e->conn[i]->served, memory_order_acquire) == e->conn[i]->issued;
   if (ok) {
     op->seq = comm->coll_seq++;
     weft_segment_count_launch(comm->seg, comm->rank, (int)op->args.coll);
-    for (int i = 0; i < pl->n; i++) pl->conn[i]->issued++;
+    for (int i = 0; i < e->nconn; i++) e->conn[i]->issued++;
   }
   pthread_mutex_unlock(&comm->lock);
   return ok;
 }
 
-typedef struct {
-  weft_op_t *op;
-  int64_t spin_ns;
-  int published_waiting;
-  int64_t timeouts_warned;  // WEFT_TIMEOUT periods of the current wait, each WARNed
-} waiter_t;
-
-// What a wait is for: the next slot of a connection (to fill or to read),
-// or, with conn NULL, the descriptor of `peer` for this call (a peer that
-// is only sent to must be seen to run the same call, as in the engine).
-typedef struct {
-  weft_conn_t *conn;
-  int peer;
-  size_t *bytes;  // receive: the slot's length and tag
-  uint32_t *tag;
-} want_t;
-
-static const char *want_name(const want_t *x) {
-  return x->conn == NULL ? "see the call of" : x->conn->is_send ? "send to" : "receive from";
-}
-
-// 1 ready (a slot in *slot), 0 not yet, -1 failed (a mismatch).
-static int poll_once(weft_op_t *op, const want_t *x, void **slot) {
-  weft_conn_t *c = x->conn;
-  if (c == NULL) return weft_mismatch_verify_peer(op, x->peer);
-  *slot = c->is_send ? c->tp->send_slot(c) : (void *)c->tp->recv_slot(c, x->bytes, x->tag);
-  return *slot != NULL;
-}
-
-// Long idle on x: a death, a mismatch, the timeout. FAILED or IDLE (wait on).
-static weft_wait_t check_idle(waiter_t *w, const want_t *x, int64_t now, int64_t since) {
-  weft_op_t *op = w->op;
+static void run(weft_op_t *op, const kept_t *e) {
   struct ncclComm *comm = op->comm;
-  int peer = x->peer;
-  char reason[400];
-  if (weft_segment_poll_deaths(comm->seg, now) > 0 && weft_segment_peer_dead(comm->seg, peer)) {
-    weft_op_fail_dead_peer(op, peer);
-    return WEFT_WAIT_FAILED;
+  _Alignas(64) char loop[WEFT_SMALL_MAX_BYTES];  // not cleared: only what the call sends itself is read
+  run_t r;
+  r.op = op, r.e = e, r.loop = loop, r.loop_data = loop, r.loop_full = 0, r.lanes_left = 0;
+  uintptr_t sb = (uintptr_t)op->sendbuff, rb = (uintptr_t)op->recvbuff;
+  size_t sbytes = weft_coll_send_elems(&op->args) * op->esize, rbytes = weft_coll_recv_elems(&op->args) * op->esize;
+  r.input_stays = sb + sbytes <= rb || rb + rbytes <= sb;  // schedules write only the receive buffer
+  r.want_conn = NULL, r.want_peer = -1, r.published_waiting = 0, r.timeouts_warned = 0;
+  for (uint32_t l = 0; l < e->sched.nlanes; l++) {
+    r.cursor[l] = 0;
+    r.lanes_left += e->sched.lanes[l].count > 0;
   }
-  // A peer that sends us nothing of this call may have called another one.
-  if (x->conn != NULL && !x->conn->is_send && weft_mismatch_verify_peer(op, peer) < 0) return WEFT_WAIT_FAILED;
-  // At WEFT_TIMEOUT and each multiple: the engine's WARN; failing only when asked.
-  if (weft_timeout_due(now - since, w->timeouts_warned)) {
-    snprintf(reason, sizeof(reason),
-             "rank %d: %s #%" PRIu64 " (count %zu, %s, algo %s, proto LL) made no progress for %lld s (WEFT_TIMEOUT) "
-             "waiting to %s rank %d; waiting on rank(s) %d",
-             comm->rank, weft_coll_name(op->args.coll), op->seq, op->args.count, weft_dtype_name(op->dtype),
-             weft_algo_name(op->algo), (long long)((now - since) / 1000000000), want_name(x), peer, peer);
-    if (weft_timeout_warn(reason)) {
-      weft_op_fail(op, ncclTimeout, reason);
-      return WEFT_WAIT_FAILED;
-    }
-    w->timeouts_warned++;
-  }
-  if (!w->published_waiting) {
-    weft_engine_publish(op, WEFT_STATUS_WAITING, peer, 0, op->args.count * op->esize, now);
-    w->published_waiting = 1;
-  }
-  return WEFT_WAIT_IDLE;
-}
-
-// What wait_for's poll and check see.
-typedef struct {
-  waiter_t *w;
-  const want_t *x;
-  void **slot;
-} wait_ctx_t;
-
-static weft_wait_t wait_poll(void *ctx) {
-  wait_ctx_t *c = ctx;
-  int r = poll_once(c->w->op, c->x, c->slot);
-  if (r != 0) return r > 0 ? WEFT_WAIT_READY : WEFT_WAIT_FAILED;
-  return weft_op_fail_if_aborted(c->w->op) ? WEFT_WAIT_FAILED : WEFT_WAIT_IDLE;
-}
-
-static weft_wait_t wait_check(void *ctx, int64_t now, int64_t since) {
-  wait_ctx_t *c = ctx;
-  return check_idle(c->w, c->x, now, since);
-}
-
-// Wait until x is ready (waiter.h). Returns 1 when ready (a slot in *slot
-// for a connection), 0 when the operation failed.
-static int wait_for(waiter_t *w, const want_t *x, void **slot) {
-  struct ncclComm *comm = w->op->comm;
-  wait_ctx_t c = {.w = w, .x = x, .slot = slot};
-  w->timeouts_warned = 0;  // the idle clock is this wait's
-  return weft_wait(wait_poll, wait_check, &c, weft_segment_doorbell(comm->seg, comm->rank), w->spin_ns) ==
-         WEFT_WAIT_READY;
-}
-
-// The next free slot of send connection c, or NULL (the operation failed).
-static char *send_slot(waiter_t *w, weft_conn_t *c) {
-  want_t x = {.conn = c, .peer = c->peer};
-  void *slot = NULL;
-  return wait_for(w, &x, &slot) ? slot : NULL;
-}
-
-// The next message on receive connection c, checked against this call (its
-// tag and length), or NULL (the operation failed).
-static const char *recv_slot(waiter_t *w, weft_conn_t *c, size_t bytes) {
-  size_t got = 0;
-  uint32_t tag = 0;
-  want_t x = {.conn = c, .peer = c->peer, .bytes = &got, .tag = &tag};
-  void *slot = NULL;
-  if (!wait_for(w, &x, &slot) || !weft_op_incoming_ok(w->op, c->peer, tag, got, bytes)) return NULL;
-  return slot;
-}
-
-// Peers this rank only sent to: their descriptors must show the same call.
-// They are checked later (weft_mismatch_defer) rather than waited for, so
-// that a root runs ahead of its receivers as far as the slots allow and
-// does not read the line a receiver is writing its descriptor into; only
-// when too many checks are owed does it wait.
-static int verify_sent_to(waiter_t *w, const plan_t *pl) {
-  for (int i = 0; i < pl->n; i++) {
-    const weft_conn_t *c = pl->conn[i];
-    if (!c->is_send || w->op->verified[c->peer] != 0) continue;
-    if (weft_mismatch_defer(w->op, c->peer)) continue;
-    want_t x = {.peer = c->peer};
-    void *unused = NULL;
-    if (!wait_for(w, &x, &unused)) return 0;
-  }
-  return 1;
-}
-
-// This rank's input entering a reduction, into a slot: prescaled where the
-// reduction says so (as the engine's REDUCE_INPUT sends).
-static void put_input(const weft_op_t *op, char *out, const char *in, size_t count, size_t bytes) {
-  if (weft_redop_transforms(&op->redop)) weft_reduce_first(&op->redop, out, in, count, 0);
-  else memcpy(out, in, bytes);
-}
-
-// The one-shot AllReduce: this rank's input to every peer, starting with the
-// next rank; then rank 0's, 1's, ... contributions folded into recvbuff.
-static void allreduce_run(waiter_t *w, size_t bytes) {
-  weft_op_t *op = w->op;
-  struct ncclComm *comm = op->comm;
-  int n = comm->nranks, me = comm->rank;
-  size_t count = op->args.count;
-  int transforms = weft_redop_transforms(&op->redop);
-  for (int k = 1; k < n; k++) {
-    weft_conn_t *sc = weft_comm_conn(comm, WEFT_CLASS_COLL, 1, (me + k) % n);
-    char *out = send_slot(w, sc);
-    if (out == NULL) return;
-    put_input(op, out, op->sendbuff, count, bytes);
-    sc->tp->send_post(sc, bytes, op->tag);
-  }
-  // This rank's own contribution, kept aside when folding would overwrite it
-  // (in place) or when it must be prescaled first.
-  _Alignas(64) char mine_buf[WEFT_SMALL_MAX_BYTES];
-  const char *mine = op->sendbuff;
-  uintptr_t s = (uintptr_t)op->sendbuff, r = (uintptr_t)op->recvbuff;
-  if (transforms) {
-    weft_reduce_first(&op->redop, mine_buf, op->sendbuff, count, 0);
-    mine = mine_buf;
-  } else if (me > 0 && s < r + bytes && r < s + bytes) {
-    mine = memcpy(mine_buf, op->sendbuff, bytes);
-  }
-  for (int p = 0; p < n; p++) {
-    const char *in = mine;
-    weft_conn_t *rc = NULL;
-    if (p != me) {
-      rc = weft_comm_conn(comm, WEFT_CLASS_COLL, 0, p);
-      if ((in = recv_slot(w, rc, bytes)) == NULL) return;
-    }
-    if (p == 0) {
-      if (in != op->recvbuff) memmove(op->recvbuff, in, bytes);
-    } else {
-      weft_reduce(&op->redop_acc, op->recvbuff, in, op->recvbuff, count, p == n - 1);
-    }
-    if (rc != NULL) rc->tp->recv_release(rc);
-  }
-  op->state = WEFT_OP_DONE;
-}
-
-// The chain Broadcast: the root sends to the next rank; every other rank
-// takes the data from the previous one, passes it on unless it is last,
-// and keeps a copy.
-static void broadcast_run(waiter_t *w, const plan_t *pl, size_t bytes) {
-  weft_op_t *op = w->op;
-  struct ncclComm *comm = op->comm;
-  int n = comm->nranks;
-  const char *data = op->sendbuff;
-  weft_conn_t *rc = NULL;
-  if (pl->pos > 0) {
-    rc = weft_comm_conn(comm, WEFT_CLASS_COLL, 0, pl->prev);
-    if ((data = recv_slot(w, rc, bytes)) == NULL) return;
-  }
-  if (pl->pos < n - 1) {
-    weft_conn_t *sc = weft_comm_conn(comm, WEFT_CLASS_COLL, 1, pl->next);
-    char *out = send_slot(w, sc);
-    if (out == NULL) return;
-    memcpy(out, data, bytes);
-    sc->tp->send_post(sc, bytes, op->tag);
-  }
-  if (data != op->recvbuff) memmove(op->recvbuff, data, bytes);
-  if (rc != NULL) rc->tp->recv_release(rc);
-  if (verify_sent_to(w, pl)) op->state = WEFT_OP_DONE;
-}
-
-// The ring AllGather (algorithms/ring.c) in ring order: this rank's block
-// into its place, then to the next rank; each block that arrives from the
-// previous rank (those of the ranks at positions me-1, me-2, ...) lands in
-// place and, but for the last, goes on to the next.
-static void allgather_run(waiter_t *w, const plan_t *pl, size_t bytes) {
-  weft_op_t *op = w->op;
-  struct ncclComm *comm = op->comm;
-  int n = comm->nranks, me = pl->pos;
-  char *own = op->recvbuff + (size_t)comm->rank * bytes;
-  if (own != op->sendbuff) memmove(own, op->sendbuff, bytes);
-  weft_conn_t *sc = weft_comm_conn(comm, WEFT_CLASS_COLL, 1, pl->next);
-  weft_conn_t *rc = weft_comm_conn(comm, WEFT_CLASS_COLL, 0, pl->prev);
-  char *out = send_slot(w, sc);
-  if (out == NULL) return;
-  memcpy(out, op->sendbuff, bytes);
-  sc->tp->send_post(sc, bytes, op->tag);
-  for (int k = 1; k < n; k++) {
-    const char *in = recv_slot(w, rc, bytes);
-    if (in == NULL) return;
-    if (k < n - 1) {
-      if ((out = send_slot(w, sc)) == NULL) return;
-      memcpy(out, in, bytes);
-      sc->tp->send_post(sc, bytes, op->tag);
-    }
-    memcpy(op->recvbuff + (size_t)ring_rank(&op->args, (me - k + n) % n) * bytes, in, bytes);
-    rc->tp->recv_release(rc);
-  }
-  if (verify_sent_to(w, pl)) op->state = WEFT_OP_DONE;
-}
-
-// The ring ReduceScatter (algorithms/ring.c) in ring order, one round:
-// the block of the rank at position me-1, prescaled, to the next rank; each
-// partial that arrives from the previous rank (the blocks of positions me-2,
-// me-3, ...) gets this rank's input added and goes on; the last one, this
-// rank's own block, lands in the output.
-static void reducescatter_run(waiter_t *w, const plan_t *pl, size_t bytes) {
-  weft_op_t *op = w->op;
-  int n = op->comm->nranks, me = pl->pos;
-  const weft_coll_args_t *a = &op->args;
-  size_t count = op->args.count;
-  weft_conn_t *sc = weft_comm_conn(op->comm, WEFT_CLASS_COLL, 1, pl->next);
-  weft_conn_t *rc = weft_comm_conn(op->comm, WEFT_CLASS_COLL, 0, pl->prev);
-  const char *input = op->sendbuff;
-  char *out = send_slot(w, sc);
-  if (out == NULL) return;
-  put_input(op, out, input + (size_t)ring_rank(a, (me + n - 1) % n) * bytes, count, bytes);
-  sc->tp->send_post(sc, bytes, op->tag);
-  for (int k = 1; k < n; k++) {
-    const char *in = recv_slot(w, rc, bytes);
-    if (in == NULL) return;
-    const char *mine = input + (size_t)ring_rank(a, (me - 1 - k + 2 * n) % n) * bytes;
-    if (k < n - 1) {
-      if ((out = send_slot(w, sc)) == NULL) return;
-      weft_reduce(&op->redop, out, in, mine, count, 0);
-      sc->tp->send_post(sc, bytes, op->tag);
-    } else {
-      weft_reduce(&op->redop, op->recvbuff, in, mine, count, 1);
-    }
-    rc->tp->recv_release(rc);
-  }
-  op->state = WEFT_OP_DONE;
-}
-
-// The direct AlltoAll (algorithms/direct.c): block p of the input to rank
-// p for every peer, starting with the next rank; then block p of the output
-// from each. Every send goes out before the first receive, so in place the
-// input is read before it is overwritten.
-static void alltoall_run(waiter_t *w, size_t bytes) {
-  weft_op_t *op = w->op;
-  struct ncclComm *comm = op->comm;
-  int n = comm->nranks, me = comm->rank;
-  for (int k = 1; k < n; k++) {
-    int p = (me + k) % n;
-    weft_conn_t *sc = weft_comm_conn(comm, WEFT_CLASS_COLL, 1, p);
-    char *out = send_slot(w, sc);
-    if (out == NULL) return;
-    memcpy(out, op->sendbuff + (size_t)p * bytes, bytes);
-    sc->tp->send_post(sc, bytes, op->tag);
-  }
-  char *own = op->recvbuff + (size_t)me * bytes;
-  const char *own_in = op->sendbuff + (size_t)me * bytes;
-  if (own != own_in) memmove(own, own_in, bytes);
-  for (int k = 1; k < n; k++) {
-    int p = (me + k) % n;
-    weft_conn_t *rc = weft_comm_conn(comm, WEFT_CLASS_COLL, 0, p);
-    const char *in = recv_slot(w, rc, bytes);
-    if (in == NULL) return;
-    memcpy(op->recvbuff + (size_t)p * bytes, in, bytes);
-    rc->tp->recv_release(rc);
-  }
-  op->state = WEFT_OP_DONE;
-}
-
-int weft_small_try(weft_op_t *op, ncclResult_t *res) {
-  struct ncclComm *comm = op->comm;
-  size_t bytes = op->args.count * op->esize;
-  plan_t pl;
-  if (!eligible(op, bytes, &pl) || !claim(op, &pl)) return 0;
-  TRACE(WEFT_LOG_COLL, "%s count=%zu %s op=%d root=%d algo=%s proto=LL", weft_coll_name(op->args.coll),
-        op->args.count, weft_dtype_name(op->dtype), op->user_op, op->args.root, weft_algo_name(op->algo));
   uint8_t verified[WEFT_SMALL_MAX_RANKS] = {0};
   op->verified = verified;
   op->cls = WEFT_CLASS_COLL;
   op->check = weft_env_WEFT_CHECK_MISMATCH() != 0;
   op->tag = op->check ? weft_mismatch_tag(op) : 0;
   weft_mismatch_publish(op);
-  // No RUNNING status: a call that waits past its spin publishes WAITING (check_idle), and every one IDLE.
-  atomic_fetch_add(&comm->inflight, 1);
-  op->counted = 1;  // weft_op_free gives it back
-
-  waiter_t w = {.op = op, .spin_ns = comm->spin_ns};
-  if (!weft_op_fail_if_aborted(op)) {  // a failed communicator runs nothing, as in the engine
-    switch (op->args.coll) {
-      case WEFT_COLL_ALLREDUCE: allreduce_run(&w, bytes); break;
-      case WEFT_COLL_BROADCAST: broadcast_run(&w, &pl, bytes); break;
-      case WEFT_COLL_ALLGATHER: allgather_run(&w, &pl, bytes); break;
-      case WEFT_COLL_REDUCESCATTER: reducescatter_run(&w, &pl, bytes); break;
-      default: alltoall_run(&w, bytes); break;
-    }
-  }
-
+  // No RUNNING status: a call that waits past its spin publishes WAITING (run_check), and every one IDLE.
+  TRACE(WEFT_LOG_COLL, "%s count=%zu %s op=%d root=%d algo=%s proto=LL steps=%u", weft_coll_name(op->args.coll),
+        op->args.count, weft_dtype_name(op->dtype), op->user_op, op->args.root, weft_algo_name(op->algo),
+        e->sched.nsteps);
+  if (!weft_op_fail_if_aborted(op) &&  // a failed communicator runs nothing, as in the engine
+      weft_wait(run_pass, run_check, &r, weft_segment_doorbell(comm->seg, comm->rank), comm->spin_ns) ==
+          WEFT_WAIT_READY)
+    op->state = WEFT_OP_DONE;
+  if (op->state == WEFT_OP_PENDING) op->state = WEFT_OP_FAILED;  // not reached: every failure says why
   weft_engine_publish(op, op->state == WEFT_OP_DONE ? WEFT_STATUS_IDLE : WEFT_STATUS_FAILED, -1, 0, 0, 0);
-  for (int i = 0; i < pl.n; i++) atomic_fetch_add(&pl.conn[i]->served, 1);
+  for (int i = 0; i < e->nconn; i++) atomic_fetch_add(&e->conn[i]->served, 1);
   // Other threads of this rank may wait for the tickets just given back.
   weft_doorbell_ring(weft_segment_doorbell(comm->seg, comm->rank));
   op->verified = NULL;
+}
+
+int weft_small_try(weft_op_t *op, ncclResult_t *res) {
+  struct ncclComm *comm = op->comm;
+  int idle = 0;
+  if (comm->nranks > WEFT_SMALL_MAX_RANKS || comm->prof != NULL || weft_plugin_hooks.op_start != NULL ||
+      !atomic_compare_exchange_strong_explicit(&comm->inflight, &idle, 1, memory_order_acquire, memory_order_relaxed))
+    return 0;  // other work in flight (a small call on another thread too): the engine queues behind it
+  op->counted = 1;  // counted in comm->inflight until the caller's weft_op_release_comm
+  const kept_t *e = NULL;
+  if (comm->small == NULL) comm->small = calloc(1, sizeof(*comm->small));
+  if (comm->small != NULL) e = kept_for(comm->small, op);
+  if (e == NULL || !e->fits || !claim(op, e)) {
+    weft_op_release_comm(op);
+    return 0;
+  }
+  run(op, e);
   *res = op->state == WEFT_OP_DONE ? ncclSuccess : op->result;
   return 1;
+}
+
+void weft_small_free(struct ncclComm *comm) {
+  if (comm->small == NULL) return;
+  for (int i = 0; i < WEFT_SMALL_KEPT; i++) {
+    weft_schedule_free(&comm->small->k[i].sched);
+    free(comm->small->k[i].conn_of);
+  }
+  free(comm->small);
+  comm->small = NULL;
 }

@@ -1,6 +1,6 @@
 /*
  * waiter.h — the one way a rank waits in the core: the engine for its
- * operations (engine.c), the small-message path for a slot (small.c) and
+ * operations (engine.c), the small-message path for its call (small.c) and
  * ncclWaitSignal for a counter (rma.c) all wait here.
  *
  * A wait polls, spins a while (reading the clock every 16th pass, yielding

@@ -11,10 +11,14 @@
  * they put the same slots on the wire, ranks may mix them call by call.
  * Also: in place on every rank, every reduction (Avg prescales floats and
  * divides integers), sizes around the path's limits, a count that differs
- * between ranks (fails on every rank, no hang) and a peer that never comes
- * (fails at WEFT_TIMEOUT naming the rank waited on).
+ * between ranks (fails on every rank, no hang), a peer that never comes
+ * (fails at WEFT_TIMEOUT naming the rank waited on), and that the calls
+ * alone do take the small path (their TRACE lines say proto=LL).
  */
 #include <criterion/criterion.h>
+#include <dirent.h>
+#include <stdio.h>
+#include <unistd.h>
 
 #include "harness.h"
 
@@ -348,4 +352,72 @@ Test(small, a_silent_peer_fails_at_the_timeout, .timeout = 60) {
   cr_expect(out->ms[0] >= 1900 && out->ms[0] < 8000, "rank 0 failed after %lld ms (WEFT_TIMEOUT=2, WEFT_TIMEOUT_FAIL=1)",
             (long long)out->ms[0]);
   weft_test_shared_free(out, sizeof(*out));
+}
+
+/* ---------- which path a call took, from the ranks' TRACE lines ---------- */
+
+static char logdir[64];
+
+// How many files in logdir have a line containing both a and b.
+static int logs_with(const char *a, const char *b) {
+  DIR *d = opendir(logdir);
+  int found = 0;
+  for (struct dirent *e; d != NULL && (e = readdir(d)) != NULL;) {
+    if (e->d_name[0] == '.') continue;
+    char path[400], line[1024];
+    snprintf(path, sizeof(path), "%s/%s", logdir, e->d_name);
+    FILE *f = fopen(path, "r");
+    int hit = 0;
+    while (f != NULL && !hit && fgets(line, sizeof(line), f) != NULL) hit = strstr(line, a) && strstr(line, b);
+    if (f != NULL) fclose(f);
+    found += hit;
+  }
+  if (d != NULL) closedir(d);
+  return found;
+}
+
+static int paths_body(int rank, int nranks, ncclUniqueId id, void *arg) {
+  (void)arg;
+  ncclComm_t comm = weft_test_init_rank(nranks, id, rank);
+  if (comm == NULL) return weft_test_failures();
+  int32_t in[4 * 8] = {0}, out[4 * 8];
+  WEFT_TEST_CHECK_RES(ncclAllReduce(in, out, 5, ncclInt32, ncclSum, comm, NULL), ncclSuccess);
+  WEFT_TEST_CHECK_RES(ncclBroadcast(in, out, 6, ncclInt32, 1, comm, NULL), ncclSuccess);
+  WEFT_TEST_CHECK_RES(ncclAllGather(in, out, 7, ncclInt32, comm, NULL), ncclSuccess);
+  WEFT_TEST_CHECK_RES(ncclReduceScatter(in, out, 3, ncclInt32, ncclSum, comm, NULL), ncclSuccess);
+  WEFT_TEST_CHECK_RES(ncclAlltoAll(in, out, 2, ncclInt32, comm, NULL), ncclSuccess);
+  WEFT_TEST_CHECK_RES(ncclGroupStart(), ncclSuccess);  // in a group: the engine
+  WEFT_TEST_CHECK_RES(ncclAllReduce(in, out, 9, ncclInt32, ncclSum, comm, NULL), ncclSuccess);
+  WEFT_TEST_CHECK_RES(ncclGroupEnd(), ncclSuccess);
+  WEFT_TEST_CHECK_RES(ncclCommDestroy(comm), ncclSuccess);
+  return weft_test_failures();
+}
+
+// A small call alone on the NULL stream runs on the small path (its TRACE
+// line says proto=LL); the same call in a group goes to the engine. A
+// regression that sent every small call to the engine would pass every
+// other test here, only slower.
+Test(small, small_calls_take_the_small_path, .timeout = 60) {
+  weft_test_env_defaults();
+  snprintf(logdir, sizeof(logdir), "/tmp/weft-small-XXXXXX");
+  cr_assert_not_null(mkdtemp(logdir));
+  char file[96];
+  snprintf(file, sizeof(file), "%s/rank.%%p", logdir);
+  setenv("NCCL_DEBUG", "TRACE", 1);
+  setenv("NCCL_DEBUG_SUBSYS", "COLL", 1);
+  setenv("NCCL_DEBUG_FILE", file, 1);
+  cr_expect_eq(weft_test_fork_ranks(3, paths_body, NULL, 50), 0);
+  static const char *small[] = {"AllReduce count=5 ", "Broadcast count=6 ", "AllGather count=7 ",
+                                "ReduceScatter count=3 ", "AlltoAll count=2 "};
+  for (int i = 0; i < 5; i++) cr_expect_eq(logs_with(small[i], "proto=LL"), 3, "%sdid not run on the small path", small[i]);
+  cr_expect_eq(logs_with("AllReduce count=9 ", "proto=LL"), 0, "a grouped call ran on the small path");
+  cr_expect_eq(logs_with("AllReduce count=9 ", "steps="), 3, "no rank logged the grouped call");
+  DIR *d = opendir(logdir);
+  for (struct dirent *e; d != NULL && (e = readdir(d)) != NULL;) {
+    char path[400];
+    snprintf(path, sizeof(path), "%s/%s", logdir, e->d_name);
+    if (e->d_name[0] != '.') unlink(path);
+  }
+  if (d != NULL) closedir(d);
+  rmdir(logdir);
 }
