@@ -151,7 +151,6 @@ typedef struct {
   int loop_full;                          // the message to itself is waiting, at loop_data
   char *loop;                             // WEFT_SMALL_MAX_BYTES on the caller's stack
   const char *loop_data;                  // `loop`, or the input itself when it cannot change meanwhile
-  int input_stays;                        // out of place: the input is never written during the call
   // What the last pass that moved nothing waited for: a connection, or
   // (conn NULL) the descriptor of a peer only sent to.
   const weft_conn_t *want_conn;
@@ -159,6 +158,14 @@ typedef struct {
   int published_waiting;
   int64_t timeouts_warned;                // WEFT_TIMEOUT periods of the current wait, each WARNed
 } run_t;
+
+// Out of place, the input is never written during the call (schedules
+// write only the receive buffer).
+static int input_stays(const weft_op_t *op) {
+  uintptr_t sb = (uintptr_t)op->sendbuff, rb = (uintptr_t)op->recvbuff;
+  size_t sbytes = weft_coll_send_elems(&op->args) * op->esize, rbytes = weft_coll_recv_elems(&op->args) * op->esize;
+  return sb + sbytes <= rb || rb + rbytes <= sb;
+}
 
 // Move one step's slot if its input is there and its output has room:
 // 1 moved, 0 not yet (run.want_* says on what), -1 failed.
@@ -177,7 +184,7 @@ static int try_step(run_t *r, const weft_step_t *st, weft_conn_t *sc, weft_conn_
   }
   if (st->send_peer == me) {
     // Sending its own input to itself unchanged, out of place: the input itself is the message.
-    int as_is = st->kind == WEFT_STEP_SEND && st->src_buf == WEFT_BUF_SEND && r->input_stays &&
+    int as_is = st->kind == WEFT_STEP_SEND && st->src_buf == WEFT_BUF_SEND && input_stays(op) &&
                 !((st->flags & WEFT_STEP_REDUCE_INPUT) && weft_redop_transforms(&op->redop));
     r->loop_full = 1;
     r->loop_data = as_is ? op->sendbuff + st->src_off * op->esize : r->loop;
@@ -294,9 +301,6 @@ static void run(weft_op_t *op, const kept_t *e) {
   _Alignas(64) char loop[WEFT_SMALL_MAX_BYTES];  // not cleared: only what the call sends itself is read
   run_t r;
   r.op = op, r.e = e, r.loop = loop, r.loop_data = loop, r.loop_full = 0, r.lanes_left = 0;
-  uintptr_t sb = (uintptr_t)op->sendbuff, rb = (uintptr_t)op->recvbuff;
-  size_t sbytes = weft_coll_send_elems(&op->args) * op->esize, rbytes = weft_coll_recv_elems(&op->args) * op->esize;
-  r.input_stays = sb + sbytes <= rb || rb + rbytes <= sb;  // schedules write only the receive buffer
   r.want_conn = NULL, r.want_peer = -1, r.published_waiting = 0, r.timeouts_warned = 0;
   for (uint32_t l = 0; l < e->sched.nlanes; l++) {
     r.cursor[l] = 0;
