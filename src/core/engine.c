@@ -329,17 +329,7 @@ static void op_release(weft_op_t *op) {
   if (__builtin_expect(op->prof.on, 0)) weft_plugin_hooks.op_stop(comm->prof, &op->prof);
   weft_engine_publish(op, op->state == WEFT_OP_FAILED ? WEFT_STATUS_FAILED : WEFT_STATUS_IDLE, -1, 0, 0, 0);
   weft_anysrc_finish(op);  // an unmatched receive from any rank gives its tickets up here
-  for (int p = 0; p < comm->nranks; p++) {
-    if (op->send_ticket[p] >= 0) atomic_fetch_add(&weft_comm_conn(comm, op->cls, 1, p)->served, 1);
-    if (op->recv_ticket[p] < 0) continue;
-    weft_conn_t *rc = weft_comm_conn(comm, op->cls, 0, p);
-    // A failed receive may still be landing in the user's buffer: wait for it to stop.
-    if (op->state == WEFT_OP_FAILED && rc->tp != NULL && rc->tp->quiesce != NULL) rc->tp->quiesce(rc);
-    if (op->cls == WEFT_CLASS_P2P) weft_anysrc_serve(comm, p);  // skips tickets receives from any rank gave up
-    else atomic_fetch_add(&rc->served, 1);
-  }
-  // Other threads of this rank may wait for the tickets just released.
-  weft_doorbell_ring(weft_segment_doorbell(comm->seg, comm->rank));
+  weft_op_give_turn(op);
 }
 
 // The descriptor goes on the board when the operation starts to run, not
@@ -454,16 +444,7 @@ ncclResult_t weft_op_launch(weft_op_t *op) {
     op->released = 1;
   }
 
-  pthread_mutex_lock(&comm->lock);
-  if (op->cls == WEFT_CLASS_COLL) {
-    op->seq = comm->coll_seq++;
-    weft_segment_count_launch(comm->seg, comm->rank, (int)op->args.coll);
-  }
-  for (int p = 0; p < n; p++) {
-    if (op->send_ticket[p] >= 0) op->send_ticket[p] = (int64_t)weft_comm_conn(comm, op->cls, 1, p)->issued++;
-    if (op->recv_ticket[p] >= 0) op->recv_ticket[p] = (int64_t)weft_comm_conn(comm, op->cls, 0, p)->issued++;
-  }
-  pthread_mutex_unlock(&comm->lock);
+  weft_op_take_turn(op, 0);
 
   if (op->cls == WEFT_CLASS_COLL && op->check) op->tag = weft_mismatch_tag(op);
   if (op->state != WEFT_OP_PENDING) publish(op);  // done already: never progressed

@@ -121,6 +121,15 @@ void weft_engine_move(const weft_op_t *op, const weft_step_t *st, char *out, con
 // Assign sequence number and connection tickets; publish the descriptor.
 // Operations must be launched in the same order on every rank.
 ncclResult_t weft_op_launch(weft_op_t *op);
+// turn.c: the operation's place in line, taken under the communicator's
+// lock: its sequence number (a collective) and the next ticket of every
+// connection op->send_ticket/recv_ticket marks (0; -1 marks none), written
+// there. With only_if_free it takes nothing and answers 0 unless each of
+// those connections has served every ticket it issued. Answers 1 when taken.
+int weft_op_take_turn(weft_op_t *op, int only_if_free);
+// Gives its tickets back (a failed receive quiesced first) and rings the
+// rank's doorbell for the threads waiting on them.
+void weft_op_give_turn(weft_op_t *op);
 // A staging buffer of at least `bytes` (its size in *got), the process's
 // kept one when it is large enough. NULL when out of memory.
 void *weft_op_stage_take(size_t bytes, size_t *got);

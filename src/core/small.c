@@ -8,7 +8,7 @@
  * entry point needs: no heap, no queue, no per-call schedule. The
  * communicator keeps the last WEFT_SMALL_KEPT shapes' schedules, built by
  * algorithms/ like any other and compiled once: each step's connections
- * resolved, the connections the call takes a ticket on listed, and the
+ * resolved, the peers the call takes a ticket with noted, and the
  * shape checked to fit (every step one slot of a slot transport, no reads
  * of peer memory, no tokens). Running one is a pass over its lanes in which
  * each step moves its one slot as soon as its input is there and its
@@ -64,9 +64,8 @@ typedef struct {
   weft_schedule_t sched;
   weft_conn_t **conn_of;      // [2 * nsteps]: step i sends on [2i], receives on [2i+1] (NULL: none, or itself)
   size_t conn_of_cap;
-  weft_conn_t *conn[2 * WEFT_SMALL_MAX_RANKS];  // the connections it takes a ticket on
-  int nconn;
-  uint64_t sent_only;         // peers it sends to but never receives from (bit per rank)
+  uint64_t sends, recvs;      // the peers it takes a send, a receive ticket with (bit per rank)
+  uint64_t sent_only;         // peers it sends to but never receives from
 } kept_t;
 
 struct weft_small_kept {
@@ -93,7 +92,6 @@ static int compile(kept_t *e, struct ncclComm *comm, size_t esize) {
     e->conn_of = grown;
     e->conn_of_cap = 2 * (size_t)s->nsteps;
   }
-  e->nconn = 0;
   for (uint32_t i = 0; i < s->nsteps; i++) {
     const weft_step_t *st = &s->steps[i];
     size_t bytes = st->count * esize;
@@ -111,7 +109,6 @@ static int compile(kept_t *e, struct ncclComm *comm, size_t esize) {
       uint64_t *seen = dir == 0 ? &sends : &recvs;
       c[dir] = weft_comm_conn(comm, WEFT_CLASS_COLL, dir == 0, p);
       if (!one_slot(c[dir], bytes)) return 0;
-      if (!(*seen >> p & 1)) e->conn[e->nconn++] = c[dir];
       *seen |= 1ull << p;
     }
     e->conn_of[2 * i] = c[0];
@@ -119,6 +116,7 @@ static int compile(kept_t *e, struct ncclComm *comm, size_t esize) {
   }
   // A message to itself waits in one buffer, so at most one.
   if (self_sends > 1 || self_recvs != self_sends) return 0;
+  e->sends = sends, e->recvs = recvs;
   e->sent_only = sends & ~recvs;
   return 1;
 }
@@ -278,22 +276,19 @@ static weft_wait_t run_check(void *ctx, int64_t now, int64_t since) {
   return WEFT_WAIT_IDLE;
 }
 
-// Take the sequence number and one ticket on each connection the shape
-// uses, if every one is free now (nothing queued on it); 0 when the engine
-// must run the call.
-static int claim(weft_op_t *op, const kept_t *e) {
-  struct ncclComm *comm = op->comm;
-  int ok = 1;
-  pthread_mutex_lock(&comm->lock);
-  for (int i = 0; i < e->nconn && ok; i++)
-    ok = atomic_load_explicit(&e->conn[i]->served, memory_order_acquire) == e->conn[i]->issued;
-  if (ok) {
-    op->seq = comm->coll_seq++;
-    weft_segment_count_launch(comm->seg, comm->rank, (int)op->args.coll);
-    for (int i = 0; i < e->nconn; i++) e->conn[i]->issued++;
+// Take the sequence number and a ticket on each connection the shape
+// uses if every one is free now (nothing queued on it), in `tickets`
+// (2 * nranks); 0 when the engine must run the call.
+static int claim(weft_op_t *op, const kept_t *e, int64_t *tickets) {
+  int n = op->comm->nranks;
+  op->send_ticket = tickets, op->recv_ticket = tickets + n;
+  for (int p = 0; p < n; p++) {
+    op->send_ticket[p] = (e->sends >> p & 1) ? 0 : -1;
+    op->recv_ticket[p] = (e->recvs >> p & 1) ? 0 : -1;
   }
-  pthread_mutex_unlock(&comm->lock);
-  return ok;
+  if (weft_op_take_turn(op, 1)) return 1;
+  op->send_ticket = op->recv_ticket = NULL;  // the engine's launch gives the call its own
+  return 0;
 }
 
 static void run(weft_op_t *op, const kept_t *e) {
@@ -322,10 +317,9 @@ static void run(weft_op_t *op, const kept_t *e) {
     op->state = WEFT_OP_DONE;
   if (op->state == WEFT_OP_PENDING) op->state = WEFT_OP_FAILED;  // not reached: every failure says why
   weft_engine_publish(op, op->state == WEFT_OP_DONE ? WEFT_STATUS_IDLE : WEFT_STATUS_FAILED, -1, 0, 0, 0);
-  for (int i = 0; i < e->nconn; i++) atomic_fetch_add(&e->conn[i]->served, 1);
-  // Other threads of this rank may wait for the tickets just given back.
-  weft_doorbell_ring(weft_segment_doorbell(comm->seg, comm->rank));
+  weft_op_give_turn(op);
   op->verified = NULL;
+  op->send_ticket = op->recv_ticket = NULL;
 }
 
 int weft_small_try(weft_op_t *op, ncclResult_t *res) {
@@ -338,7 +332,8 @@ int weft_small_try(weft_op_t *op, ncclResult_t *res) {
   const kept_t *e = NULL;
   if (comm->small == NULL) comm->small = calloc(1, sizeof(*comm->small));
   if (comm->small != NULL) e = kept_for(comm->small, op);
-  if (e == NULL || !e->fits || !claim(op, e)) {
+  int64_t tickets[2 * WEFT_SMALL_MAX_RANKS];
+  if (e == NULL || !e->fits || !claim(op, e, tickets)) {
     weft_op_release_comm(op);
     return 0;
   }
