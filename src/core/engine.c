@@ -481,7 +481,8 @@ static int report_stuck(weft_op_t *op, int64_t idle_ns) {
 
 // The dead rank of this host an operation waits on: one its lanes' current
 // steps receive from, send to or read from. An operation whose lanes are
-// all done waits on every peer's descriptor, so any death stops it.
+// all done waits only on the descriptors of the peers it has not verified:
+// a peer that ran the call to its end and then died stops nothing.
 static int dead_peer_waited_on(const weft_op_t *op, const weft_segment_t *seg) {
   if (weft_anysrc_waiting(op)) return weft_segment_first_dead(seg);  // any peer may be the sender
   int open_lanes = 0;
@@ -494,7 +495,11 @@ static int dead_peer_waited_on(const weft_op_t *op, const weft_segment_t *seg) {
     for (int i = 0; i < 3; i++)
       if (weft_segment_peer_dead(seg, peers[i])) return peers[i];
   }
-  return open_lanes ? -1 : weft_segment_first_dead(seg);
+  if (open_lanes) return -1;
+  for (int p = 0; p < op->comm->nranks; p++)
+    if (!op->verified[p] && (op->send_ticket[p] >= 0 || op->recv_ticket[p] >= 0) && weft_segment_peer_dead(seg, p))
+      return p;
+  return -1;
 }
 
 // A rank of this host that the operation waits on died (its process

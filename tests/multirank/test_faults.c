@@ -184,6 +184,56 @@ Test(faults, a_slow_peer_is_waited_for_small_call, .timeout = 60) { run_slow(2, 
 Test(faults, a_slow_peer_is_waited_for_engine_call, .timeout = 60) { run_slow(1 << 20, 0); }
 Test(faults, a_slow_peer_fails_the_call_when_asked, .timeout = 60) { run_slow(1 << 20, 1); }
 
+/* ---------- a peer that finished the call and then died ---------- */
+
+// A chain Broadcast from rank 0 over 3 ranks: the root is done once its
+// neighbour has the data and called, and then dies; the last rank calls
+// 1.5 s later. What the root wrote outlives it, so the others must still
+// finish the call (docs/reliability.md) and fail only at the next one.
+typedef struct {
+  int res[3], wrong[3], next[3];
+} finished_out_t;
+
+static finished_out_t *fout;
+
+static int finished_body(int rank, int nranks, ncclUniqueId id, void *arg) {
+  (void)arg;
+  ncclComm_t comm = weft_test_init_rank(nranks, id, rank);
+  if (comm == NULL) return 1;
+  enum { N = 64 };
+  float buf[N];
+  for (int i = 0; i < N; i++) buf[i] = rank == 0 ? (float)(i + 1) : -1.0f;
+  if (rank == 2) weft_test_sleep_ms(1500);
+  ncclResult_t r = ncclBroadcast(buf, buf, N, ncclFloat32, 0, comm, NULL);
+  if (rank == 0) raise(SIGKILL);  // dies with its communicator open, its part done
+  fout->res[rank] = (int)r;
+  for (int i = 0; i < N; i++) fout->wrong[rank] += buf[i] != (float)(i + 1);
+  fout->next[rank] = (int)ncclAllReduce(buf, buf, N, ncclFloat32, ncclSum, comm, NULL);
+  ncclCommAbort(comm);
+  return weft_test_failures();
+}
+
+Test(faults, a_peer_that_finished_the_call_may_die, .timeout = 60) {
+  weft_test_env_timeout(20);
+  setenv("NCCL_ALGO", "Ring", 1);      // the chain: rank 1 only sends to the rank that calls late
+  setenv("NCCL_PROTO", "Simple", 1);   // the engine, whose wait this is about
+  fout = weft_test_shared_alloc(sizeof(*fout));
+  cr_assert_not_null(fout);
+  int status[WEFT_TEST_MAX_RANKS];
+  weft_test_fork_ranks_ids(3, 1, weft_test_one_id_main, &(weft_test_one_id_t){finished_body, NULL}, 40, status);
+  unsetenv("NCCL_ALGO");
+  unsetenv("NCCL_PROTO");
+  cr_expect_eq(status[0], WEFT_TEST_KILLED_BY(SIGKILL), "the root ended with %d", status[0]);
+  for (int r = 1; r < 3; r++) {
+    cr_expect_eq(status[r], 0, "rank %d ended with %d", r, status[r]);
+    cr_expect_eq(fout->res[r], ncclSuccess, "rank %d: the Broadcast the dead root had finished failed: %s", r,
+                 ncclGetErrorString((ncclResult_t)fout->res[r]));
+    cr_expect_eq(fout->wrong[r], 0, "rank %d: %d wrong elements", r, fout->wrong[r]);
+    cr_expect_neq(fout->next[r], ncclSuccess, "rank %d: an AllReduce with the dead root succeeded", r);
+  }
+  weft_test_shared_free(fout, sizeof(*fout));
+}
+
 /* ---------- ncclCommAbort from another thread ---------- */
 
 typedef struct {
