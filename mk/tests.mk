@@ -54,7 +54,7 @@ $(FAKE_CUDA): $(wildcard tests/fakes/cuda/*.c) tests/fakes/cuda/fake.h | $(DEPS_
 	$(CC) $(CFLAGS_BASE) -fvisibility=hidden -shared -o $@ $(filter %.c,$^) -pthread
 $(BUILD)/tests/unit/test_cuda_rt $(BUILD)/tests/unit/test_cuda_vmm $(BUILD)/tests/unit/test_fake_cuda \
   $(BUILD)/tests/multirank/test_cuda_mem $(BUILD)/tests/multirank/test_topo_order: | $(FAKE_CUDA)
-# The direct path's tests load a stand-in libweft-cuda.so (tests/fakes/cuda_kernels/) that runs weft's
+# The IPC path's tests load a stand-in libweft-cuda.so (tests/fakes/cuda_kernels/) that runs weft's
 # host reductions as host functions on the stand-in driver's streams.
 FAKE_KERNELS := $(BUILD)/tests/lib/libweft-fake-cuda-kernels.so
 $(FAKE_KERNELS): tests/fakes/cuda_kernels/kernels.c $(ARITH_REF_OBJS) | $(DEPS_STAMP)

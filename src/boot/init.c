@@ -75,7 +75,7 @@ static ncclResult_t comm_init(struct ncclComm *comm, const weft_id_t *ids, int n
   WEFTCHECKGOTO(topo_at_init(comm), res, out);  // WEFT_BIND first: the ring follows where ranks are bound
   WEFTCHECKGOTO(weft_comm_order_ranks(comm), res, out);
   WEFTCHECKGOTO(weft_comm_connect(comm), res, out);
-  WEFTCHECKGOTO(weft_cuda_direct_init(comm), res, out);
+  WEFTCHECKGOTO(weft_cuda_ipc_init(comm), res, out);
   comm->id_hash = weft_hash_bytes(ids[0].secret, sizeof(ids[0].secret));
   weft_comm_plugins_init(comm);
   WEFTCHECKGOTO(weft_ras_comm_join(comm), res, out);

@@ -53,7 +53,7 @@ ncclResult_t weft_comm_create_child(const struct ncclComm *parent, const struct 
   WEFTCHECKGOTO(weft_comm_map_hosts(child), res, fail);
   WEFTCHECKGOTO(weft_comm_order_ranks(child), res, fail);
   WEFTCHECKGOTO(weft_comm_connect(child), res, fail);
-  WEFTCHECKGOTO(weft_cuda_direct_init(child), res, fail);
+  WEFTCHECKGOTO(weft_cuda_ipc_init(child), res, fail);
   weft_comm_restore_affinity(child);
   child->id_hash = id_hash;
   weft_comm_plugins_init(child);

@@ -200,8 +200,8 @@ void weft_comm_plugins_init(struct ncclComm *comm) {
 void weft_comm_free(struct ncclComm *comm) {
   if (comm == NULL) return;
   weft_ras_comm_leave(comm);  // first: the RAS thread reads the communicator's state until then
-  weft_cuda_comm_release(comm);  // CUDA stream channels first: their workers may still run this comm's calls
-  weft_cuda_direct_free(comm);
+  weft_cuda_comm_release(comm);  // CUDA stream bridges first: their workers may still run this comm's calls
+  weft_cuda_ipc_free(comm);
   weft_plugins_comm_free(comm->tuner, comm->prof);
   comm->tuner = comm->prof = NULL;
   weft_comm_disconnect(comm);
@@ -285,7 +285,7 @@ ncclResult_t pncclCommAbort(ncclComm_t comm) {
   char reason[128];
   snprintf(reason, sizeof(reason), "rank %d called ncclCommAbort", comm->rank);
   weft_comm_fail(comm, ncclRemoteError, reason);
-  weft_cuda_direct_release(comm);  // streams waiting on the direct path's counters run on
+  weft_cuda_ipc_release(comm);  // streams waiting on the IPC path's counters run on
   weft_registry_remove(comm);
   if (!weft_comm_drain(comm, 5000)) {
     // An operation in another thread is still inside this communicator: leak

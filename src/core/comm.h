@@ -43,7 +43,7 @@ struct ncclComm {
   int rank, nranks;
   int cuda_dev;
   void *cuda_ctx;          // the caller's current CUDA context at creation (weft_CUcontext), or NULL
-  struct weft_cuda_direct *cuda_direct;  // the direct path's state (src/cuda/cuda_direct.c), or NULL
+  struct weft_cuda_ipc *cuda_ipc;  // the IPC path's state (src/cuda/cuda_ipc.c), or NULL
   int blocking;            // config.blocking (1 unless the config says 0)
   char name[64];           // config.commName, for logs
   int num_rma_ctx;         // config.numRmaCtx (default 1); 0: one-sided calls are refused
@@ -112,8 +112,8 @@ struct ncclComm {
 
   weft_premul_t premul[WEFT_MAX_PREMUL_OPS];
   weft_registration_t *registrations;
-  struct weft_cuda_chan **cuda_chans;  // CUDA stream channels this communicator used (src/cuda/cuda_stream.c)
-  int ncuda_chans;
+  struct weft_cuda_bridge **cuda_bridges;  // CUDA stream bridges this communicator used (src/cuda/cuda_stream.c)
+  int ncuda_bridges;
 };
 
 static inline weft_conn_t *weft_comm_conn(struct ncclComm *c, int cls, int is_send, int peer) {

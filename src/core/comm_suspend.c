@@ -6,7 +6,7 @@
  * (ncclInvalidUsage, saying so) until it is resumed; it is suspended only
  * once nothing of it is in flight. What NCCL_SUSPEND_MEM can release is the
  * device memory a communicator holds that its peers do not map: weft's only
- * device memory is the CUDA direct path's scratch, which every peer maps,
+ * device memory is the CUDA IPC path's scratch, which every peer maps,
  * so it counts as persistent and nothing is released (a host-memory
  * communicator holds no device memory at all). The statistics say exactly
  * that, so a caller that suspends to free GPU memory learns it gains none.
@@ -42,7 +42,7 @@ ncclResult_t pncclCommSuspend(ncclComm_t comm, int flags) {
     return ncclInvalidUsage;
   }
   INFO(WEFT_LOG_INIT, "comm %p rank %d suspended (flags 0x%x; %zu bytes of device memory held, none releasable)",
-       (void *)comm, comm->rank, (unsigned)flags, weft_cuda_direct_device_bytes(comm));
+       (void *)comm, comm->rank, (unsigned)flags, weft_cuda_ipc_device_bytes(comm));
   return ncclSuccess;
 }
 
@@ -64,7 +64,7 @@ ncclResult_t pncclCommMemStats(ncclComm_t comm, ncclCommMemStat_t stat, uint64_t
     WARN("ncclCommMemStats: value is NULL");
     return ncclInvalidArgument;
   }
-  uint64_t persistent = weft_cuda_direct_device_bytes(comm);
+  uint64_t persistent = weft_cuda_ipc_device_bytes(comm);
   int s = atomic_load(&comm->suspended);
   switch (stat) {
     case ncclStatGpuMemSuspend: *value = 0; return ncclSuccess;

@@ -6,7 +6,7 @@
  * its value; past this file the library trusts its inputs. Each call goes
  * through four steps, each a function: validate (the arguments, the
  * operation built from them), place (host thread, weft stream, CUDA stream
- * channel or direct path; placement.h), choose (tuner plugin, else the
+ * bridge or IPC path; placement.h), choose (tuner plugin, else the
  * communicator's decision cache, call_cache.h) and dispatch (the small
  * path, or the schedule to the caller's group, or outside one the engine).
  */
@@ -152,10 +152,10 @@ typedef struct {
   const char *api;
   ncclRedOp_t op;  // as the caller passed it
   weft_op_t local;
-  const void *dev_scalar;  // a PreMulSum scalar in device memory, or NULL
-  weft_stream_t *ws;       // the host stream that runs it (NULL: the caller)
-  weft_dev_chan_t *chan;   // device buffers: the CUDA stream's channel
-  int direct;              // device buffers on the direct path: no staging, no tuner
+  const void *dev_scalar;      // a PreMulSum scalar in device memory, or NULL
+  weft_stream_t *ws;           // the host stream that runs it (NULL: the caller)
+  weft_dev_bridge_t *bridge;   // device buffers: the CUDA stream's bridge
+  int ipc;                     // device buffers on the IPC path: no staging, no tuner
   weft_proto_t proto;
 } call_t;
 
@@ -216,8 +216,8 @@ static ncclResult_t validate(call_t *c, weft_coll_t coll, const void *sendbuff, 
 }
 
 // 2. Place: where the call runs. Host buffers on the caller's thread or its
-// weft stream; device buffers on their CUDA stream's channel, whose worker
-// is the host stream, or on the GPU itself (the direct path). A call with
+// weft stream; device buffers on their CUDA stream's bridge, whose worker
+// is the host stream, or on the GPU itself (the IPC path). A call with
 // nothing to move goes nowhere.
 static ncclResult_t place(call_t *c, cudaStream_t stream) {
   weft_op_t *o = &c->local;
@@ -241,14 +241,14 @@ static ncclResult_t place(call_t *c, cudaStream_t stream) {
     return ncclInvalidUsage;
   }
   if (!on_device) return weft_stream_resolve(stream, api, &c->ws);
-  WEFTCHECK(weft_cuda_chan_get(o->comm, stream, device, api, &c->chan));
-  c->ws = weft_cuda_chan_worker(c->chan);
+  WEFTCHECK(weft_cuda_bridge_get(o->comm, stream, device, api, &c->bridge));
+  c->ws = weft_cuda_bridge_worker(c->bridge);
   o->dev.on = 1;
   o->dev.device = device;
   o->dev.send = send_bytes > 0 ? o->sendbuff : NULL;
   o->dev.recv = recv_bytes > 0 ? o->recvbuff : NULL;
   o->dev.scalar = c->dev_scalar;
-  c->direct = weft_cuda_direct_eligible(o);  // on the GPU, no staging
+  c->ipc = weft_cuda_ipc_eligible(o);  // on the GPU, no staging
   return ncclSuccess;
 }
 
@@ -278,19 +278,19 @@ static ncclResult_t choose(call_t *c) {
   return ncclSuccess;
 }
 
-// 4. Dispatch: a direct-path call to its CUDA stream; a small call that
+// 4. Dispatch: an IPC-path call to its CUDA stream; a small call that
 // completes on return straight to the FIFOs; any other with its schedule to
 // the group, or outside one to the engine.
 static ncclResult_t dispatch(call_t *c) {
   weft_op_t *o = &c->local;
   ncclResult_t res = ncclSuccess;
-  if (c->ws == NULL && c->chan == NULL && weft_group_depth() == 0 && c->proto == WEFT_PROTO_LL &&
+  if (c->ws == NULL && c->bridge == NULL && weft_group_depth() == 0 && c->proto == WEFT_PROTO_LL &&
       weft_small_try(o, &res)) {
     weft_op_release_comm(o);
     return res;
   }
   if ((o = weft_op_to_heap(&c->local)) == NULL) return ncclSystemError;
-  if (c->direct) return weft_group_add_direct(o, c->chan);
+  if (c->ipc) return weft_group_add_ipc(o, c->bridge);
   res = weft_schedule_build(&o->args, o->algo, &o->sched);
   if (res != ncclSuccess) {
     weft_op_free(o);
@@ -298,7 +298,7 @@ static ncclResult_t dispatch(call_t *c) {
   }
   TRACE(WEFT_LOG_COLL, "%s count=%zu %s op=%d root=%d algo=%s steps=%u", c->api, o->args.count,
         weft_dtype_name(o->dtype), (int)c->op, o->args.root, weft_algo_name(o->algo), o->sched.nsteps);
-  return weft_group_add(o, c->ws, c->chan);
+  return weft_group_add(o, c->ws, c->bridge);
 }
 
 // A call, validated, placed, its algorithm chosen and dispatched.
@@ -310,7 +310,7 @@ static ncclResult_t enqueue_checked(weft_coll_t coll, const void *sendbuff, void
   WEFTCHECK(validate(&c, coll, sendbuff, recvbuff, count, dtype, op, root, any, comm, api_event));
   WEFTCHECK(place(&c, stream));
   if (count == 0) return ncclSuccess;
-  if (!c.direct) WEFTCHECK(choose(&c));
+  if (!c.ipc) WEFTCHECK(choose(&c));
   return dispatch(&c);
 }
 

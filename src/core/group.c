@@ -6,11 +6,11 @@
  * only at the outermost ncclGroupEnd; then every NULL-stream operation of
  * the group runs to completion in the calling thread, all progressing
  * together, and operations on weft streams are handed to their streams.
- * Operations on device buffers go to their CUDA stream's channel
- * (src/cuda/cuda_stream.c): each channel's share of the group is staged as one
+ * Operations on device buffers go to their CUDA stream's bridge
+ * (src/cuda/cuda_stream.c): each bridge's share of the group is staged as one
  * batch before anything is launched, since launching publishes the
- * (staging) buffer addresses to the peers. Operations on the CUDA direct
- * path (src/cuda/cuda_direct.h) are queued on their streams before all that.
+ * (staging) buffer addresses to the peers. Operations on the CUDA IPC
+ * path (src/cuda/cuda_ipc.h) are queued on their streams before all that.
  */
 #include "group.h"
 
@@ -27,9 +27,9 @@
 typedef struct {
   weft_op_t *op;
   weft_stream_t *stream;
-  weft_dev_chan_t *chan;  // device buffers: the CUDA stream's channel (stream is its worker)
-  weft_dev_gate_t gate;   // set when the channel's batch is staged
-  int direct;             // the CUDA direct path queues it on chan's stream (cuda_direct.h)
+  weft_dev_bridge_t *bridge;  // device buffers: the CUDA stream's bridge (stream is its worker)
+  weft_dev_gate_t gate;       // set when the bridge's batch is staged
+  int ipc;                    // the CUDA IPC path queues it on bridge's stream (cuda_ipc.h)
 } queued_t;
 
 // Small groups (and single calls) live in a fixed per-thread array, so the
@@ -57,7 +57,7 @@ static void queue_clear(void) {
   group_error = ncclSuccess;
 }
 
-static ncclResult_t queue_push(weft_op_t *op, weft_stream_t *s, weft_dev_chan_t *chan, int direct) {
+static ncclResult_t queue_push(weft_op_t *op, weft_stream_t *s, weft_dev_bridge_t *bridge, int ipc) {
   if (queue_cap < QUEUE_INLINE) queue_cap = QUEUE_INLINE;
   if (queue_len == queue_cap) {
     int cap = queue_cap * 2;
@@ -71,25 +71,25 @@ static ncclResult_t queue_push(weft_op_t *op, weft_stream_t *s, weft_dev_chan_t 
     queue = q;
     queue_cap = cap;
   }
-  queue_items()[queue_len++] = (queued_t){op, s, chan, {0}, direct};
+  queue_items()[queue_len++] = (queued_t){op, s, bridge, {0}, ipc};
   return ncclSuccess;
 }
 
-// The operations of q[i]'s channel from i on (the first cnt fit in ops).
-static int channel_ops(queued_t *q, int n, int i, weft_op_t **ops, int cap) {
+// The operations of q[i]'s bridge from i on (the first cnt fit in ops).
+static int bridge_ops(queued_t *q, int n, int i, weft_op_t **ops, int cap) {
   int cnt = 0;
   for (int j = i; j < n; j++)
-    if (q[j].chan == q[i].chan) {
+    if (q[j].bridge == q[i].bridge) {
       if (cnt < cap) ops[cnt] = q[j].op;
       cnt++;
     }
   return cnt;
 }
 
-// Each CUDA channel's share of the group becomes one batch, its gate held by
-// the channel's first item. Two passes: staging for every channel first
+// Each CUDA bridge's share of the group becomes one batch, its gate held by
+// the bridge's first item. Two passes: staging for every bridge first
 // (it may pin host memory, which waits for the context's streams), then the
-// stream work of every channel. Stops at the first failure; the caller
+// stream work of every bridge. Stops at the first failure; the caller
 // abandons whatever gates are set.
 static ncclResult_t stage_device_batches(queued_t *q, int n) {
   weft_op_t *local[QUEUE_INLINE], **ops = local;
@@ -97,18 +97,18 @@ static ncclResult_t stage_device_batches(queued_t *q, int n) {
   ncclResult_t res = ncclSuccess;
   for (int pass = 0; pass < 2 && res == ncclSuccess; pass++) {
     for (int i = 0; i < n && res == ncclSuccess; i++) {
-      if (q[i].chan == NULL) continue;
+      if (q[i].bridge == NULL) continue;
       int lead = 1;
-      for (int j = 0; j < i && lead; j++) lead = q[j].chan != q[i].chan;
+      for (int j = 0; j < i && lead; j++) lead = q[j].bridge != q[i].bridge;
       if (!lead) continue;
-      int cnt = channel_ops(q, n, i, ops, cap);
+      int cnt = bridge_ops(q, n, i, ops, cap);
       if (cnt > cap) {
         if (ops != local) free(ops);
         if ((ops = calloc((size_t)cnt, sizeof(*ops))) == NULL) return ncclSystemError;
         cap = cnt;
-        channel_ops(q, n, i, ops, cap);
+        bridge_ops(q, n, i, ops, cap);
       }
-      res = pass == 0 ? weft_cuda_batch_stage(q[i].chan, ops, cnt, &q[i].gate)
+      res = pass == 0 ? weft_cuda_batch_stage(q[i].bridge, ops, cnt, &q[i].gate)
                       : weft_cuda_batch_queue(&q[i].gate, ops, cnt);
     }
   }
@@ -116,51 +116,51 @@ static ncclResult_t stage_device_batches(queued_t *q, int n) {
   return res;
 }
 
-// The group's operations on the CUDA direct path go on their streams first:
+// The group's operations on the CUDA IPC path go on their streams first:
 // its collectives in call order, then its Send/Recv interleaved by rounds
 // (the same order on every rank, so no stream waits for a peer that waits
 // for it). They are done with on the host once queued.
-static ncclResult_t queue_direct_ops(queued_t *q, int n) {
+static ncclResult_t queue_ipc_ops(queued_t *q, int n) {
   ncclResult_t res = ncclSuccess;
   int np2p = 0;
   for (int i = 0; i < n && res == ncclSuccess; i++) {
-    if (!q[i].direct) continue;
+    if (!q[i].ipc) continue;
     if (q[i].op->cls == WEFT_CLASS_P2P) {
       np2p++;
       continue;
     }
-    res = weft_cuda_direct_queue(q[i].op, q[i].chan);
+    res = weft_cuda_ipc_queue(q[i].op, q[i].bridge);
     weft_op_free(q[i].op);
     q[i].op = NULL;
   }
   weft_op_t *local_ops[QUEUE_INLINE], **ops = local_ops;
-  weft_dev_chan_t *local_chans[QUEUE_INLINE], **chans = local_chans;
+  weft_dev_bridge_t *local_bridges[QUEUE_INLINE], **bridges = local_bridges;
   if (res == ncclSuccess && np2p > QUEUE_INLINE) {
     ops = calloc((size_t)np2p, sizeof(*ops));
-    chans = calloc((size_t)np2p, sizeof(*chans));
-    if (ops == NULL || chans == NULL) res = ncclSystemError;
+    bridges = calloc((size_t)np2p, sizeof(*bridges));
+    if (ops == NULL || bridges == NULL) res = ncclSystemError;
   }
   if (res == ncclSuccess && np2p > 0) {
     int k = 0;
     for (int i = 0; i < n; i++)
-      if (q[i].direct && q[i].op != NULL) ops[k] = q[i].op, chans[k++] = q[i].chan;
-    res = weft_cuda_direct_queue_p2p(ops, chans, k);
+      if (q[i].ipc && q[i].op != NULL) ops[k] = q[i].op, bridges[k++] = q[i].bridge;
+    res = weft_cuda_ipc_queue_p2p(ops, bridges, k);
   }
   for (int i = 0; i < n; i++)
-    if (q[i].direct) {
+    if (q[i].ipc) {
       weft_op_free(q[i].op);  // queued, or never to be
       q[i].op = NULL;
-      q[i].chan = NULL;
+      q[i].bridge = NULL;
     }
   if (ops != local_ops) free(ops);
-  if (chans != local_chans) free(chans);
+  if (bridges != local_bridges) free(bridges);
   return res;
 }
 
 // The gates of staged batches that will not be submitted.
 static void abandon_gates(queued_t *q, int n) {
   for (int i = 0; i < n; i++)
-    if (q[i].gate.chan != NULL) weft_cuda_gate_abandon(&q[i].gate);
+    if (q[i].gate.bridge != NULL) weft_cuda_gate_abandon(&q[i].gate);
 }
 
 // Tell the profiler plugin of a launched operation (hooks.h).
@@ -180,7 +180,7 @@ static ncclResult_t launch(queued_t *q, int n) {
   weft_op_t *local_ops[QUEUE_INLINE];
   weft_op_t **inline_ops = n <= QUEUE_INLINE ? local_ops : calloc((size_t)n, sizeof(*inline_ops));
   if (inline_ops == NULL) res = ncclSystemError;
-  if (res == ncclSuccess) res = queue_direct_ops(q, n);
+  if (res == ncclSuccess) res = queue_ipc_ops(q, n);
   if (res == ncclSuccess) res = stage_device_batches(q, n);
   for (int i = 0; i < n && res == ncclSuccess; i++)
     if (q[i].op != NULL) res = weft_op_launch(q[i].op);
@@ -199,7 +199,7 @@ static ncclResult_t launch(queued_t *q, int n) {
       continue;
     }
     weft_stream_t *s = q[i].stream;
-    weft_dev_gate_t gate = q[i].gate;  // a channel's items share one stream; its first item holds the gate
+    weft_dev_gate_t gate = q[i].gate;  // a bridge's items share one stream; its first item holds the gate
     int cnt = 0;
     for (int j = i; j < n; j++) cnt += q[j].op != NULL && q[j].stream == s;
     weft_op_t *local_batch[QUEUE_INLINE];
@@ -211,8 +211,8 @@ static ncclResult_t launch(queued_t *q, int n) {
         q[j].op = NULL;
       }
     }
-    q[i].gate.chan = NULL;  // handed over with the batch
-    res = weft_stream_submit_gated(s, batch, cnt, gate.chan != NULL ? &gate : NULL);
+    q[i].gate.bridge = NULL;  // handed over with the batch
+    res = weft_stream_submit_gated(s, batch, cnt, gate.bridge != NULL ? &gate : NULL);
     if (batch != local_batch) free(batch);
   }
   abandon_gates(q, n);  // batches staged but not submitted (a failure above)
@@ -240,16 +240,16 @@ static ncclResult_t group_launch(void) {
 
 int weft_group_depth(void) { return group_depth; }
 
-ncclResult_t weft_group_add(weft_op_t *op, weft_stream_t *stream, weft_dev_chan_t *chan) {
-  if (group_depth > 0) return queue_push(op, stream, chan, 0);
-  queued_t one = {op, stream, chan, {0}, 0};  // outside a group: straight to the engine
+ncclResult_t weft_group_add(weft_op_t *op, weft_stream_t *stream, weft_dev_bridge_t *bridge) {
+  if (group_depth > 0) return queue_push(op, stream, bridge, 0);
+  queued_t one = {op, stream, bridge, {0}, 0};  // outside a group: straight to the engine
   return launch(&one, 1);
 }
 
-ncclResult_t weft_group_add_direct(weft_op_t *op, weft_dev_chan_t *chan) {
-  if (group_depth > 0) return queue_push(op, NULL, chan, 1);
-  ncclResult_t res = op->cls == WEFT_CLASS_P2P ? weft_cuda_direct_queue_p2p(&op, &chan, 1)
-                                               : weft_cuda_direct_queue(op, chan);
+ncclResult_t weft_group_add_ipc(weft_op_t *op, weft_dev_bridge_t *bridge) {
+  if (group_depth > 0) return queue_push(op, NULL, bridge, 1);
+  ncclResult_t res = op->cls == WEFT_CLASS_P2P ? weft_cuda_ipc_queue_p2p(&op, &bridge, 1)
+                                               : weft_cuda_ipc_queue(op, bridge);
   weft_op_free(op);
   return res;
 }

@@ -3,7 +3,7 @@
  * and src/boot ask about CUDA, in plain C types and opaque handles.
  *
  * The core owns this interface and src/cuda implements it (cuda_rt.c,
- * cuda_stream.c, cuda_direct*.c, cuda_comm.c), so the core and boot include
+ * cuda_stream.c, cuda_ipc*.c, cuda_comm.c), so the core and boot include
  * no src/cuda header (scripts/check-includes.py holds them to it). Without a
  * driver every call here is a no-op or a single branch: every pointer is host
  * memory and no communicator has a device. docs/gpu_memory.md tells the
@@ -78,32 +78,32 @@ static inline void weft_mem_classify(const void *ptr, size_t bytes, weft_mem_inf
 void weft_cuda_comm_bind(struct ncclComm *comm);
 
 // ---- Device buffers on CUDA streams (cuda_stream.c) ----
-typedef struct weft_cuda_chan weft_dev_chan_t;
+typedef struct weft_cuda_bridge weft_dev_bridge_t;
 struct staging;
 
-// A batch's place in its channel: the worker waits for reached >= k before
+// A batch's place in its bridge: the worker waits for reached >= k before
 // it runs the batch and stores done = k after it. k = 0: staged (its
 // staging block reserved), not queued yet.
 typedef struct {
-  weft_dev_chan_t *chan;
+  weft_dev_bridge_t *bridge;
   uint32_t k;
-  int slot;               // the batch's region of the channel's staging ring, or -1
+  int slot;               // the batch's region of the bridge's staging ring, or -1
   struct staging *block;  // else its dedicated staging block
 } weft_dev_gate_t;
-// The channel of `stream` for comm (made on first use; comm then holds a
+// The bridge of `stream` for comm (made on first use; comm then holds a
 // reference). Refuses a stream being captured into a graph, a stream of
 // another device than the buffers' (`device`), and a thread with no
 // current context for the NULL stream.
-ncclResult_t weft_cuda_chan_get(struct ncclComm *comm, cudaStream_t stream, int device, const char *api,
-                                weft_dev_chan_t **out);
-// The host stream whose worker runs the channel's batches.
-struct weft_stream *weft_cuda_chan_worker(weft_dev_chan_t *chan);
-// A batch is made in two phases, each run for every channel of a group
+ncclResult_t weft_cuda_bridge_get(struct ncclComm *comm, cudaStream_t stream, int device, const char *api,
+                                  weft_dev_bridge_t **out);
+// The host stream whose worker runs the bridge's batches.
+struct weft_stream *weft_cuda_bridge_worker(weft_dev_bridge_t *bridge);
+// A batch is made in two phases, each run for every bridge of a group
 // before the next: pinning host memory synchronises the context, so no
 // staging may be allocated once any of the group's stream waits is queued.
 // Stage: reserve host staging for the operations (their sendbuff/recvbuff
 // now point there; the device pointers stay in op->dev); may allocate.
-ncclResult_t weft_cuda_batch_stage(weft_dev_chan_t *chan, weft_op_t **ops, int nops, weft_dev_gate_t *gate);
+ncclResult_t weft_cuda_batch_stage(weft_dev_bridge_t *bridge, weft_op_t **ops, int nops, weft_dev_gate_t *gate);
 // Queue: the copies and the counters on the user's stream; gate->k is then
 // the batch's number. Allocates nothing. On failure with the WAIT already
 // queued, gate stays set and the caller must abandon it; otherwise gate is
@@ -123,32 +123,32 @@ void weft_cuda_gate_abandon(weft_dev_gate_t *gate);
 // managed memory: then it is copied in stream order at each call, never
 // read by the host at creation.
 int weft_cuda_scalar_on_device(const void *scalar, size_t bytes);
-// A communicator is freed: drop its references to channels (a channel no
+// A communicator is freed: drop its references to bridges (a bridge no
 // communicator uses any more is drained and freed).
 void weft_cuda_comm_release(struct ncclComm *comm);
 
-// ---- The direct path (cuda_direct*.c, WEFT_CUDA_DIRECT=1) ----
+// ---- The IPC path (cuda_ipc*.c, WEFT_CUDA_IPC=1) ----
 // Communicator creation (every rank, after its transports are connected):
-// sets up the direct path when WEFT_CUDA_DIRECT=1, the ranks share one host,
+// sets up the IPC path when WEFT_CUDA_IPC=1, the ranks share one host,
 // and every rank has the driver, the kernels and a current context; else
 // leaves it off on every rank alike. Fails only on a bootstrap failure.
-ncclResult_t weft_cuda_direct_init(struct ncclComm *comm);
-// Whether op (device buffers) takes the direct path.
-int weft_cuda_direct_eligible(const weft_op_t *op);
-// Queues a collective on chan's stream; op stays the caller's.
-ncclResult_t weft_cuda_direct_queue(weft_op_t *op, weft_dev_chan_t *chan);
+ncclResult_t weft_cuda_ipc_init(struct ncclComm *comm);
+// Whether op (device buffers) takes the IPC path.
+int weft_cuda_ipc_eligible(const weft_op_t *op);
+// Queues a collective on bridge's stream; op stays the caller's.
+ncclResult_t weft_cuda_ipc_queue(weft_op_t *op, weft_dev_bridge_t *bridge);
 // Queues Send/Recv calls (one, or a group's, in call order) on their
-// channels' streams, interleaved in rounds; the ops stay the caller's.
-ncclResult_t weft_cuda_direct_queue_p2p(weft_op_t **ops, weft_dev_chan_t **chans, int n);
+// bridges' streams, interleaved in rounds; the ops stay the caller's.
+ncclResult_t weft_cuda_ipc_queue_p2p(weft_op_t **ops, weft_dev_bridge_t **bridges, int n);
 // ncclCommAbort: every counter this rank's streams may wait on (in its own
 // and its peers' scratch) is set past any call, so those streams run on;
 // what the aborted calls leave in their buffers is undefined.
-void weft_cuda_direct_release(struct ncclComm *comm);
-// Device memory the direct path holds for comm (its scratch), 0 without it.
+void weft_cuda_ipc_release(struct ncclComm *comm);
+// Device memory the IPC path holds for comm (its scratch), 0 without it.
 // Peers map the scratch, so it stays for the communicator's life.
-size_t weft_cuda_direct_device_bytes(const struct ncclComm *comm);
+size_t weft_cuda_ipc_device_bytes(const struct ncclComm *comm);
 // Teardown: waits (bounded) until peers stopped reading this rank's scratch,
 // unless it was released.
-void weft_cuda_direct_free(struct ncclComm *comm);
+void weft_cuda_ipc_free(struct ncclComm *comm);
 
 #endif

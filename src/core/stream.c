@@ -18,7 +18,7 @@
  * stream is rejected instead of dereferenced.
  *
  * The same machinery serves CUDA streams (src/cuda/cuda_stream.c): each CUDA
- * stream's channel owns a private host stream (not in the registry) whose
+ * stream's bridge owns a private host stream (not in the registry) whose
  * batches carry a gate: the worker waits until the GPU stream reached the
  * batch, runs it, then releases the GPU stream.
  */
@@ -39,7 +39,7 @@
 
 typedef struct batch {
   struct batch *next;
-  weft_dev_gate_t gate;  // CUDA stream batches: where the GPU stream meets it (chan NULL: none)
+  weft_dev_gate_t gate;  // CUDA stream batches: where the GPU stream meets it (bridge NULL: none)
   weftStreamCallback_t callback;  // a callback's batch (no operations); NULL: none
   void *callback_arg;
   int held;  // the submitting thread is running it (eager start): the worker leaves it alone
@@ -142,9 +142,9 @@ static void *worker(void *arg) {
     if (s->head == NULL && s->stop) break;
     batch_t *b = s->head;
     pthread_mutex_unlock(&s->lock);
-    if (b->gate.chan != NULL) weft_cuda_gate_wait(&b->gate, b->ops, b->nops);
+    if (b->gate.bridge != NULL) weft_cuda_gate_wait(&b->gate, b->ops, b->nops);
     ncclResult_t res = b->nops > 0 ? weft_engine_run(b->ops, b->nops, 1) : ncclSuccess;
-    if (b->gate.chan != NULL) weft_cuda_gate_open(&b->gate);
+    if (b->gate.bridge != NULL) weft_cuda_gate_open(&b->gate);
     for (int i = 0; i < b->nops; i++) weft_op_release_comm(b->ops[i]);
     if (b->callback != NULL) {
       pthread_mutex_lock(&s->lock);
@@ -226,7 +226,7 @@ ncclResult_t weft_stream_submit_gated(weft_stream_t *s, weft_op_t **ops, int nop
 // (eager start, above).
 static void enqueue(weft_stream_t *s, batch_t *b) {
   pthread_mutex_lock(&s->lock);
-  int held = b->held = s->head == NULL && s->eager_ns > 0 && b->nops > 0 && b->gate.chan == NULL;
+  int held = b->held = s->head == NULL && s->eager_ns > 0 && b->nops > 0 && b->gate.bridge == NULL;
   if (s->tail != NULL) s->tail->next = b;
   else s->head = b;
   s->tail = b;
@@ -274,7 +274,7 @@ ncclResult_t weftStreamCreate(cudaStream_t *stream) {
   }
   weft_stream_t *s;
   WEFTCHECK(weft_stream_create_private(&s));
-  s->eager_ns = weft_env_WEFT_STREAM_EAGER_NS();  // not for a CUDA channel's worker: its batches wait for the GPU
+  s->eager_ns = weft_env_WEFT_STREAM_EAGER_NS();  // not for a CUDA bridge's worker: its batches wait for the GPU
   pthread_mutex_lock(&live_lock);
   s->next_live = live;
   live = s;

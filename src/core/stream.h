@@ -23,7 +23,7 @@ ncclResult_t weft_stream_submit(weft_stream_t *s, weft_op_t **ops, int nops);
 ncclResult_t weft_stream_submit_gated(weft_stream_t *s, weft_op_t **ops, int nops, const weft_dev_gate_t *gate);
 
 // A host stream outside the registry of weftStreamCreate's handles (the
-// workers of CUDA stream channels); destroy drains it first.
+// workers of CUDA stream bridges); destroy drains it first.
 ncclResult_t weft_stream_create_private(weft_stream_t **out);
 void weft_stream_destroy_private(weft_stream_t *s);
 

@@ -1,6 +1,6 @@
 /*
  * cuda_kernels_dl.h — libweft-cuda.so (src/kernels/), the device reductions,
- * opened with dlopen the first time the direct path needs it: the file
+ * opened with dlopen the first time the IPC path needs it: the file
  * WEFT_CUDA_KERNELS_LIB names, else libweft-cuda.so beside libweft, else
  * the loader's search path. Its ABI version must match cuda_kernels.h.
  */

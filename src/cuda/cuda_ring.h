@@ -1,5 +1,5 @@
 /*
- * cuda_ring.h — the staging ring of a CUDA stream channel: regions of one
+ * cuda_ring.h — the staging ring of a CUDA stream bridge: regions of one
  * pinned block handed to batches in order and taken back, also in order,
  * when the stream has copied their results out (its `freed` counter).
  * Pure bookkeeping (no CUDA), so it is unit-tested on its own.

@@ -109,7 +109,7 @@ int weft_cuda_has_vmm(const weft_cuda_driver_t *d) {
          d->cuMemImportFromShareableHandle;
 }
 
-int weft_cuda_has_direct(const weft_cuda_driver_t *d) {
+int weft_cuda_has_ipc(const weft_cuda_driver_t *d) {
   return weft_cuda_has_engine(d) && d->cuMemAlloc && d->cuMemFree && d->cuMemsetD8 && d->cuIpcGetMemHandle &&
          d->cuIpcOpenMemHandle && d->cuIpcCloseMemHandle && d->cuStreamCreate && d->cuStreamDestroy;
 }

@@ -150,7 +150,7 @@ typedef struct {
   weft_CUresult (*cuMemExportToShareableHandle)(void *shareable, weft_CUmemGenericAllocationHandle h, int type,
                                                 unsigned long long flags);
   weft_CUresult (*cuMemImportFromShareableHandle)(weft_CUmemGenericAllocationHandle *h, void *os_handle, int type);
-  // The direct path (src/cuda/cuda_direct.c): every one of these, or no direct path.
+  // The IPC path (src/cuda/cuda_ipc.c): every one of these, or no IPC path.
   weft_CUresult (*cuMemAlloc)(weft_CUdeviceptr *p, size_t bytes);      // _v2
   weft_CUresult (*cuMemFree)(weft_CUdeviceptr p);                       // _v2
   weft_CUresult (*cuMemsetD8)(weft_CUdeviceptr p, unsigned char v, size_t n);  // _v2
@@ -171,7 +171,7 @@ typedef struct {
 // The groups of optional calls above, each present only if all its members are.
 int weft_cuda_has_engine(const weft_cuda_driver_t *d);
 int weft_cuda_has_vmm(const weft_cuda_driver_t *d);
-int weft_cuda_has_direct(const weft_cuda_driver_t *d);
+int weft_cuda_has_ipc(const weft_cuda_driver_t *d);
 
 // ---- Loader state ----
 // The driver's function table, or NULL when CUDA is absent (loads first).

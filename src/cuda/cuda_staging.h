@@ -10,10 +10,10 @@
  * threads of one process share a context and one rank's stream waits for
  * another's call. So pinned memory is taken at communicator creation (a
  * collective call, before any rank can queue work on it): counters for the
- * context's channels and WEFT_CUDA_STAGING_BLOCKS blocks of
+ * context's bridges and WEFT_CUDA_STAGING_BLOCKS blocks of
  * WEFT_CUDA_STAGING_BYTES. Calls are staged from those; only a call larger
  * than any idle block pins more memory at call time. Blocks are kept for the
- * life of the process, moving between the reserve and the channels.
+ * life of the process, moving between the reserve and the bridges.
  */
 #ifndef WEFT_CUDA_STAGING_H
 #define WEFT_CUDA_STAGING_H
@@ -36,7 +36,7 @@ typedef struct staging {
 void weft_cuda_reserve_init(void);
 // An idle reserved block of at least `bytes` of ctx's reserve, or NULL.
 staging_t *weft_cuda_reserve_take(weft_CUcontext ctx, size_t bytes);
-// Gives idle blocks back to ctx's reserve (a channel is freed).
+// Gives idle blocks back to ctx's reserve (a bridge is freed).
 void weft_cuda_reserve_give(weft_CUcontext ctx, staging_t *blocks);
 // A 256-byte slot of pinned, device-mapped counters from ctx's reserve:
 // 1 and *host, *dev set; 0 when the reserve has none left.

@@ -1,9 +1,9 @@
 /*
- * cuda_stream.c — device buffers on CUDA streams: channels, staging and the
+ * cuda_stream.c — device buffers on CUDA streams: bridges, staging and the
  * handshake between a GPU stream and weft's host engine (see cuda_stream.h
  * and docs/gpu_memory.md).
  *
- * Per batch k on a channel, queued on the caller's stream at call time:
+ * Per batch k on a bridge, queued on the caller's stream at call time:
  *   1. copy each send region (and a device-resident PreMulSum scalar) into
  *      pinned host staging;
  *   2. WRITE reached = k (the default flags put a fence before it, so the
@@ -12,7 +12,7 @@
  *      runs until the host stored it);
  *   4. copy each recv region back from staging;
  *   5. WRITE freed = k: the staging of batch k may be reused.
- * The channel's worker waits for reached >= k, runs the batch with the
+ * The bridge's worker waits for reached >= k, runs the batch with the
  * engine on the staging buffers, and stores done = k. The counters only
  * grow and are compared as (int32_t)(x - k) >= 0, so they never reset.
  *
@@ -40,10 +40,10 @@
 enum { FLAG_REACHED = 0, FLAG_DONE = 16, FLAG_FREED = 32, FLAGS_BYTES = 192 };  // uint32 indices, 64 B apart
 #define STAGE_ALIGN 64
 #define STAGE_MIN_BYTES ((size_t)1 << 20)
-#define DEDICATED_MAX 4  // dedicated blocks of one size a channel may have in flight before calls wait
+#define DEDICATED_MAX 4  // dedicated blocks of one size a bridge may have in flight before calls wait
 #define CU_STREAM_PER_THREAD_HANDLE ((weft_CUstream)(uintptr_t)0x2)
 
-struct weft_cuda_chan {
+struct weft_cuda_bridge {
   weft_CUcontext ctx;
   weft_CUstream stream;
   pthread_t owner;       // CU_STREAM_PER_THREAD: each thread has its own stream
@@ -58,11 +58,11 @@ struct weft_cuda_chan {
   staging_t *pool;       // dedicated blocks, for batches the ring cannot hold
   weft_stream_t *worker;
   int users;             // communicators holding it (registry lock)
-  struct weft_cuda_chan *next;
+  struct weft_cuda_bridge *next;
 };
 
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
-static weft_dev_chan_t *registry;
+static weft_dev_bridge_t *registry;
 
 static void nap_ns(int64_t ns) {
   struct timespec ts = {.tv_sec = ns / 1000000000, .tv_nsec = ns % 1000000000};
@@ -79,13 +79,13 @@ static ncclResult_t cu_fail(const char *api, const char *call, weft_CUresult r) 
     if (r_ != WEFT_CUDA_SUCCESS) return cu_fail(api, call, r_);  \
   } while (0)
 
-/* ---------- channels ---------- */
+/* ---------- bridges ---------- */
 
-static void chan_free(weft_dev_chan_t *c, const weft_cuda_driver_t *d);
+static void bridge_free(weft_dev_bridge_t *c, const weft_cuda_driver_t *d);
 
-static ncclResult_t chan_create(const weft_cuda_driver_t *d, weft_CUcontext ctx, weft_CUstream stream, int device,
-                                const char *api, weft_dev_chan_t **out) {
-  weft_dev_chan_t *c = calloc(1, sizeof(*c));
+static ncclResult_t bridge_create(const weft_cuda_driver_t *d, weft_CUcontext ctx, weft_CUstream stream, int device,
+                                  const char *api, weft_dev_bridge_t **out) {
+  weft_dev_bridge_t *c = calloc(1, sizeof(*c));
   if (c == NULL) return ncclSystemError;
   c->ctx = ctx;
   c->stream = stream;
@@ -111,17 +111,17 @@ static ncclResult_t chan_create(const weft_cuda_driver_t *d, weft_CUcontext ctx,
     weft_ring_init(&c->ring, c->ring_block->bytes);
   if (res == ncclSuccess) res = weft_stream_create_private(&c->worker);
   if (res != ncclSuccess) {
-    chan_free(c, d);
+    bridge_free(c, d);
     return res;
   }
-  INFO(WEFT_LOG_INIT, "CUDA stream %p of device %d: channel ready (counters at %p)", (void *)stream, device, flags);
+  INFO(WEFT_LOG_INIT, "CUDA stream %p of device %d: bridge ready (counters at %p)", (void *)stream, device, flags);
   *out = c;
   return ncclSuccess;
 }
 
 // Waits (bounded) until the stream finished with every staging block, then
 // frees them; a context that no longer exists leaves them to the process.
-static void chan_free(weft_dev_chan_t *c, const weft_cuda_driver_t *d) {
+static void bridge_free(weft_dev_bridge_t *c, const weft_cuda_driver_t *d) {
   if (c->worker != NULL) weft_stream_destroy_private(c->worker);  // every batch ran and opened its gate
   int64_t limit = weft_timeout_ms() > 0 ? weft_timeout_ms() : 60000;  // never wait forever at teardown
   int64_t end = weft_now_ms() + limit;
@@ -148,13 +148,13 @@ static void chan_free(weft_dev_chan_t *c, const weft_cuda_driver_t *d) {
 }
 
 // Remembers that comm uses c (once).
-static ncclResult_t comm_hold(struct ncclComm *comm, weft_dev_chan_t *c) {
-  for (int i = 0; i < comm->ncuda_chans; i++)
-    if (comm->cuda_chans[i] == c) return ncclSuccess;
-  weft_dev_chan_t **list = realloc(comm->cuda_chans, sizeof(*list) * (size_t)(comm->ncuda_chans + 1));
+static ncclResult_t comm_hold(struct ncclComm *comm, weft_dev_bridge_t *c) {
+  for (int i = 0; i < comm->ncuda_bridges; i++)
+    if (comm->cuda_bridges[i] == c) return ncclSuccess;
+  weft_dev_bridge_t **list = realloc(comm->cuda_bridges, sizeof(*list) * (size_t)(comm->ncuda_bridges + 1));
   if (list == NULL) return ncclSystemError;
-  comm->cuda_chans = list;
-  list[comm->ncuda_chans++] = c;
+  comm->cuda_bridges = list;
+  list[comm->ncuda_bridges++] = c;
   c->users++;
   return ncclSuccess;
 }
@@ -173,8 +173,8 @@ static ncclResult_t stream_context(const weft_cuda_driver_t *d, weft_CUstream s,
   return ncclInvalidArgument;
 }
 
-ncclResult_t weft_cuda_chan_get(struct ncclComm *comm, cudaStream_t stream, int device, const char *api,
-                                weft_dev_chan_t **out) {
+ncclResult_t weft_cuda_bridge_get(struct ncclComm *comm, cudaStream_t stream, int device, const char *api,
+                                  weft_dev_bridge_t **out) {
   const weft_cuda_driver_t *d = weft_cuda_driver();
   if (!weft_cuda_has_engine(d)) {
     WARN("%s: device buffers need the CUDA driver's stream memory operations and pinned host memory, which this "
@@ -202,12 +202,12 @@ ncclResult_t weft_cuda_chan_get(struct ncclComm *comm, cudaStream_t stream, int 
     res = ncclInvalidUsage;
   }
   pthread_mutex_lock(&registry_lock);
-  weft_dev_chan_t *c = NULL;
+  weft_dev_bridge_t *c = NULL;
   if (res == ncclSuccess) {
     for (c = registry; c != NULL; c = c->next)
       if (c->ctx == ctx && c->stream == s && (s != CU_STREAM_PER_THREAD_HANDLE || pthread_equal(c->owner, pthread_self())))
         break;
-    if (c == NULL && (res = chan_create(d, ctx, s, device, api, &c)) == ncclSuccess) {
+    if (c == NULL && (res = bridge_create(d, ctx, s, device, api, &c)) == ncclSuccess) {
       c->next = registry;
       registry = c;
     }
@@ -220,40 +220,40 @@ ncclResult_t weft_cuda_chan_get(struct ncclComm *comm, cudaStream_t stream, int 
   return res;
 }
 
-weft_stream_t *weft_cuda_chan_worker(weft_dev_chan_t *chan) { return chan->worker; }
-void *weft_cuda_chan_context(const weft_dev_chan_t *chan) { return chan->ctx; }
-void *weft_cuda_chan_stream(const weft_dev_chan_t *chan) { return chan->stream; }
+weft_stream_t *weft_cuda_bridge_worker(weft_dev_bridge_t *bridge) { return bridge->worker; }
+void *weft_cuda_bridge_context(const weft_dev_bridge_t *bridge) { return bridge->ctx; }
+void *weft_cuda_bridge_stream(const weft_dev_bridge_t *bridge) { return bridge->stream; }
 
 void weft_cuda_comm_release(struct ncclComm *comm) {
-  if (comm->ncuda_chans == 0) return;
+  if (comm->ncuda_bridges == 0) return;
   const weft_cuda_driver_t *d = weft_cuda_driver();
-  for (int i = 0; i < comm->ncuda_chans; i++) {
-    weft_dev_chan_t *c = comm->cuda_chans[i];
+  for (int i = 0; i < comm->ncuda_bridges; i++) {
+    weft_dev_bridge_t *c = comm->cuda_bridges[i];
     pthread_mutex_lock(&registry_lock);
     int last = --c->users == 0;
     if (last) {
-      for (weft_dev_chan_t **p = &registry; *p != NULL; p = &(*p)->next)
+      for (weft_dev_bridge_t **p = &registry; *p != NULL; p = &(*p)->next)
         if (*p == c) {
           *p = c->next;
           break;
         }
     }
     pthread_mutex_unlock(&registry_lock);
-    if (last) chan_free(c, d);
+    if (last) bridge_free(c, d);
   }
-  free(comm->cuda_chans);
-  comm->cuda_chans = NULL;
-  comm->ncuda_chans = 0;
+  free(comm->cuda_bridges);
+  comm->cuda_bridges = NULL;
+  comm->ncuda_bridges = 0;
 }
 
 int weft_cuda_comm_streams_drain(struct ncclComm *comm, int64_t limit_ms) {
   const weft_cuda_driver_t *d = weft_cuda_driver();
-  if (comm->ncuda_chans == 0) return 1;
+  if (comm->ncuda_bridges == 0) return 1;
   if (d == NULL || d->cuStreamQuery == NULL) return 0;
   int64_t end = weft_now_ms() + limit_ms;
   int idle = 1;
-  for (int i = 0; i < comm->ncuda_chans && idle; i++) {
-    weft_dev_chan_t *c = comm->cuda_chans[i];
+  for (int i = 0; i < comm->ncuda_bridges && idle; i++) {
+    weft_dev_bridge_t *c = comm->cuda_bridges[i];
     if (d->cuCtxPushCurrent(c->ctx) != WEFT_CUDA_SUCCESS) return 0;
     while (d->cuStreamQuery(c->stream) == WEFT_CUDA_ERROR_NOT_READY && (idle = weft_now_ms() < end))
       nap_ns(1000000);
@@ -266,10 +266,10 @@ int weft_cuda_comm_streams_drain(struct ncclComm *comm, int64_t limit_ms) {
 /* ---------- staging ---------- */
 
 // A block of at least `bytes` whose last user the stream has finished with
-// (chan->lock held, context current): the channel's own, else one from the
+// (bridge->lock held, context current): the bridge's own, else one from the
 // context's reserve, else newly pinned (cuda_staging.h says why that is the
-// last resort). Blocks are never freed while the channel lives.
-static staging_t *staging_take(weft_dev_chan_t *c, const weft_cuda_driver_t *d, size_t bytes, ncclResult_t *res,
+// last resort). Blocks are never freed while the bridge lives.
+static staging_t *staging_take(weft_dev_bridge_t *c, const weft_cuda_driver_t *d, size_t bytes, ncclResult_t *res,
                                int *must_wait) {
   uint32_t freed = atomic_load_explicit(&c->flags[FLAG_FREED], memory_order_acquire);
   staging_t *best = NULL;
@@ -350,8 +350,8 @@ static size_t op_place(weft_op_t *op, char *base, size_t at) {
 
 // Room for `total` bytes: a region of the ring when it has or will have
 // one (waiting for the stream, which frees regions in order), else a
-// dedicated block. chan->lock held; it is let go while waiting.
-static ncclResult_t stage_room(weft_dev_chan_t *c, const weft_cuda_driver_t *d, size_t total, weft_dev_gate_t *g,
+// dedicated block. bridge->lock held; it is let go while waiting.
+static ncclResult_t stage_room(weft_dev_bridge_t *c, const weft_cuda_driver_t *d, size_t total, weft_dev_gate_t *g,
                                char **host) {
   int64_t start = weft_now_ns(), nap = 2000, warned = 0;
   for (;;) {
@@ -393,7 +393,7 @@ static ncclResult_t stage_room(weft_dev_chan_t *c, const weft_cuda_driver_t *d, 
   }
 }
 
-ncclResult_t weft_cuda_batch_stage(weft_dev_chan_t *c, weft_op_t **ops, int nops, weft_dev_gate_t *gate) {
+ncclResult_t weft_cuda_batch_stage(weft_dev_bridge_t *c, weft_op_t **ops, int nops, weft_dev_gate_t *gate) {
   const weft_cuda_driver_t *d = weft_cuda_driver();
   *gate = (weft_dev_gate_t){.slot = -1};
   size_t total = 0;
@@ -402,7 +402,7 @@ ncclResult_t weft_cuda_batch_stage(weft_dev_chan_t *c, weft_op_t **ops, int nops
     WARN("CUDA stream %p: its context can no longer be made current", (void *)c->stream);
     return ncclUnhandledCudaError;
   }
-  weft_dev_gate_t g = {.chan = c, .slot = -1};
+  weft_dev_gate_t g = {.bridge = c, .slot = -1};
   char *host = NULL;
   pthread_mutex_lock(&c->lock);
   ncclResult_t res = stage_room(c, d, total > 0 ? total : 1, &g, &host);
@@ -416,17 +416,17 @@ ncclResult_t weft_cuda_batch_stage(weft_dev_chan_t *c, weft_op_t **ops, int nops
 }
 
 // The batch's staging is not in use any more (it was never queued, or its
-// stream work was synchronised). chan->lock held.
+// stream work was synchronised). bridge->lock held.
 static void release_room(weft_dev_gate_t *g) {
-  if (g->slot >= 0) weft_ring_drop(&g->chan->ring, g->slot);
+  if (g->slot >= 0) weft_ring_drop(&g->bridge->ring, g->slot);
   else if (g->block != NULL) g->block->busy = 0;
 }
 
 void weft_cuda_batch_unstage(weft_dev_gate_t *gate) {
-  if (gate->chan == NULL || gate->k != 0) return;
-  pthread_mutex_lock(&gate->chan->lock);
+  if (gate->bridge == NULL || gate->k != 0) return;
+  pthread_mutex_lock(&gate->bridge->lock);
   release_room(gate);
-  pthread_mutex_unlock(&gate->chan->lock);
+  pthread_mutex_unlock(&gate->bridge->lock);
   *gate = (weft_dev_gate_t){.slot = -1};
 }
 
@@ -434,7 +434,7 @@ static weft_CUdeviceptr dptr(const void *p) { return (weft_CUdeviceptr)(uintptr_
 
 // The stream work of batch k; *waiting says whether its WAIT is queued
 // (from then on the worker must see the gate, or the stream never moves on).
-static ncclResult_t queue_ops(weft_dev_chan_t *c, const weft_cuda_driver_t *d, weft_op_t **ops, int nops,
+static ncclResult_t queue_ops(weft_dev_bridge_t *c, const weft_cuda_driver_t *d, weft_op_t **ops, int nops,
                               uint32_t k, int *waiting) {
   const char *api = "CUDA stream";
   weft_CUstream s = c->stream;
@@ -465,7 +465,7 @@ static ncclResult_t queue_ops(weft_dev_chan_t *c, const weft_cuda_driver_t *d, w
 
 ncclResult_t weft_cuda_batch_queue(weft_dev_gate_t *gate, weft_op_t **ops, int nops) {
   const weft_cuda_driver_t *d = weft_cuda_driver();
-  weft_dev_chan_t *c = gate->chan;
+  weft_dev_bridge_t *c = gate->bridge;
   if (d->cuCtxPushCurrent(c->ctx) != WEFT_CUDA_SUCCESS) {
     weft_cuda_batch_unstage(gate);
     WARN("CUDA stream %p: its context can no longer be made current", (void *)c->stream);
@@ -500,7 +500,7 @@ ncclResult_t weft_cuda_batch_queue(weft_dev_gate_t *gate, weft_op_t **ops, int n
 /* ---------- the worker's side ---------- */
 
 void weft_cuda_gate_wait(const weft_dev_gate_t *g, weft_op_t **ops, int nops) {
-  _Atomic uint32_t *reached = &g->chan->flags[FLAG_REACHED];
+  _Atomic uint32_t *reached = &g->bridge->flags[FLAG_REACHED];
   int64_t start = weft_now_ns(), spin_ns = weft_spin_ns(0), nap = 1000;
   int64_t warn_at = weft_timeout_ms() > 0 ? start + weft_timeout_ms() * 1000000 : 0;
   int spinning = 1;  // for WEFT_SPIN_NS, then naps of 1 µs doubling up to 200 µs
@@ -513,7 +513,7 @@ void weft_cuda_gate_wait(const weft_dev_gate_t *g, weft_op_t **ops, int nops) {
     int64_t now = weft_now_ns();
     if (warn_at != 0 && now > warn_at) {
       WARN("CUDA stream %p has not reached weft's call (batch %u) after %d ms: is earlier work on it stuck?",
-           (void *)g->chan->stream, g->k, (int)weft_timeout_ms());
+           (void *)g->bridge->stream, g->k, (int)weft_timeout_ms());
       warn_at = 0;
     }
     nap_ns(nap);
@@ -530,13 +530,13 @@ void weft_cuda_gate_wait(const weft_dev_gate_t *g, weft_op_t **ops, int nops) {
 }
 
 void weft_cuda_gate_open(const weft_dev_gate_t *g) {
-  atomic_store_explicit(&g->chan->flags[FLAG_DONE], g->k, memory_order_release);
+  atomic_store_explicit(&g->bridge->flags[FLAG_DONE], g->k, memory_order_release);
 }
 
 void weft_cuda_gate_abandon(weft_dev_gate_t *g) {
-  if (g->chan == NULL) return;
+  if (g->bridge == NULL) return;
   if (g->k == 0) weft_cuda_batch_unstage(g);  // staged, never queued
-  else weft_stream_submit_gated(g->chan->worker, NULL, 0, g);
+  else weft_stream_submit_gated(g->bridge->worker, NULL, 0, g);
   *g = (weft_dev_gate_t){.slot = -1};
 }
 

@@ -39,11 +39,11 @@
 # COLLS (the collectives to run), NRANKS ("2 4"), RUN_TIMEOUT (seconds per
 # nccl-tests run, 120), PERF_DEVICE (set: weft's own *_perf with --device 1
 # under weftrun and as threads of one process, up to MAXBYTES, plus
-# PERF_ARGS, and the same with WEFT_CUDA_DIRECT=1, PyTorch included),
-# DIRECT_ONLY (set: only the direct path's runs, the copy bandwidth and the
+# PERF_ARGS, and the same with WEFT_CUDA_IPC=1, PyTorch included),
+# IPC_ONLY (set: only the IPC path's runs, the copy bandwidth and the
 # PyTorch checks), TEST_CUDA_STREAM (test_cuda_stream to run with
 # WEFT_TEST_REAL_CUDA=1; build/tests/multirank's by default, with
-# PERF_DEVICE or DIRECT_ONLY), SKIP_TORCH (set: no
+# PERF_DEVICE or IPC_ONLY), SKIP_TORCH (set: no
 # PyTorch or copy-bandwidth checks), SKIP_NVIDIA (set: no
 # NVIDIA nccl-tests runs, e.g. when threads on one GPU are all it could do).
 #
@@ -198,7 +198,7 @@ colls=${COLLS:-all_reduce all_gather reduce_scatter broadcast reduce alltoall se
 args=(-b 8 -e "$maxbytes" -f 4 -g 1 -n "$iters" -w 1 -c 1)
 libs="nvidia weft"
 [ -n "${SKIP_NVIDIA:-}" ] && libs=weft
-[ -n "${DIRECT_ONLY:-}" ] && libs=""
+[ -n "${IPC_ONLY:-}" ] && libs=""
 for lib in $libs; do
   if [ $lib = nvidia ]; then dir=$nvdir; else dir=$weftdir; fi
   for c in $colls; do
@@ -246,9 +246,9 @@ done
 
 # ---- 3a. test_cuda_stream on the real driver: the stand-in tests' bitwise
 # sweeps against the host path, stream semantics, Send/Recv, split, abort,
-# staging and direct path, with libcuda.so.1 and libweft-cuda.so.
+# staging and IPC path, with libcuda.so.1 and libweft-cuda.so.
 tcs=${TEST_CUDA_STREAM:-build/tests/multirank/test_cuda_stream}
-if [ -n "${PERF_DEVICE:-}${DIRECT_ONLY:-}${TEST_CUDA_STREAM:-}" ]; then
+if [ -n "${PERF_DEVICE:-}${IPC_ONLY:-}${TEST_CUDA_STREAM:-}" ]; then
   if [ -z "$gpu" ]; then
     say test-cuda-stream-real SKIP "no GPU visible"
   elif [ ! -x "$tcs" ]; then
@@ -267,19 +267,19 @@ if [ -n "${PERF_DEVICE:-}${DIRECT_ONLY:-}${TEST_CUDA_STREAM:-}" ]; then
   fi
 fi
 
-# ---- 3b. The direct path (WEFT_CUDA_DIRECT=1: collectives on the GPU through
+# ---- 3b. The IPC path (WEFT_CUDA_IPC=1: collectives on the GPU through
 # CUDA IPC and libweft-cuda.so's kernels, in rounds through device slots and
 # mailboxes): every benchmark of COLLS as processes, 8 B to MAXBYTES, every
 # type and op for all_reduce, and all_reduce as threads of one process.
-if [ -n "${PERF_DEVICE:-}${DIRECT_ONLY:-}" ] && [ -n "$gpu" ] && [ $weft_ok != 0 ] && [ -x build/bin/weftrun ]; then
+if [ -n "${PERF_DEVICE:-}${IPC_ONLY:-}" ] && [ -n "$gpu" ] && [ $weft_ok != 0 ] && [ -x build/bin/weftrun ]; then
   for n in ${NRANKS:-2 4}; do
     for c in $colls; do
-      WEFT_CUDA_DIRECT=1 run_perf weft "$weftdir" "weft-$c-direct-weftrun$n-gpu" build/bin/weftrun -n $n \
+      WEFT_CUDA_IPC=1 run_perf weft "$weftdir" "weft-$c-ipc-weftrun$n-gpu" build/bin/weftrun -n $n \
         "build/bin/${c}_perf" --device 1 -b 8 -e "$maxbytes" -f 4 -n "$iters" -w 1 -c 1
     done
-    WEFT_CUDA_DIRECT=1 run_perf weft "$weftdir" "weft-all_reduce-direct-types-weftrun$n-gpu" build/bin/weftrun -n $n \
+    WEFT_CUDA_IPC=1 run_perf weft "$weftdir" "weft-all_reduce-ipc-types-weftrun$n-gpu" build/bin/weftrun -n $n \
       build/bin/all_reduce_perf --device 1 -b 8 -e 4M -f 8 -n 2 -w 1 -c 1 -d all -o all
-    WEFT_CUDA_DIRECT=1 run_perf weft "$weftdir" "weft-all_reduce-direct-threads$n-gpu" build/bin/all_reduce_perf \
+    WEFT_CUDA_IPC=1 run_perf weft "$weftdir" "weft-all_reduce-ipc-threads$n-gpu" build/bin/all_reduce_perf \
       --device 1 -t $n -b 8 -e "$maxbytes" -f 4 -n "$iters" -w 1 -c 1
   done
 fi
@@ -313,16 +313,16 @@ elif ! timeout 60 "$py" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_avail
 else
   timeout 180 "$py" $tc --backend nccl --out "$out/torch-nvidia.json" >"$out/torch-nvidia.log" 2>&1
   say torch-nvidia "$([ $? = 0 ] && echo PASS || echo FAIL)" "$(tail -1 "$out/torch-nvidia.log")"
-  # weft through staging, and (PERF_DEVICE or DIRECT_ONLY) on the direct path.
+  # weft through staging, and (PERF_DEVICE or IPC_ONLY) on the IPC path.
   modes=""
-  [ -z "${DIRECT_ONLY:-}" ] && modes="weft"
-  [ -n "${PERF_DEVICE:-}${DIRECT_ONLY:-}" ] && modes="$modes weft-direct"
+  [ -z "${IPC_ONLY:-}" ] && modes="weft"
+  [ -n "${PERF_DEVICE:-}${IPC_ONLY:-}" ] && modes="$modes weft-ipc"
   for m in $modes; do
     if [ $weft_ok = 0 ]; then
       say "torch-$m" SKIP "weft did not build"
       continue
     fi
-    WEFT_CUDA_DIRECT=$([ $m = weft-direct ] && echo 1 || echo 0) LD_PRELOAD=$weftdir/libnccl.so.2 timeout 180 \
+    WEFT_CUDA_IPC=$([ $m = weft-ipc ] && echo 1 || echo 0) LD_PRELOAD=$weftdir/libnccl.so.2 timeout 180 \
       "$py" $tc --backend nccl --out "$out/torch-$m.json" >"$out/torch-$m.log" 2>&1
     say "torch-$m" "$([ $? = 0 ] && echo PASS || echo FAIL)" "$(tail -1 "$out/torch-$m.log")"
     if [ -f "$out/torch-nvidia.json" ] && [ -f "$out/torch-$m.json" ]; then

@@ -563,9 +563,9 @@ Test(cuda_stream, two_ranks_as_threads_share_a_device, .timeout = 60) {
   WEFT_TEST_EXPECT_FORK_OK(1, 1, threads_body, NULL, 50);
 }
 
-/* ---------- the direct path (WEFT_CUDA_DIRECT=1) ---------- */
+/* ---------- the IPC path (WEFT_CUDA_IPC=1) ---------- */
 
-// Collectives on the GPU among the ranks of a host (src/cuda_direct*.c),
+// Collectives on the GPU among the ranks of a host (src/cuda_ipc*.c),
 // with a stand-in libweft-cuda.so whose "kernels" run weft's host
 // reductions on the stand-in driver's streams. The slots hold 4 KiB, so
 // most calls take many rounds (with blocks, slices of 2 or 1.25 KiB), and
@@ -574,8 +574,8 @@ Test(cuda_stream, two_ranks_as_threads_share_a_device, .timeout = 60) {
 // the result does not depend on the order of the operands: every type and
 // op but float avg for two ranks (a op b and b op a are the same bits for
 // finite floats), integers and float max/min for three.
-static int direct_order_matters(ncclDataType_t t, ncclRedOp_t op, int nranks) {
-  // The direct path rounds every scaled operand (avg), and folds in rank
+static int ipc_order_matters(ncclDataType_t t, ncclRedOp_t op, int nranks) {
+  // The IPC path rounds every scaled operand (avg), and folds in rank
   // order where the host path follows its algorithm's order.
   return is_float(t) && (op == ncclAvg || (nranks > 2 && op != ncclMax && op != ncclMin));
 }
@@ -586,10 +586,10 @@ static int fake_counter(const char *lib_env, const char *name) {
   return f != NULL ? f() : -1;
 }
 
-// Lines of process line_pid saying "CUDA direct path: on" in the log of
+// Lines of process line_pid saying "CUDA IPC path: on" in the log of
 // process file_pid (NCCL_DEBUG_FILE with %p: a rank forked after its parent
 // opened the log writes to the parent's file). Lines start "host:pid:tid".
-static int direct_on_lines(int file_pid, int line_pid) {
+static int ipc_on_lines(int file_pid, int line_pid) {
   const char *pattern = getenv("NCCL_DEBUG_FILE"), *pp = pattern != NULL ? strstr(pattern, "%p") : NULL;
   if (pp == NULL) return 0;
   char path[512], tag[32], line[512];
@@ -598,29 +598,29 @@ static int direct_on_lines(int file_pid, int line_pid) {
   FILE *f = fopen(path, "r");
   int n = 0;
   while (f != NULL && fgets(line, sizeof(line), f) != NULL)
-    n += strstr(line, tag) != NULL && strstr(line, "CUDA direct path: on") != NULL;
+    n += strstr(line, tag) != NULL && strstr(line, "CUDA IPC path: on") != NULL;
   if (f != NULL) fclose(f);
   return n;
 }
 
 #define EVIDENCE (tcu_real() ? "communicators with the path on" : "waits on peers")
 
-// How far this process took the direct path: with the stand-in driver, its
+// How far this process took the IPC path: with the stand-in driver, its
 // streams' waits on peers' counters in device memory (the staging path
 // waits only on pinned host memory); with real CUDA, the communicators that
-// set the path up, from the log (direct_setup turns it on).
-static int direct_evidence(void) {
+// set the path up, from the log (ipc_setup turns it on).
+static int ipc_evidence(void) {
   if (!tcu_real()) return fake_counter("WEFT_CUDA_DRIVER_LIB", "fake_cuda_device_waits");
-  return direct_on_lines(getpid(), getpid()) + direct_on_lines(getppid(), getpid());
+  return ipc_on_lines(getpid(), getpid()) + ipc_on_lines(getppid(), getpid());
 }
 
-static int direct_sweep(sweep_t *w) {
+static int ipc_sweep(sweep_t *w) {
   const ncclRedOp_t ops[] = {ncclSum, ncclProd, ncclMax, ncclMin, ncclAvg};
   const size_t counts[] = {1, 1027, 9000};
   const coll_t with_op[] = {AR, RD, RS};
   for (int t = 0; t < ncclNumTypes; t++)
     for (int o = 0; o < 5; o++) {
-      if (direct_order_matters((ncclDataType_t)t, ops[o], w->nranks)) continue;
+      if (ipc_order_matters((ncclDataType_t)t, ops[o], w->nranks)) continue;
       for (int c = 0; c < 3; c++)
         for (int ci = 0; ci < 3; ci++)
           for (int ip = 0; ip < 2; ip++)
@@ -642,8 +642,8 @@ static int direct_sweep(sweep_t *w) {
 // Calls in flight, each on the last one's result: a rank must not refill a
 // slot before every peer has read it (the done counters). Some calls are in
 // a group with a send and a receive on the same stream, which take the
-// staging path: every rank queues the group's direct work first.
-static void direct_in_flight(sweep_t *w) {
+// staging path: every rank queues the group's IPC-path work first.
+static void ipc_in_flight(sweep_t *w) {
   int32_t *h = (int32_t *)w->h[0], *dv = (int32_t *)w->d[0];
   int32_t *out = (int32_t *)w->d[1], *in = out + M;  // the groups' send and receive buffers
   int next = (w->rank + 1) % w->nranks, prev = (w->rank + w->nranks - 1) % w->nranks;
@@ -679,28 +679,28 @@ static void direct_in_flight(sweep_t *w) {
     }
 }
 
-static int direct_body(int rank, int nranks, ncclUniqueId id, void *arg) {
+static int ipc_body(int rank, int nranks, ncclUniqueId id, void *arg) {
   (void)arg;
   sweep_t w;
   if (sweep_open(&w, rank, nranks, id) != 0) return weft_test_failures();
   finite_floats = 1;
-  int failed = direct_sweep(&w);
-  int waits = direct_evidence();
+  int failed = ipc_sweep(&w);
+  int waits = ipc_evidence();
   int reductions = fake_counter("WEFT_CUDA_KERNELS_LIB", "fake_kernels_calls");
   // With the stand-in, every call waited on its peers' counters in device
   // memory at least once, and reductions ran as stand-in kernels.
   WEFT_TEST_CHECK(tcu_real() ? waits > 0 : waits >= w.cases * (nranks - 1),
-                  "the direct path was not taken: %d %s for %d calls", waits, EVIDENCE, w.cases);
-  WEFT_TEST_CHECK(tcu_real() || reductions > 0, "the direct path queued no reductions");
-  if (!failed && weft_test_failures() == 0) direct_in_flight(&w);
+                  "the IPC path was not taken: %d %s for %d calls", waits, EVIDENCE, w.cases);
+  WEFT_TEST_CHECK(tcu_real() || reductions > 0, "the IPC path queued no reductions");
+  if (!failed && weft_test_failures() == 0) ipc_in_flight(&w);
   if (rank == 0)
-    fprintf(stderr, "cuda_stream direct: %d ranks, %d calls compared, %d %s, %d reductions queued\n",
+    fprintf(stderr, "cuda_stream ipc: %d ranks, %d calls compared, %d %s, %d reductions queued\n",
             nranks, w.cases, waits, EVIDENCE, reductions);
   sweep_close(&w);
   return weft_test_failures();
 }
 
-// Send/Recv on the direct path (4 KiB mailboxes): each rank's bytes to
+// Send/Recv on the IPC path (4 KiB mailboxes): each rank's bytes to
 // peer p are a pattern of (sender, receiver, call, byte), so every receive
 // says where its bytes came from. Sizes of 1 byte to 17 rounds; a ring and
 // all-to-all exchanges with a self send, in groups; two calls to one peer
@@ -809,11 +809,11 @@ static int p2p_body(int rank, int nranks, ncclUniqueId id, void *arg) {
     for (int p = 0; p < nranks; p++) from[p] = p == prev;
     p2p_check(&t, call, MAXB, from, "beside all-reduces");
   }
-  int waits = direct_evidence();
-  WEFT_TEST_CHECK(tcu_real() ? waits > 0 : waits >= call * 2, "the direct path was not taken: %d %s", waits,
+  int waits = ipc_evidence();
+  WEFT_TEST_CHECK(tcu_real() ? waits > 0 : waits >= call * 2, "the IPC path was not taken: %d %s", waits,
                   EVIDENCE);
   if (rank == 0)
-    fprintf(stderr, "cuda_stream direct p2p: %d ranks, %d exchanges, %d %s\n", nranks, call, waits, EVIDENCE);
+    fprintf(stderr, "cuda_stream ipc p2p: %d ranks, %d exchanges, %d %s\n", nranks, call, waits, EVIDENCE);
   free(from);
   WEFT_TEST_CHECK_RES(ncclCommDestroy(t.comm), ncclSuccess);
   cu.free(tcu_p(t.d_send));
@@ -825,9 +825,10 @@ static int p2p_body(int rank, int nranks, ncclUniqueId id, void *arg) {
 
 static weft_test_one_id_t p2p_job = {p2p_body, NULL};
 
-static weft_test_one_id_t direct_job = {direct_body, NULL};
+static weft_test_one_id_t ipc_job = {ipc_body, NULL};
 
-static void direct_setup(void) {
+// prefix: WEFT_CUDA_IPC, or its old name WEFT_CUDA_DIRECT (an alias).
+static void ipc_setup_named(const char *prefix) {
   driver_setup();
   if (tcu_real()) {  // libweft-cuda.so beside libweft; each rank logs whether the path came up
     setenv("NCCL_DEBUG", "INFO", 1);
@@ -841,60 +842,67 @@ static void direct_setup(void) {
     snprintf(lib, sizeof(lib), "%s/tests/lib/libweft-fake-cuda-kernels.so", b && b[0] ? b : "build");
     setenv("WEFT_CUDA_KERNELS_LIB", lib, 1);
   }
-  setenv("WEFT_CUDA_DIRECT", "1", 1);
-  setenv("WEFT_CUDA_DIRECT_SCRATCH_BYTES", "4096", 1);
-  setenv("WEFT_CUDA_DIRECT_P2P_BYTES", "4096", 1);
-  setenv("WEFT_CUDA_DIRECT_TWO_PHASE_MIN_BYTES", "4096", 1);  // 3 ranks: larger all-reduces in two phases
+  static const char *const knob[][2] = {{"", "1"},
+                                         {"_SCRATCH_BYTES", "4096"},
+                                         {"_P2P_BYTES", "4096"},
+                                         {"_TWO_PHASE_MIN_BYTES", "4096"}};  // 3 ranks: larger all-reduces in two phases
+  for (size_t i = 0; i < sizeof(knob) / sizeof(knob[0]); i++) {
+    char name[64];
+    snprintf(name, sizeof(name), "%s%s", prefix, knob[i][0]);
+    setenv(name, knob[i][1], 1);
+  }
 }
 
-Test(cuda_stream, direct_path_matches_the_host_path_2_ranks, .timeout = 240) {
+static void ipc_setup(void) { ipc_setup_named("WEFT_CUDA_IPC"); }
+
+Test(cuda_stream, ipc_path_matches_the_host_path_2_ranks, .timeout = 240) {
   weft_test_env_timeout(60);
-  direct_setup();
-  WEFT_TEST_EXPECT_FORK_OK(2, 1, weft_test_one_id_main, &direct_job, 220);
+  ipc_setup();
+  WEFT_TEST_EXPECT_FORK_OK(2, 1, weft_test_one_id_main, &ipc_job, 220);
 }
 
-Test(cuda_stream, direct_path_matches_the_host_path_1_rank, .timeout = 240) {
+Test(cuda_stream, ipc_path_matches_the_host_path_1_rank, .timeout = 240) {
   weft_test_env_timeout(60);
-  direct_setup();
-  WEFT_TEST_EXPECT_FORK_OK(1, 1, weft_test_one_id_main, &direct_job, 220);
+  ipc_setup_named("WEFT_CUDA_DIRECT");  // the knobs' old names still turn the path on and size it
+  WEFT_TEST_EXPECT_FORK_OK(1, 1, weft_test_one_id_main, &ipc_job, 220);
 }
 
-Test(cuda_stream, direct_path_matches_the_host_path_3_ranks, .timeout = 240) {
+Test(cuda_stream, ipc_path_matches_the_host_path_3_ranks, .timeout = 240) {
   weft_test_env_timeout(60);
-  direct_setup();
-  WEFT_TEST_EXPECT_FORK_OK(3, 1, weft_test_one_id_main, &direct_job, 220);
+  ipc_setup();
+  WEFT_TEST_EXPECT_FORK_OK(3, 1, weft_test_one_id_main, &ipc_job, 220);
 }
 
-Test(cuda_stream, direct_path_send_recv, .timeout = 120) {
+Test(cuda_stream, ipc_path_send_recv, .timeout = 120) {
   weft_test_env_timeout(30);
-  direct_setup();
+  ipc_setup();
   WEFT_TEST_EXPECT_FORK_OK(2, 1, weft_test_one_id_main, &p2p_job, 100);
   WEFT_TEST_EXPECT_FORK_OK(3, 1, weft_test_one_id_main, &p2p_job, 100);
 }
 
-// Ranks of one process on the direct path: one thread driving both fake
+// Ranks of one process on the IPC path: one thread driving both fake
 // devices in a group (their contexts grant each other peer access), and
 // two threads sharing a device.
 typedef struct {
   int (*body)(int, int, ncclUniqueId *, void *);
 } one_process_t;
 
-static int direct_in_one_process(int rank, int nranks, ncclUniqueId *ids, void *arg) {
+static int ipc_in_one_process(int rank, int nranks, ncclUniqueId *ids, void *arg) {
   int failed = ((one_process_t *)arg)->body(rank, nranks, ids, NULL);
-  int waits = direct_evidence();
-  WEFT_TEST_CHECK(waits > 0, "the direct path was not taken (%d %s)", waits, EVIDENCE);
+  int waits = ipc_evidence();
+  WEFT_TEST_CHECK(waits > 0, "the IPC path was not taken (%d %s)", waits, EVIDENCE);
   return failed ? failed : weft_test_failures();
 }
 
-Test(cuda_stream, direct_path_ranks_in_one_process, .timeout = 120) {
+Test(cuda_stream, ipc_path_ranks_in_one_process, .timeout = 120) {
   weft_test_env_timeout(30);
-  direct_setup();
+  ipc_setup();
   one_process_t multi = {multi_body}, threads = {threads_body};
-  if (!tcu_real() || tcu_device_count() >= 2) WEFT_TEST_EXPECT_FORK_OK(1, 0, direct_in_one_process, &multi, 50);
-  WEFT_TEST_EXPECT_FORK_OK(1, 1, direct_in_one_process, &threads, 50);
+  if (!tcu_real() || tcu_device_count() >= 2) WEFT_TEST_EXPECT_FORK_OK(1, 0, ipc_in_one_process, &multi, 50);
+  WEFT_TEST_EXPECT_FORK_OK(1, 1, ipc_in_one_process, &threads, 50);
 }
 
-// Communicators made by ncclCommSplit take the direct path too: 3 ranks
+// Communicators made by ncclCommSplit take the IPC path too: 3 ranks
 // split by parity, each child all-reduces and its ranks exchange a ring.
 static int split_body(int rank, int nranks, ncclUniqueId id, void *arg) {
   (void)arg;
@@ -905,7 +913,7 @@ static int split_body(int rank, int nranks, ncclUniqueId id, void *arg) {
   int32_t *buf = tcu_alloc(&cu, M * sizeof(int32_t)), *in = tcu_alloc(&cu, M * sizeof(int32_t));
   int32_t *h = malloc(M * sizeof(int32_t));
   if (comm == NULL || buf == NULL || in == NULL || h == NULL) return weft_test_failures() + 1;
-  int before = direct_evidence();
+  int before = ipc_evidence();
   WEFT_TEST_CHECK_RES(ncclCommSplit(comm, rank % 2, rank, &child, NULL), ncclSuccess);
   int crank = -1, cn = 0;
   WEFT_TEST_CHECK_RES(ncclCommUserRank(child, &crank), ncclSuccess);
@@ -928,8 +936,8 @@ static int split_body(int rank, int nranks, ncclUniqueId id, void *arg) {
   WEFT_TEST_CHECK(h[5] == want_sum + cn * 5, "child all-reduce: %d, expected %d", h[5], want_sum + cn * 5);
   WEFT_TEST_CHECK(cu.dtoh(h, tcu_p(in), M * sizeof(int32_t)) == 0, "dtoh failed");
   WEFT_TEST_CHECK(h[7] == from * 1000 + 7, "child ring: %d, expected %d", h[7], from * 1000 + 7);
-  int waits = direct_evidence() - before;
-  WEFT_TEST_CHECK(cn == 1 || waits > 0, "the child's calls did not take the direct path");
+  int waits = ipc_evidence() - before;
+  WEFT_TEST_CHECK(cn == 1 || waits > 0, "the child's calls did not take the IPC path");
   WEFT_TEST_CHECK_RES(ncclCommDestroy(child), ncclSuccess);
   WEFT_TEST_CHECK_RES(ncclCommDestroy(comm), ncclSuccess);
   cu.free(tcu_p(buf));
@@ -941,9 +949,9 @@ static int split_body(int rank, int nranks, ncclUniqueId id, void *arg) {
 
 static weft_test_one_id_t split_job = {split_body, NULL};
 
-Test(cuda_stream, direct_path_in_split_communicators, .timeout = 60) {
+Test(cuda_stream, ipc_path_in_split_communicators, .timeout = 60) {
   weft_test_env_timeout(20);
-  direct_setup();
+  ipc_setup();
   WEFT_TEST_EXPECT_FORK_OK(3, 1, weft_test_one_id_main, &split_job, 50);
 }
 
@@ -981,17 +989,17 @@ static int abort_body(int rank, int nranks, ncclUniqueId id, void *arg) {
 
 static weft_test_one_id_t abort_job = {abort_body, NULL};
 
-Test(cuda_stream, direct_path_abort_releases_waiting_streams, .timeout = 60) {
+Test(cuda_stream, ipc_path_abort_releases_waiting_streams, .timeout = 60) {
   weft_test_env_timeout(20);
-  direct_setup();
+  ipc_setup();
   WEFT_TEST_EXPECT_FORK_OK(2, 1, weft_test_one_id_main, &abort_job, 50);
 }
 
 // The stream semantics, groups, the device PreMulSum scalar, capture and
-// refusals again, with the direct path on.
-Test(cuda_stream, direct_path_keeps_stream_semantics, .timeout = 120) {
+// refusals again, with the IPC path on.
+Test(cuda_stream, ipc_path_keeps_stream_semantics, .timeout = 120) {
   weft_test_env_timeout(30);
-  direct_setup();
+  ipc_setup();
   WEFT_TEST_EXPECT_FORK_OK(3, 1, weft_test_one_id_main, &order_job, 50);
   WEFT_TEST_EXPECT_FORK_OK(2, 1, weft_test_one_id_main, &misc_job, 50);
 }

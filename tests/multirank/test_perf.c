@@ -254,27 +254,27 @@ Test(perf, every_benchmark_on_device_buffers, .timeout = 240) {
   }
 }
 
-// The direct path (WEFT_CUDA_DIRECT=1: collectives and Send/Recv on the GPU
+// The IPC path (WEFT_CUDA_IPC=1: collectives and Send/Recv on the GPU
 // through CUDA IPC), with the stand-in driver and kernels and 4 KiB slots,
 // so that most sizes take several rounds: all-reduce with every type and
 // op (PreMulSum with a different scalar on each rank included; two phases
 // from 4 KiB) as 3 processes and as 2 threads, then every other benchmark
 // as 3 processes (2 for the hypercube).
 // 4 KiB slots; all-reduces of 4 KiB or more among 3 ranks in two phases.
-#define DIRECT_SMALL "WEFT_CUDA_DIRECT_SCRATCH_BYTES=4096", "WEFT_CUDA_DIRECT_TWO_PHASE_MIN_BYTES=4096"
+#define IPC_SMALL "WEFT_CUDA_IPC_SCRATCH_BYTES=4096", "WEFT_CUDA_IPC_TWO_PHASE_MIN_BYTES=4096"
 
-static void direct_env(char *env_lib, char *env_kern, size_t len) {
+static void ipc_env(char *env_lib, char *env_kern, size_t len) {
   const char *b = getenv("WEFT_BUILD_DIR");
   snprintf(env_lib, len, "WEFT_CUDA_DRIVER_LIB=%s/tests/lib/libweft-fake-cuda.so", b && b[0] ? b : "build");
   snprintf(env_kern, len, "WEFT_CUDA_KERNELS_LIB=%s/tests/lib/libweft-fake-cuda-kernels.so", b && b[0] ? b : "build");
 }
 
-Test(perf, all_reduce_direct_path_every_type_and_op, .timeout = 180) {
+Test(perf, all_reduce_ipc_path_every_type_and_op, .timeout = 180) {
   char weftrun[512], path[512], env_lib[640], env_kern[640];
   bin_path(weftrun, sizeof(weftrun), "weftrun");
   bin_path(path, sizeof(path), "all_reduce_perf");
-  direct_env(env_lib, env_kern, sizeof(env_lib));
-  char *env[] = {env_lib, env_kern, "WEFT_CUDA_DIRECT=1", DIRECT_SMALL, NULL};
+  ipc_env(env_lib, env_kern, sizeof(env_lib));
+  char *env[] = {env_lib, env_kern, "WEFT_CUDA_IPC=1", IPC_SMALL, NULL};
   for (int form = 0; form < 2; form++) {
     char *argv[MAX_ARGS];
     if (form == 0)
@@ -288,18 +288,18 @@ Test(perf, all_reduce_direct_path_every_type_and_op, .timeout = 180) {
     report_t r;
     parse(text, &r);
     cr_expect(status == 0 && r.footer_ok && r.bad_rows == 0 && r.rows == 12 * 6 * 5,
-              "direct path (%s): exit %d, %d rows, %d wrong\n%s", form ? "-t 2" : "weftrun -n 3", status, r.rows,
+              "IPC path (%s): exit %d, %d rows, %d wrong\n%s", form ? "-t 2" : "weftrun -n 3", status, r.rows,
               r.bad_rows, text);
     free(text);
     free_argv(argv);
   }
 }
 
-Test(perf, every_benchmark_on_the_direct_path, .timeout = 240) {
+Test(perf, every_benchmark_on_the_ipc_path, .timeout = 240) {
   char weftrun[512], env_lib[640], env_kern[640];
   bin_path(weftrun, sizeof(weftrun), "weftrun");
-  direct_env(env_lib, env_kern, sizeof(env_lib));
-  char *env[] = {env_lib, env_kern, "WEFT_CUDA_DIRECT=1", DIRECT_SMALL, "NCCL_DEBUG=INFO",
+  ipc_env(env_lib, env_kern, sizeof(env_lib));
+  char *env[] = {env_lib, env_kern, "WEFT_CUDA_IPC=1", IPC_SMALL, "NCCL_DEBUG=INFO",
                  "NCCL_DEBUG_SUBSYS=INIT", NULL};
   for (size_t k = 1; k < NBENCH; k++) {
     char path[512], name[64];
@@ -315,9 +315,9 @@ Test(perf, every_benchmark_on_the_direct_path, .timeout = 240) {
     report_t r;
     parse(text, &r);
     cr_expect(status == 0 && r.footer_ok && r.bad_rows == 0 && r.rows == 12 * 6,
-              "%s --device 1 on the direct path: exit %d, %d rows, %d wrong\n%s", name, status, r.rows, r.bad_rows,
+              "%s --device 1 on the IPC path: exit %d, %d rows, %d wrong\n%s", name, status, r.rows, r.bad_rows,
               text);
-    cr_expect(text != NULL && strstr(text, "CUDA direct path: on") != NULL, "%s: the direct path was off\n%s", name,
+    cr_expect(text != NULL && strstr(text, "CUDA IPC path: on") != NULL, "%s: the IPC path was off\n%s", name,
               text);
     free(text);
     free_argv(argv);

@@ -1,5 +1,5 @@
 /*
- * test_cuda_ring.c — the staging ring of a CUDA stream channel
+ * test_cuda_ring.c — the staging ring of a CUDA stream bridge
  * (src/cuda/cuda_ring.c): regions handed out in order, taken back in order as the
  * stream's `freed` counter passes their batches, wrapping around the block;
  * WAIT only when the stream will free room, NEVER when it cannot (too big,

@@ -493,7 +493,7 @@ EXPORT CUresult cuMemsetD32Async(CUdeviceptr dst, unsigned int ui, size_t n, CUs
 
 // Stream memory operations: device addresses (host-mapped memory's device
 // pointer is its host address), aligned, never managed memory.
-static atomic_int device_waits;  // waits on device memory queued (tests tell the direct path from staging)
+static atomic_int device_waits;  // waits on device memory queued (tests tell the IPC path from staging)
 
 static CUresult memop(fk_op_kind kind, CUstream h, CUdeviceptr addr, uint64_t value, unsigned width, unsigned flags) {
   unsigned valid = kind == FK_OP_WRITE ? CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER : 3u | CU_STREAM_WAIT_VALUE_FLUSH;

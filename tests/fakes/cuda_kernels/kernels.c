@@ -2,8 +2,8 @@
  * kernels.c — a stand-in libweft-cuda.so for the stand-in CUDA driver
  * (tests/fakes/cuda): the same C entry points (src/kernels/cuda_kernels.h),
  * queued on the fake stream as host functions that run weft's host
- * reductions on the fake's host views of device memory. It lets the direct
- * path (src/cuda/cuda_direct.c) run in tests without a GPU; the real kernels'
+ * reductions on the fake's host views of device memory. It lets the IPC
+ * path (src/cuda/cuda_ipc.c) run in tests without a GPU; the real kernels'
  * arithmetic is checked bit for bit against the same host reductions by
  * tests/unit/test_cuda_ops.
  */

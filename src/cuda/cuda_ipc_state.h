@@ -1,8 +1,8 @@
 /*
- * cuda_direct_state.h — what a communicator keeps for the direct path
- * (cuda_direct.h), shared by its set-up (cuda_direct.c), its collectives
- * (cuda_direct_rounds.c) and its Send/Recv (cuda_direct_p2p.c), and the
- * stream operations all of them are made of (cuda_direct_ops.c).
+ * cuda_ipc_state.h — what a communicator keeps for the IPC path
+ * (cuda_ipc.h), shared by its set-up (cuda_ipc.c), its collectives
+ * (cuda_ipc_rounds.c) and its Send/Recv (cuda_ipc_p2p.c), and the
+ * stream operations all of them are made of (cuda_ipc_ops.c).
  *
  * Every rank's scratch is one device allocation with the same layout on
  * every rank (the ranks agree on the sizes at set-up):
@@ -12,8 +12,8 @@
  *   mailboxes             [nranks][2] x box_bytes          this rank's data for each peer
  *   collective slots      [2] x slot_bytes                 round k uses slot k % 2
  */
-#ifndef WEFT_CUDA_DIRECT_STATE_H
-#define WEFT_CUDA_DIRECT_STATE_H
+#ifndef WEFT_CUDA_IPC_STATE_H
+#define WEFT_CUDA_IPC_STATE_H
 
 #include <stdint.h>
 
@@ -21,12 +21,12 @@
 #include "cuda_rt.h"
 #include "nccl.h"
 
-#define WEFT_DIRECT_READY 0   // this rank's slot of round k is filled: ready = k
-#define WEFT_DIRECT_DONE 64   // this rank read what it needed of round k: done = k
-#define WEFT_DIRECT_REDUCED 128  // two-phase all-reduce: this rank's share of round k is in its slot
-#define WEFT_DIRECT_P2P 256   // where the Send/Recv counters start
+#define WEFT_IPC_READY 0   // this rank's slot of round k is filled: ready = k
+#define WEFT_IPC_DONE 64   // this rank read what it needed of round k: done = k
+#define WEFT_IPC_REDUCED 128  // two-phase all-reduce: this rank's share of round k is in its slot
+#define WEFT_IPC_P2P 256   // where the Send/Recv counters start
 
-typedef struct weft_cuda_direct {
+typedef struct weft_cuda_ipc {
   weft_CUcontext ctx;
   size_t slot_bytes;        // a collective round's slot
   size_t two_phase_min;     // all-reduces of at least this many bytes fold in two phases (0: never)
@@ -41,25 +41,25 @@ typedef struct weft_cuda_direct {
   int released;             // ncclCommAbort released this rank's waits...
   int drained;              // ...and this rank's streams then ran out of work
   const weft_cuda_kernels_t *kern;
-} weft_cuda_direct_t;
+} weft_cuda_ipc_t;
 
 static inline weft_CUdeviceptr weft_dptr(const void *p) { return (weft_CUdeviceptr)(uintptr_t)p; }
 
 // Offsets in every rank's scratch.
-static inline size_t weft_direct_p2p_ready(int peer) { return WEFT_DIRECT_P2P + 4 * (size_t)peer; }
-static inline size_t weft_direct_p2p_done(int nranks, int peer) {
-  return WEFT_DIRECT_P2P + 4 * ((size_t)nranks + (size_t)peer);
+static inline size_t weft_ipc_p2p_ready(int peer) { return WEFT_IPC_P2P + 4 * (size_t)peer; }
+static inline size_t weft_ipc_p2p_done(int nranks, int peer) {
+  return WEFT_IPC_P2P + 4 * ((size_t)nranks + (size_t)peer);
 }
-static inline size_t weft_direct_box(const weft_cuda_direct_t *d, int peer, uint32_t k) {
+static inline size_t weft_ipc_box(const weft_cuda_ipc_t *d, int peer, uint32_t k) {
   return d->box_at + (2 * (size_t)peer + (k & 1)) * d->box_bytes;
 }
 
 // Stream work on `s` (the current context's); a failure WARNs "<api> (CUDA
-// direct path): <call> failed ..." and gives ncclUnhandledCudaError.
-ncclResult_t weft_direct_write(weft_CUstream s, weft_CUdeviceptr at, uint32_t k, const char *api);
-ncclResult_t weft_direct_wait(weft_CUstream s, weft_CUdeviceptr at, uint32_t k, const char *api);  // *at >= k, cyclic
-ncclResult_t weft_direct_copy(weft_CUstream s, weft_CUdeviceptr dst, weft_CUdeviceptr src, size_t bytes,
-                              const char *api);
-ncclResult_t weft_direct_kernel_failed(const weft_cuda_direct_t *d, int err, const char *api);
+// IPC path): <call> failed ..." and gives ncclUnhandledCudaError.
+ncclResult_t weft_ipc_write(weft_CUstream s, weft_CUdeviceptr at, uint32_t k, const char *api);
+ncclResult_t weft_ipc_wait(weft_CUstream s, weft_CUdeviceptr at, uint32_t k, const char *api);  // *at >= k, cyclic
+ncclResult_t weft_ipc_copy(weft_CUstream s, weft_CUdeviceptr dst, weft_CUdeviceptr src, size_t bytes,
+                           const char *api);
+ncclResult_t weft_ipc_kernel_failed(const weft_cuda_ipc_t *d, int err, const char *api);
 
 #endif

@@ -1,5 +1,5 @@
 /*
- * cuda_direct_p2p.c — Send/Recv on the direct path (cuda_direct.h).
+ * cuda_ipc_p2p.c — Send/Recv on the IPC path (cuda_ipc.h).
  *
  * Every rank keeps, for each peer, two mailboxes in its scratch that the
  * peer reads, and two counters per peer: ready (rounds filled for it) and
@@ -24,13 +24,13 @@
 #include <stdlib.h>
 
 #include "checks.h"
-#include "cuda_direct.h"
-#include "cuda_direct_state.h"
+#include "cuda_ipc.h"
+#include "cuda_ipc_state.h"
 #include "dtype.h"
 
 typedef struct {
   weft_op_t *op;
-  weft_dev_chan_t *chan;
+  weft_dev_bridge_t *bridge;
   size_t done, left;  // bytes moved, bytes still to move
   int moves;          // it moves one round in this step
 } p2p_item_t;
@@ -44,27 +44,27 @@ static int same_lane(const weft_op_t *a, const weft_op_t *b) {
 // The next round of it's call: `len` bytes.
 static ncclResult_t p2p_round(const p2p_item_t *it, size_t len) {
   const weft_op_t *op = it->op;
-  weft_cuda_direct_t *d = op->comm->cuda_direct;
+  weft_cuda_ipc_t *d = op->comm->cuda_ipc;
   int n = op->comm->nranks, me = op->comm->rank, peer = op->args.peer;
-  weft_CUstream s = weft_cuda_chan_stream(it->chan);
+  weft_CUstream s = weft_cuda_bridge_stream(it->bridge);
   const char *api = weft_coll_name(op->args.coll);
   if (op->args.coll == WEFT_COLL_SEND) {
     uint32_t k = ++d->sent[peer];
-    if (k > 2) WEFTCHECK(weft_direct_wait(s, d->peer[peer] + weft_direct_p2p_done(n, me), k - 2, api));
-    WEFTCHECK(weft_direct_copy(s, d->mine + weft_direct_box(d, peer, k),
-                               weft_dptr((const char *)op->dev.send + it->done), len, api));
-    return weft_direct_write(s, d->mine + weft_direct_p2p_ready(peer), k, api);
+    if (k > 2) WEFTCHECK(weft_ipc_wait(s, d->peer[peer] + weft_ipc_p2p_done(n, me), k - 2, api));
+    WEFTCHECK(weft_ipc_copy(s, d->mine + weft_ipc_box(d, peer, k),
+                            weft_dptr((const char *)op->dev.send + it->done), len, api));
+    return weft_ipc_write(s, d->mine + weft_ipc_p2p_ready(peer), k, api);
   }
   uint32_t k = ++d->taken[peer];
-  WEFTCHECK(weft_direct_wait(s, d->peer[peer] + weft_direct_p2p_ready(me), k, api));
-  WEFTCHECK(weft_direct_copy(s, weft_dptr((char *)op->dev.recv + it->done), d->peer[peer] + weft_direct_box(d, me, k),
-                             len, api));
-  return weft_direct_write(s, d->mine + weft_direct_p2p_done(n, peer), k, api);
+  WEFTCHECK(weft_ipc_wait(s, d->peer[peer] + weft_ipc_p2p_ready(me), k, api));
+  WEFTCHECK(weft_ipc_copy(s, weft_dptr((char *)op->dev.recv + it->done), d->peer[peer] + weft_ipc_box(d, me, k),
+                          len, api));
+  return weft_ipc_write(s, d->mine + weft_ipc_p2p_done(n, peer), k, api);
 }
 
 static ncclResult_t p2p_round_in_context(const p2p_item_t *it, size_t len) {
   const weft_cuda_driver_t *drv = weft_cuda_driver();
-  if (drv->cuCtxPushCurrent(weft_cuda_chan_context(it->chan)) != WEFT_CUDA_SUCCESS) return ncclUnhandledCudaError;
+  if (drv->cuCtxPushCurrent(weft_cuda_bridge_context(it->bridge)) != WEFT_CUDA_SUCCESS) return ncclUnhandledCudaError;
   ncclResult_t res = p2p_round(it, len);
   weft_CUcontext popped;
   drv->cuCtxPopCurrent(&popped);
@@ -83,16 +83,16 @@ static int plan_step(p2p_item_t *it, int n) {
   return any;
 }
 
-ncclResult_t weft_cuda_direct_queue_p2p(weft_op_t **ops, weft_dev_chan_t **chans, int n) {
+ncclResult_t weft_cuda_ipc_queue_p2p(weft_op_t **ops, weft_dev_bridge_t **bridges, int n) {
   p2p_item_t local[16], *it = n <= 16 ? local : calloc((size_t)n, sizeof(*it));
   if (it == NULL) {
-    WARN("Send/Recv (CUDA direct path): out of memory queueing %d calls", n);
+    WARN("Send/Recv (CUDA IPC path): out of memory queueing %d calls", n);
     for (int i = 0; i < n; i++) weft_comm_set_error(ops[i]->comm, ncclSystemError);
     return ncclSystemError;
   }
   for (int i = 0; i < n; i++) {
-    it[i] = (p2p_item_t){ops[i], chans[i], 0, ops[i]->args.count * ops[i]->esize, 0};
-    TRACE(WEFT_LOG_P2P, "%s count=%zu %s peer=%d: CUDA direct path", weft_coll_name(ops[i]->args.coll),
+    it[i] = (p2p_item_t){ops[i], bridges[i], 0, ops[i]->args.count * ops[i]->esize, 0};
+    TRACE(WEFT_LOG_P2P, "%s count=%zu %s peer=%d: CUDA IPC path", weft_coll_name(ops[i]->args.coll),
           ops[i]->args.count, weft_dtype_name(ops[i]->dtype), ops[i]->args.peer);
   }
   ncclResult_t res = ncclSuccess;
@@ -100,7 +100,7 @@ ncclResult_t weft_cuda_direct_queue_p2p(weft_op_t **ops, weft_dev_chan_t **chans
     for (int pass = 0; pass < 2 && res == ncclSuccess; pass++)  // sends, then receives
       for (int i = 0; i < n && res == ncclSuccess; i++) {
         if (!it[i].moves || (it[i].op->args.coll == WEFT_COLL_SEND) != (pass == 0)) continue;
-        size_t box = it[i].op->comm->cuda_direct->box_bytes, len = it[i].left < box ? it[i].left : box;
+        size_t box = it[i].op->comm->cuda_ipc->box_bytes, len = it[i].left < box ? it[i].left : box;
         res = p2p_round_in_context(&it[i], len);
         if (res != ncclSuccess) weft_comm_set_error(it[i].op->comm, res);
         it[i].done += len;
