@@ -22,8 +22,10 @@ including or, with --objects naming a build's object folder, by calling
 lower ones. Circles of modules inside a layer are listed by --report.
 
 Some rooms are sealed from others whatever a README says (SEALED below):
-src/core and src/boot include no header of src/cuda; they reach CUDA
-through the seam src/core/placement.h, which src/cuda implements.
+src/core and src/boot include no header of src/cuda, and no CUDA header
+of the system either (<cuda.h>, <cuda_runtime.h>, <nvml.h>, ...: SEALED_SYSTEM);
+they reach CUDA through the seam src/core/placement.h, which src/cuda
+implements.
 
 Usage:
   check-includes.py                 check the rules and circles, exit 1 on a violation
@@ -60,7 +62,12 @@ SEALED = {  # room: rooms it may not include
     'src/core': ['src/cuda'],
     'src/boot': ['src/cuda'],
 }
+# Rooms that may include no system header of these libraries (CUDA's own).
+SEALED_SYSTEM = {'src/core': 'CUDA', 'src/boot': 'CUDA'}
+CUDA_SYSTEM_RE = re.compile(r'^(cuda|cupti|nvml|nvrtc|nvtx|cublas|curand|cufft|cusparse|cudnn|nccl_device|crt/|'
+                            r'device_|driver_types|vector_types|host_defines|library_types)', re.I)
 INCLUDE_RE = re.compile(r'^\s*#\s*include\s*"([^"]+)"')
+SYSTEM_INCLUDE_RE = re.compile(r'^\s*#\s*include\s*<([^>]+)>')
 RULE_RE = re.compile(r'^May include:\s*(.*)$')
 
 
@@ -86,6 +93,17 @@ def read_includes(path):
             if m:
                 incs.append((n, m.group(1)))
     return incs
+
+
+def cuda_system_includes(path):
+    """(line, header) for each CUDA system header path includes with #include <...>."""
+    out = []
+    with open(os.path.join(ROOT, path), encoding='utf-8', errors='replace') as f:
+        for n, line in enumerate(f, 1):
+            m = SYSTEM_INCLUDE_RE.match(line)
+            if m and CUDA_SYSTEM_RE.match(m.group(1)):
+                out.append((n, m.group(1)))
+    return out
 
 
 def resolve(path, name, by_name):
@@ -288,6 +306,10 @@ def main():
     inc = defaultdict(set)
     violations = []
     for f in files:
+        if room_of(f) in SEALED_SYSTEM:
+            for n, name in cuda_system_includes(f):
+                violations.append(f'{f}:{n}: includes <{name}>, a CUDA header: {room_of(f)} reaches CUDA only '
+                                  'through src/core/placement.h')
         for n, name in read_includes(f):
             t = resolve(f, name, by_name)
             if t is None:
