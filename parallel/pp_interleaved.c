@@ -8,6 +8,7 @@
 
 #include "par_util.h"
 #include "pp_interleaved_internal.h"
+#include "pp_replay.h"
 
 ncclResult_t weft_pp_interleaved_check(int stages, int chunks, int micro) {
   if (stages < 1 || chunks < 1 || micro < 1)
@@ -75,43 +76,11 @@ ncclResult_t weft_pp_interleaved_simulate(int stages, int chunks, int micro, dou
   if (res != ncclSuccess) return res;
   if (bubble == NULL || !(tf > 0) || !(tb > 0))
     PAR_INVALID("weft_pp_interleaved_simulate: need tf, tb > 0 and a bubble pointer");
-  int nv = stages * chunks, n = 2 * chunks * micro;
+  int n = 2 * chunks * micro;
   weft_pp_chunk_op_t *ops = malloc((size_t)stages * n * sizeof(*ops));
-  double *fdone = malloc((size_t)nv * micro * sizeof(double)), *bdone = malloc((size_t)nv * micro * sizeof(double));
-  int *next = calloc((size_t)stages, sizeof(int));
-  double *clock = calloc((size_t)stages, sizeof(double));
-  if (ops == NULL || fdone == NULL || bdone == NULL || next == NULL || clock == NULL) {
-    res = weft_par_error(ncclSystemError, "weft_pp_interleaved_simulate: out of memory");
-    goto out;
-  }
+  if (ops == NULL) return weft_par_error(ncclSystemError, "weft_pp_interleaved_simulate: out of memory");
   for (int s = 0; s < stages; s++) weft_pp_interleaved_schedule(stages, s, chunks, micro, ops + (size_t)s * n);
-  for (size_t i = 0; i < (size_t)nv * micro; i++) fdone[i] = bdone[i] = -1;  // not yet run
-  for (int done = 0, progress = 1; done < stages * n && progress;) {
-    progress = 0;
-    for (int s = 0; s < stages; s++) {
-      while (next[s] < n) {  // this stage's next operation, once its input exists
-        const weft_pp_chunk_op_t *op = &ops[(size_t)s * n + next[s]];
-        int vs = weft_pp_vstage(stages, s, op->chunk), from = weft_pp_input_from(op, vs, nv);
-        double ready = 0;
-        if (from >= 0)
-          ready = (op->backward ? bdone : fdone)[(size_t)from * micro + op->micro];
-        else if (op->backward)  // the last virtual stage starts from its own forward
-          ready = fdone[(size_t)vs * micro + op->micro];
-        if (ready < 0) break;
-        double start = ready > clock[s] ? ready : clock[s];
-        clock[s] = start + (op->backward ? tb : tf) / chunks;
-        (op->backward ? bdone : fdone)[(size_t)vs * micro + op->micro] = clock[s];
-        next[s]++, done++, progress = 1;
-      }
-    }
-    if (!progress) res = weft_par_error(ncclInternalError, "weft_pp_interleaved_simulate: the schedules deadlock");
-  }
-  if (res == ncclSuccess) {
-    double makespan = 0, busy = micro * (tf + tb);
-    for (int s = 0; s < stages; s++) makespan = clock[s] > makespan ? clock[s] : makespan;
-    *bubble = (makespan - busy) / busy;
-  }
-out:
-  free(ops), free(fdone), free(bdone), free(next), free(clock);
+  res = weft_pp_replay("weft_pp_interleaved_simulate", stages, chunks, micro, ops, tf, tb, bubble);
+  free(ops);
   return res;
 }

@@ -12,6 +12,7 @@
 
 #include "par_util.h"
 #include "pp.h"
+#include "pp_replay.h"
 
 static ncclResult_t check_shape(const char *api, weft_pp_kind_t kind, int stages, int micro) {
   if ((int)kind == WEFT_PP_INTERLEAVED)
@@ -76,41 +77,18 @@ ncclResult_t weft_pp_simulate(weft_pp_kind_t kind, int stages, int micro, double
   if (res != ncclSuccess) return res;
   if (bubble == NULL || !(tf > 0) || !(tb > 0)) PAR_INVALID("weft_pp_simulate: need tf, tb > 0 and a bubble pointer");
   int n = 2 * micro;
-  weft_pp_op_t *ops = malloc((size_t)stages * n * sizeof(*ops));
-  double *fdone = malloc((size_t)stages * micro * sizeof(double)), *bdone = malloc((size_t)stages * micro * sizeof(double));
-  int *next = calloc((size_t)stages, sizeof(int));
-  double *clock = calloc((size_t)stages, sizeof(double));
-  if (ops == NULL || fdone == NULL || bdone == NULL || next == NULL || clock == NULL) {
-    res = weft_par_error(ncclSystemError, "weft_pp_simulate: out of memory");
-    goto out;
+  weft_pp_op_t *order = malloc((size_t)n * sizeof(*order));
+  weft_pp_chunk_op_t *ops = malloc((size_t)stages * n * sizeof(*ops));  // one chunk per stage
+  if (order == NULL || ops == NULL) {
+    free(order), free(ops);
+    return weft_par_error(ncclSystemError, "weft_pp_simulate: out of memory");
   }
-  for (int s = 0; s < stages; s++) weft_pp_schedule(kind, stages, s, micro, ops + (size_t)s * n);
-  for (size_t i = 0; i < (size_t)stages * micro; i++) fdone[i] = bdone[i] = -1;  // not yet run
-  for (int done = 0, progress = 1; done < stages * n && progress;) {
-    progress = 0;
-    for (int s = 0; s < stages; s++) {
-      while (next[s] < n) {  // run this stage's next op once its input exists
-        weft_pp_op_t op = ops[(size_t)s * n + next[s]];
-        double ready;
-        if (!op.backward)
-          ready = s == 0 ? 0 : fdone[(size_t)(s - 1) * micro + op.micro];
-        else
-          ready = s == stages - 1 ? fdone[(size_t)s * micro + op.micro] : bdone[(size_t)(s + 1) * micro + op.micro];
-        if (ready < 0) break;
-        double start = ready > clock[s] ? ready : clock[s];
-        clock[s] = start + (op.backward ? tb : tf);
-        (op.backward ? bdone : fdone)[(size_t)s * micro + op.micro] = clock[s];
-        next[s]++, done++, progress = 1;
-      }
-    }
-    if (!progress) res = weft_par_error(ncclInternalError, "weft_pp_simulate: the schedules deadlock");
+  for (int s = 0; s < stages; s++) {
+    weft_pp_schedule(kind, stages, s, micro, order);
+    for (int i = 0; i < n; i++)
+      ops[(size_t)s * n + i] = (weft_pp_chunk_op_t){.backward = order[i].backward, .chunk = 0, .micro = order[i].micro};
   }
-  if (res == ncclSuccess) {
-    double makespan = 0, busy = micro * (tf + tb);
-    for (int s = 0; s < stages; s++) makespan = clock[s] > makespan ? clock[s] : makespan;
-    *bubble = (makespan - busy) / busy;
-  }
-out:
-  free(ops), free(fdone), free(bdone), free(next), free(clock);
+  res = weft_pp_replay("weft_pp_simulate", stages, 1, micro, ops, tf, tb, bubble);
+  free(order), free(ops);
   return res;
 }
