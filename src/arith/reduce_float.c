@@ -55,15 +55,7 @@
     WEFT_REDUCE_LOOP(n, d[i] = d[i] / div);                                          \
   }                                                                                  \
   static void P##_postdiv(size_t n, void *d, int div) { P##_postdiv_t(n, d, (T)div); } \
-  static const weft_reduce_kern_t P##_kern = {                                       \
-      .size = sizeof(T),                                                             \
-      .combine3 = {P##_sum_3, P##_prod_3, P##_max_3, P##_min_3},                     \
-      .combine2 = {P##_sum_2, P##_prod_2, P##_max_2, P##_min_2},                     \
-      .combine2r = {P##_sum_2r, P##_prod_2r, P##_max_2r, P##_min_2r},                \
-      .scale = P##_scale,                                                            \
-      .scale_inplace = P##_scale_inplace,                                            \
-      .postdiv = P##_postdiv,                                                        \
-  };
+  WEFT_REDUCE_KERN_TABLE(P, T)
 
 // float32 and float64's loops, and their lookup weft_reduce_float_kern##L.
 #define FLOAT_LEVEL(L)                                                     \

@@ -123,4 +123,17 @@ void weft_reduce_small(const weft_redop_t *op, void *d, const void *a, const voi
                        int div);
 void weft_reduce_small_first(const weft_redop_t *op, void *d, const void *s, size_t n, int div);
 
+// The kernel table P##_kern of element type T from P's functions: P##_sum_3
+// ... P##_min_2r, P##_scale, P##_scale_inplace and P##_postdiv.
+#define WEFT_REDUCE_KERN_TABLE(P, T)                                \
+  static const weft_reduce_kern_t P##_kern = {                      \
+      .size = sizeof(T),                                            \
+      .combine3 = {P##_sum_3, P##_prod_3, P##_max_3, P##_min_3},    \
+      .combine2 = {P##_sum_2, P##_prod_2, P##_max_2, P##_min_2},    \
+      .combine2r = {P##_sum_2r, P##_prod_2r, P##_max_2r, P##_min_2r}, \
+      .scale = P##_scale,                                           \
+      .scale_inplace = P##_scale_inplace,                           \
+      .postdiv = P##_postdiv,                                       \
+  };
+
 #endif
