@@ -27,7 +27,7 @@ $(BUILD)/tests/unit/test_prog_util: tests/unit/test_prog_util.c $(TOOLS_COMMON)
 	$(CC) $(PROG_CFLAGS) -Itools/common -o $@ $^ -lcriterion
 
 # Multi-rank tests and the programs they start use the public API.
-$(BUILD)/tests/multirank/%: tests/multirank/%.c tests/multirank/harness.h $(LIB_WEFT)
+$(BUILD)/tests/multirank/%: tests/multirank/%.c tests/multirank/harness.h tests/multirank/rank_logs.h $(LIB_WEFT)
 	@mkdir -p $(@D)
 	$(CC) $(PROG_CFLAGS) -Itests/multirank -o $@ $< -L$(BUILD)/lib -lweft -Wl,-rpath,$(abspath $(BUILD)/lib) -lcriterion $(LDLIBS)
 $(BUILD)/tests/multirank/test_plugins_tp: $(TP_PLUGIN_EXAMPLES) $(TP_PLUGIN_V4) $(PROFILER_PLUGIN_OLD)

@@ -17,7 +17,6 @@
  * fails communicator creation with a message that names it.
  */
 #include <criterion/criterion.h>
-#include <dirent.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +24,7 @@
 #include <unistd.h>
 
 #include "harness.h"
+#include "rank_logs.h"
 
 #define TIMEOUT_S 120
 
@@ -43,33 +43,13 @@ static void env(const char *plugin, const char *net, const char *shm_disable) {
   else unsetenv("NCCL_NET_PLUGIN");
   if (net != NULL) setenv("NCCL_NET", net, 1);
   else unsetenv("NCCL_NET");
-  snprintf(logdir, sizeof(logdir), "/tmp/weft-netplugin-XXXXXX");
-  cr_assert_not_null(mkdtemp(logdir));
-  char file[300];
-  snprintf(file, sizeof(file), "%s/rank.%%p", logdir);
-  setenv("NCCL_DEBUG", "INFO", 1);
-  setenv("NCCL_DEBUG_SUBSYS", "INIT,NET", 1);
-  setenv("NCCL_DEBUG_FILE", file, 1);
+  cr_assert_eq(weft_test_log_per_rank(logdir, sizeof(logdir), "weft-netplugin", "INFO", "INIT,NET"), 0);
 }
 
-// How many ranks' log files contain `text`; removes the files when `clean`.
+// How many ranks' log files contain `text`; removes them when `clean`.
 static int logs_with(const char *text, int clean) {
-  DIR *d = opendir(logdir);
-  int found = 0;
-  struct dirent *e;
-  while (d != NULL && (e = readdir(d)) != NULL) {
-    if (e->d_name[0] == '.') continue;
-    char path[600], line[2048];
-    snprintf(path, sizeof(path), "%s/%s", logdir, e->d_name);
-    FILE *f = fopen(path, "r");
-    int hit = 0;
-    while (f != NULL && !hit && fgets(line, sizeof(line), f) != NULL) hit = strstr(line, text) != NULL;
-    if (f != NULL) fclose(f);
-    found += hit;
-    if (clean) unlink(path);
-  }
-  if (d != NULL) closedir(d);
-  if (clean) rmdir(logdir);
+  int found = weft_test_logs_with(logdir, text, NULL);
+  if (clean) weft_test_logs_remove(logdir);
   return found;
 }
 

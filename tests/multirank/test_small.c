@@ -16,11 +16,11 @@
  * alone do take the small path (their TRACE lines say proto=LL).
  */
 #include <criterion/criterion.h>
-#include <dirent.h>
 #include <stdio.h>
 #include <unistd.h>
 
 #include "harness.h"
+#include "rank_logs.h"
 
 // One AllReduce, alone (small path) or in a group of one (engine).
 static ncclResult_t allreduce(const void *s, void *r, size_t n, ncclDataType_t dt, ncclRedOp_t op, ncclComm_t comm,
@@ -358,24 +358,6 @@ Test(small, a_silent_peer_fails_at_the_timeout, .timeout = 60) {
 
 static char logdir[64];
 
-// How many files in logdir have a line containing both a and b.
-static int logs_with(const char *a, const char *b) {
-  DIR *d = opendir(logdir);
-  int found = 0;
-  for (struct dirent *e; d != NULL && (e = readdir(d)) != NULL;) {
-    if (e->d_name[0] == '.') continue;
-    char path[400], line[1024];
-    snprintf(path, sizeof(path), "%s/%s", logdir, e->d_name);
-    FILE *f = fopen(path, "r");
-    int hit = 0;
-    while (f != NULL && !hit && fgets(line, sizeof(line), f) != NULL) hit = strstr(line, a) && strstr(line, b);
-    if (f != NULL) fclose(f);
-    found += hit;
-  }
-  if (d != NULL) closedir(d);
-  return found;
-}
-
 static int paths_body(int rank, int nranks, ncclUniqueId id, void *arg) {
   (void)arg;
   ncclComm_t comm = weft_test_init_rank(nranks, id, rank);
@@ -399,25 +381,14 @@ static int paths_body(int rank, int nranks, ncclUniqueId id, void *arg) {
 // other test here, only slower.
 Test(small, small_calls_take_the_small_path, .timeout = 60) {
   weft_test_env_defaults();
-  snprintf(logdir, sizeof(logdir), "/tmp/weft-small-XXXXXX");
-  cr_assert_not_null(mkdtemp(logdir));
-  char file[96];
-  snprintf(file, sizeof(file), "%s/rank.%%p", logdir);
-  setenv("NCCL_DEBUG", "TRACE", 1);
-  setenv("NCCL_DEBUG_SUBSYS", "COLL", 1);
-  setenv("NCCL_DEBUG_FILE", file, 1);
+  cr_assert_eq(weft_test_log_per_rank(logdir, sizeof(logdir), "weft-small", "TRACE", "COLL"), 0);
   cr_expect_eq(weft_test_fork_ranks(3, paths_body, NULL, 50), 0);
   static const char *small[] = {"AllReduce count=5 ", "Broadcast count=6 ", "AllGather count=7 ",
                                 "ReduceScatter count=3 ", "AlltoAll count=2 "};
-  for (int i = 0; i < 5; i++) cr_expect_eq(logs_with(small[i], "proto=LL"), 3, "%sdid not run on the small path", small[i]);
-  cr_expect_eq(logs_with("AllReduce count=9 ", "proto=LL"), 0, "a grouped call ran on the small path");
-  cr_expect_eq(logs_with("AllReduce count=9 ", "steps="), 3, "no rank logged the grouped call");
-  DIR *d = opendir(logdir);
-  for (struct dirent *e; d != NULL && (e = readdir(d)) != NULL;) {
-    char path[400];
-    snprintf(path, sizeof(path), "%s/%s", logdir, e->d_name);
-    if (e->d_name[0] != '.') unlink(path);
-  }
-  if (d != NULL) closedir(d);
-  rmdir(logdir);
+  for (int i = 0; i < 5; i++)
+    cr_expect_eq(weft_test_logs_with(logdir, small[i], "proto=LL"), 3, "%sdid not run on the small path", small[i]);
+  cr_expect_eq(weft_test_logs_with(logdir, "AllReduce count=9 ", "proto=LL"), 0,
+               "a grouped call ran on the small path");
+  cr_expect_eq(weft_test_logs_with(logdir, "AllReduce count=9 ", "steps="), 3, "no rank logged the grouped call");
+  weft_test_logs_remove(logdir);
 }
