@@ -85,8 +85,4 @@ const weft_net_t *weft_net_plugin_load(const char *name, int max_version);
 // The ABI version of the bound plugin, 0 if none.
 int weft_net_plugin_version(void);
 
-// The network backend the process uses (net_select.c), chosen and started on
-// the first call; NULL with *res saying why when none can start.
-const weft_net_t *weft_net_backend(ncclResult_t *res);
-
 #endif

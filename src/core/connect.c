@@ -20,8 +20,7 @@
 #include "segment.h"
 #include "comm.h"
 #include "env.h"
-#include "init_net.h"
-#include "net_plugin.h"
+#include "net_choice.h"
 
 static const weft_transport_t *const builtin[] = {&weft_shm_transport, &weft_net_transport};
 #define NBUILTIN (sizeof(builtin) / sizeof(builtin[0]))
@@ -128,7 +127,7 @@ static void fill_view(struct ncclComm *comm) {
   v->failed = view_failed;
   v->failure = view_failure;
   v->net_backend = weft_net_backend;
-  v->net_device = weft_comm_net_device;  // src/boot/init_net.c: the topology's choice
+  v->net_device = weft_comm_net_device;  // net_choice.c: the topology's choice
   v->core = comm;
 }
 
