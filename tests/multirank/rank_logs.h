@@ -47,8 +47,37 @@ static inline int weft_test_logs_with(const char *dir, const char *a, const char
   return found;
 }
 
-// Removes dir and the logs in it.
+// The first line of any file in dir that contains `what`: what follows it
+// into out (len bytes). 1 when found, else 0.
+static inline int weft_test_log_line(const char *dir, const char *what, char *out, size_t len) {
+  DIR *d = opendir(dir);
+  int found = 0;
+  for (struct dirent *e; d != NULL && !found && (e = readdir(d)) != NULL;) {
+    if (e->d_name[0] == '.') continue;
+    char path[600], line[2048];
+    snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+    FILE *f = fopen(path, "r");
+    while (f != NULL && !found && fgets(line, sizeof(line), f) != NULL) {
+      const char *at = strstr(line, what);
+      if (at != NULL) {
+        snprintf(out, len, "%s", at + strlen(what));
+        found = 1;
+      }
+    }
+    if (f != NULL) fclose(f);
+  }
+  if (d != NULL) closedir(d);
+  return found;
+}
+
+// Removes dir and the files in it, unless WEFT_TEST_KEEP_LOGS=1 asks to
+// keep them (to read by hand; the folder is named on stderr).
 static inline void weft_test_logs_remove(const char *dir) {
+  const char *keep = getenv("WEFT_TEST_KEEP_LOGS");
+  if (keep != NULL && keep[0] == '1') {
+    fprintf(stderr, "logs kept in %s\n", dir);
+    return;
+  }
   DIR *d = opendir(dir);
   for (struct dirent *e; d != NULL && (e = readdir(d)) != NULL;) {
     if (e->d_name[0] == '.') continue;

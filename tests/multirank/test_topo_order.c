@@ -21,7 +21,6 @@
  *     in and out of place, exact.
  */
 #include <criterion/criterion.h>
-#include <dirent.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,6 +29,7 @@
 
 #include "cuda_driver.h"
 #include "harness.h"
+#include "rank_logs.h"
 #include "nccl.h"
 
 #define MAX_N 8
@@ -54,41 +54,13 @@ static const char two_sockets_xml[] =
     "</system>\n";
 
 static void make_log_dir(setup_t *s) {
-  snprintf(s->log_dir, sizeof(s->log_dir), "/tmp/weft-topo-order.XXXXXX");
-  cr_assert_not_null(mkdtemp(s->log_dir));
-  char path[512];
-  snprintf(path, sizeof(path), "%s/log.%%p", s->log_dir);
-  setenv("NCCL_DEBUG_FILE", path, 1);
-  setenv("NCCL_DEBUG", "INFO", 1);
-  setenv("NCCL_DEBUG_SUBSYS", "INIT,GRAPH", 1);
-}
-
-// The first line of any log under dir that contains `what`, after it.
-static int find_line(const char *dir, const char *what, char *out, size_t len) {
-  DIR *d = opendir(dir);
-  int found = 0;
-  for (struct dirent *e; d != NULL && !found && (e = readdir(d)) != NULL;) {
-    if (e->d_name[0] == '.') continue;
-    char path[600], line[1024];
-    snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
-    FILE *f = fopen(path, "r");
-    while (f != NULL && !found && fgets(line, sizeof(line), f) != NULL) {
-      char *at = strstr(line, what);
-      if (at != NULL) {
-        snprintf(out, len, "%s", at + strlen(what));
-        found = 1;
-      }
-    }
-    if (f != NULL) fclose(f);
-  }
-  if (d != NULL) closedir(d);
-  return found;
+  cr_assert_eq(weft_test_log_per_rank(s->log_dir, sizeof(s->log_dir), "weft-topo-order", "INFO", "INIT,GRAPH"), 0);
 }
 
 // The ring rank 0 logged: ring[0..n-1], or -1 when not found.
 static int logged_ring(const char *dir, int *ring, int n) {
   char rest[512];
-  if (!find_line(dir, "Channel 00/01 :", rest, sizeof(rest))) return -1;
+  if (!weft_test_log_line(dir, "Channel 00/01 :", rest, sizeof(rest))) return -1;
   int k = 0;
   for (char *p = rest, *end; k < n; p = end) {
     long v = strtol(p, &end, 10);
@@ -96,24 +68,6 @@ static int logged_ring(const char *dir, int *ring, int n) {
     ring[k++] = (int)v;
   }
   return k;
-}
-
-// The logs are removed unless WEFT_TEST_KEEP_LOGS=1 (to read them by hand).
-static void remove_dir(const char *dir) {
-  const char *keep = getenv("WEFT_TEST_KEEP_LOGS");
-  if (keep != NULL && keep[0] == '1') {
-    fprintf(stderr, "logs kept in %s\n", dir);
-    return;
-  }
-  DIR *d = opendir(dir);
-  for (struct dirent *e; d != NULL && (e = readdir(d)) != NULL;) {
-    if (e->d_name[0] == '.') continue;
-    char path[600];
-    snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
-    unlink(path);
-  }
-  if (d != NULL) closedir(d);
-  rmdir(dir);
 }
 
 // Every collective of every ring-ordered algorithm, small (the LL path) and
@@ -248,9 +202,9 @@ static void two_sockets(const char *algo) {
   cr_expect_eq(crossings, 2, "ring %d %d %d %d crosses the socket link %d times", ring[0], ring[1], ring[2], ring[3],
                crossings);
   char rest[256];
-  cr_expect(find_line(s.log_dir, "Ring 00 : ", rest, sizeof(rest)), "no Ring line");
-  cr_expect(find_line(s.log_dir, "Trees [0] ", rest, sizeof(rest)), "no Trees line");
-  remove_dir(s.log_dir);
+  cr_expect(weft_test_log_line(s.log_dir, "Ring 00 : ", rest, sizeof(rest)), "no Ring line");
+  cr_expect(weft_test_log_line(s.log_dir, "Trees [0] ", rest, sizeof(rest)), "no Trees line");
+  weft_test_logs_remove(s.log_dir);
 }
 
 Test(topo_order, two_sockets_default, .timeout = 150) { two_sockets(NULL); }
@@ -270,8 +224,8 @@ static int two_sockets_sums(int n, const char *algo) {
   write_file(topo, two_sockets_xml);
   setenv("NCCL_TOPO_FILE", topo, 1);
   run(&s, n, algo);
-  int grouped = find_line(s.log_dir, "NUMA group ", rest, sizeof(rest));
-  remove_dir(s.log_dir);
+  int grouped = weft_test_log_line(s.log_dir, "NUMA group ", rest, sizeof(rest));
+  weft_test_logs_remove(s.log_dir);
   return grouped;
 }
 
@@ -296,7 +250,7 @@ Test(topo_order, unbound_ranks_keep_rank_order, .timeout = 150) {
   int ring[4];
   cr_assert_eq(logged_ring(s.log_dir, ring, 4), 4);
   for (int p = 0; p < 4; p++) cr_expect_eq(ring[p], p, "position %d holds rank %d", p, ring[p]);
-  remove_dir(s.log_dir);
+  weft_test_logs_remove(s.log_dir);
 }
 
 // Eight ranks on the eight GPUs of a two-socket PCIe server, device d of
@@ -328,6 +282,6 @@ Test(topo_order, pcie_gpus_follow_switches, .timeout = 200) {
                switch_changes);
   cr_expect_eq(socket_changes, 2, "the ring crosses sockets %d times (2: once each way)", socket_changes);
   char rest[256];
-  cr_expect(find_line(s.log_dir, "reordered by the topology", rest, sizeof(rest)), "no rank said it was reordered");
-  remove_dir(s.log_dir);
+  cr_expect(weft_test_log_line(s.log_dir, "reordered by the topology", rest, sizeof(rest)), "no rank said it was reordered");
+  weft_test_logs_remove(s.log_dir);
 }
