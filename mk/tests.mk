@@ -34,6 +34,7 @@ $(BUILD)/tests/multirank/test_plugins_tp: $(TP_PLUGIN_EXAMPLES) $(TP_PLUGIN_V4) 
 $(BUILD)/tests/multirank/test_env_plugin: $(ENV_EXAMPLE) $(ENV_V1ONLY) $(BUILD)/tests/progs/env_probe
 $(BUILD)/tests/multirank/test_cuda_mem $(BUILD)/tests/multirank/test_cuda_stream \
   $(BUILD)/tests/multirank/test_topo_order: tests/multirank/cuda_driver.h
+$(BUILD)/tests/multirank/test_cuda_stream: tests/multirank/cuda_sweep.h
 
 $(BUILD)/tests/progs/%: tests/multirank/progs/%.c $(LIB_WEFT)
 	@mkdir -p $(@D)
