@@ -65,7 +65,6 @@ typedef struct {
   weft_conn_t **conn_of;      // [2 * nsteps]: step i sends on [2i], receives on [2i+1] (NULL: none, or itself)
   size_t conn_of_cap;
   uint64_t sends, recvs;      // the peers it takes a send, a receive ticket with (bit per rank)
-  uint64_t sent_only;         // peers it sends to but never receives from
 } kept_t;
 
 struct weft_small_kept {
@@ -117,7 +116,6 @@ static int compile(kept_t *e, struct ncclComm *comm, size_t esize) {
   // A message to itself waits in one buffer, so at most one.
   if (self_sends > 1 || self_recvs != self_sends) return 0;
   e->sends = sends, e->recvs = recvs;
-  e->sent_only = sends & ~recvs;
   return 1;
 }
 
@@ -204,7 +202,7 @@ static int try_step(run_t *r, const weft_step_t *st, weft_conn_t *sc, weft_conn_
 // the call yet, -1 a mismatch.
 static int settle_sent_only(run_t *r) {
   weft_op_t *op = r->op;
-  for (uint64_t m = r->e->sent_only; m != 0; m &= m - 1) {
+  for (uint64_t m = r->e->sends & ~r->e->recvs; m != 0; m &= m - 1) {
     int p = __builtin_ctzll(m);
     if (op->verified[p]) continue;
     if (weft_mismatch_defer(op, p)) {
