@@ -507,7 +507,11 @@ static int dead_peer_waited_on(const weft_op_t *op, const weft_segment_t *seg) {
 // Returns 1 when it did.
 static int peer_died(weft_op_t *op, int64_t now) {
   weft_segment_t *seg = op->comm->seg;
-  if (weft_segment_poll_deaths(seg, now) == 0) return 0;
+  if (weft_segment_poll_deaths(seg, now) == 0 || dead_peer_waited_on(op, seg) < 0) return 0;
+  // What the rank wrote before it died outlives it, and this pass comes after
+  // its death: take that first (the last poll may have been just before it).
+  op_progress(op);
+  if (op->state != WEFT_OP_PENDING) return 1;  // it finished (or failed) on what was there
   int dead = dead_peer_waited_on(op, seg);
   if (dead < 0) return 0;
   weft_op_fail_dead_peer(op, dead);

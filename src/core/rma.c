@@ -203,6 +203,12 @@ static weft_wait_t signal_poll(void *ctx) {
 static weft_wait_t signal_check(void *ctx, int64_t now, int64_t since) {
   signal_wait_t *s = ctx;
   ncclComm_t comm = s->comm;
+  if (weft_segment_poll_deaths(comm->seg, now) > 0 && weft_segment_peer_dead(comm->seg, s->from)) {
+    // What the sender signalled before it died outlives it, and this look
+    // comes after its death: take that first (the last poll may have been just before it).
+    weft_wait_t again = signal_poll(s);
+    if (again != WEFT_WAIT_IDLE) return again;
+  }
   s->res = wait_broken(comm, s->from, now);
   if (s->res != ncclSuccess) return WEFT_WAIT_FAILED;
   if (weft_timeout_due(now - since, s->warned)) {

@@ -247,8 +247,15 @@ static weft_wait_t run_check(void *ctx, int64_t now, int64_t since) {
   int peer = r->want_peer;
   char reason[400];
   if (peer >= 0 && weft_segment_poll_deaths(comm->seg, now) > 0 && weft_segment_peer_dead(comm->seg, peer)) {
-    weft_op_fail_dead_peer(op, peer);
-    return WEFT_WAIT_FAILED;
+    // What the rank wrote before it died outlives it, and this pass comes
+    // after its death: take that first (the last pass may have been just before it).
+    weft_wait_t again = run_pass(r);
+    if (again != WEFT_WAIT_IDLE) return again;
+    peer = r->want_peer;
+    if (peer >= 0 && weft_segment_peer_dead(comm->seg, peer)) {
+      weft_op_fail_dead_peer(op, peer);
+      return WEFT_WAIT_FAILED;
+    }
   }
   // A peer that sends us nothing of this call may have called another one.
   if (r->want_conn != NULL && !r->want_conn->is_send && weft_mismatch_verify_peer(op, peer) < 0)
