@@ -27,11 +27,14 @@
 
 // Bytes per rank from which mapped buffers take the single-copy schedules,
 // measured on 2 ranks pinned to cores, in place and out of place (perf/
-// compare's -R 2 runs). Reduce folds faster through the ring's slots.
+// compare's -R 2 runs; Broadcast and ReduceScatter by time per call, with
+// WEFT_READ_MIN_BYTES set, in interleaved rounds: from these sizes single
+// copy took 0.3-0.8x the slots' time, below them as long or longer).
+// Reduce folds faster through the ring's slots.
 #define MAPPED_ALLREDUCE_MIN 65536
-#define MAPPED_REDUCESCATTER_MIN 65536
+#define MAPPED_REDUCESCATTER_MIN 4096
 #define MAPPED_REDUCE_MIN 0
-#define MAPPED_BROADCAST_MIN 65536
+#define MAPPED_BROADCAST_MIN 8192
 #define MAPPED_ALLGATHER_MIN 4096
 #define MAPPED_ALLTOALL_MIN 32768
 
