@@ -31,6 +31,10 @@
 #include "small.h"
 #include "tuner.h"
 
+// Zeroes a call's record. Inline, a memset of its ~600 bytes is a `rep
+// stos`, whose start-up costs more than the C library's vector stores.
+static void __attribute__((noipa)) clear(void *p, size_t n) { memset(p, 0, n); }
+
 static ncclResult_t check_buffer(const char *api, const char *name, const void *buf, size_t elems) {
   if (buf == NULL && elems > 0) {
     WARN("%s: %s is NULL with %zu elements to move", api, name, elems);
@@ -82,28 +86,34 @@ static ncclResult_t check_memory(const char *api, const void *sendbuff, size_t s
 }
 
 // Lower ncclAvg / PreMulSum to the reduce backend's sum + transform.
+// The built-in ops: filled in one go (a reduction written field by field
+// and then copied whole costs a store-forwarding stall per call).
+static int builtin_op(ncclComm_t comm, ncclRedOp_t op, ncclDataType_t dt, weft_redop_t *out) {
+  weft_redop_t r = {.dtype = dt, .kind = WEFT_RED_SUM, .postdiv = 1};
+  switch ((int)op) {
+    case ncclSum: break;
+    case ncclProd: r.kind = WEFT_RED_PROD; break;
+    case ncclMax: r.kind = WEFT_RED_MAX; break;
+    case ncclMin: r.kind = WEFT_RED_MIN; break;
+    case ncclAvg:
+      if (weft_dtype_is_float(dt)) {
+        r.prescale = 1;
+        r.scale_f = 1.0 / comm->nranks;
+      } else {
+        r.postdiv = comm->nranks;
+      }
+      break;
+    default: return 0;
+  }
+  *out = r;
+  return 1;
+}
+
 static ncclResult_t resolve_op(ncclComm_t comm, const char *api, ncclRedOp_t op, ncclDataType_t dt,
                                weft_redop_t *out, const void **dev_scalar) {
-  memset(out, 0, sizeof(*out));
   *dev_scalar = NULL;
-  out->dtype = dt;
-  out->postdiv = 1;
-  switch ((int)op) {
-    case ncclSum: out->kind = WEFT_RED_SUM; return ncclSuccess;
-    case ncclProd: out->kind = WEFT_RED_PROD; return ncclSuccess;
-    case ncclMax: out->kind = WEFT_RED_MAX; return ncclSuccess;
-    case ncclMin: out->kind = WEFT_RED_MIN; return ncclSuccess;
-    case ncclAvg:
-      out->kind = WEFT_RED_SUM;
-      if (weft_dtype_is_float(dt)) {
-        out->prescale = 1;
-        out->scale_f = 1.0 / comm->nranks;
-      } else {
-        out->postdiv = comm->nranks;
-      }
-      return ncclSuccess;
-    default: break;
-  }
+  if (builtin_op(comm, op, dt, out)) return ncclSuccess;
+  *out = (weft_redop_t){.dtype = dt, .postdiv = 1};
   int idx = (int)op - ncclNumOps;
   pthread_mutex_lock(&comm->lock);
   int ok = idx >= 0 && idx < WEFT_MAX_PREMUL_OPS && comm->premul[idx].in_use;
@@ -199,9 +209,11 @@ static ncclResult_t validate(call_t *c, weft_coll_t coll, const void *sendbuff, 
                                .order = comm->order, .pos = comm->pos, .numa_of = comm->numa_of,
                                .nnuma = comm->nnuma};
   o->has_op = weft_coll_has_op(coll);
-  if (o->has_op) WEFTCHECK(resolve_op(comm, api, op, dtype, &o->redop, &c->dev_scalar));
+  weft_redop_t red = {0};
+  if (o->has_op) WEFTCHECK(resolve_op(comm, api, op, dtype, &red, &c->dev_scalar));
   else o->user_op = 0;
-  o->redop_acc = o->redop;  // folding partial results: no prescale
+  o->redop = red;
+  o->redop_acc = red;  // folding partial results: no prescale
   o->redop_acc.prescale = 0;
 
   // Buffer sizes, with overflow checks: count * nranks * esize must fit.
@@ -306,7 +318,7 @@ static ncclResult_t enqueue_checked(weft_coll_t coll, const void *sendbuff, void
                                     ncclDataType_t dtype, ncclRedOp_t op, int root, const any_recv_t *any,
                                     ncclComm_t comm, cudaStream_t stream, void *api_event) {
   call_t c;
-  memset(&c, 0, sizeof(c));
+  clear(&c, sizeof(c));
   WEFTCHECK(validate(&c, coll, sendbuff, recvbuff, count, dtype, op, root, any, comm, api_event));
   WEFTCHECK(place(&c, stream));
   if (count == 0) return ncclSuccess;
