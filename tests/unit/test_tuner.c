@@ -63,10 +63,12 @@ static int can_read;  // what the transport offers in the current test
 
 static int64_t read_min = 262144;  // WEFT_READ_MIN_BYTES in the current test
 
+static int mapped;  // the buffers lie in symmetric windows every rank maps
+
 static ncclResult_t choose(const char *spec, weft_coll_t coll, int n, size_t count, weft_algo_t *algo,
                            size_t *slice) {
   weft_tuner_params_t p = {.slot_bytes = 65536, .nslots = 8, .oneshot_max = 16384, .algo_spec = spec,
-                           .can_read = can_read, .read_min = read_min};
+                           .can_read = can_read, .read_min = read_min, .mapped = mapped};
   weft_coll_args_t a = {.coll = coll, .nranks = n, .rank = 0, .count = count};
   ncclResult_t res = weft_tuner_choose(&p, &a, 4, algo);
   *slice = a.slice;
@@ -181,6 +183,38 @@ Test(tuner, single_copy_thresholds_by_collective, .timeout = 10) {
   cr_assert_eq(choose(NULL, WEFT_COLL_BROADCAST, 2, 1 << 24, &algo, &slice), ncclSuccess);
   cr_expect_eq(algo, WEFT_ALGO_CHAIN, "no single copy where peers' memory is out of reach");
   read_min = 262144;
+}
+
+// On mapped buffers a read is a load, and single copy starts earlier:
+// AllGather and ReduceScatter from 4 KiB per rank, Broadcast from 8 KiB,
+// AlltoAll from blocks of 32 KiB, AllReduce from 64 KiB, Reduce never.
+Test(tuner, single_copy_thresholds_on_mapped_buffers, .timeout = 10) {
+  static const struct {
+    weft_coll_t coll;
+    size_t from;             // bytes per rank from which single copy runs
+    weft_algo_t below;       // what runs just below
+  } rows[] = {
+      {WEFT_COLL_ALLGATHER, 4096, WEFT_ALGO_RING},   {WEFT_COLL_REDUCESCATTER, 4096, WEFT_ALGO_RING},
+      {WEFT_COLL_BROADCAST, 8192, WEFT_ALGO_CHAIN},  {WEFT_COLL_ALLTOALL, 32768, WEFT_ALGO_DIRECT},
+      {WEFT_COLL_ALLREDUCE, 65536, WEFT_ALGO_RING},
+  };
+  weft_algo_t algo;
+  size_t slice;
+  can_read = 1, read_min = -1, mapped = 1;
+  for (size_t i = 0; i < sizeof(rows) / sizeof(rows[0]); i++) {
+    const char *name = weft_coll_name(rows[i].coll);
+    cr_assert_eq(choose(NULL, rows[i].coll, 2, rows[i].from / 4, &algo, &slice), ncclSuccess);
+    cr_expect_eq(algo, WEFT_ALGO_READ, "%s of %zu bytes per rank on mapped buffers: single copy", name, rows[i].from);
+    cr_assert_eq(choose(NULL, rows[i].coll, 2, rows[i].from / 8, &algo, &slice), ncclSuccess);
+    cr_expect_eq(algo, rows[i].below, "%s of %zu bytes per rank: %s, not %s", name, rows[i].from / 2,
+                 weft_algo_name(rows[i].below), weft_algo_name(algo));
+  }
+  cr_assert_eq(choose(NULL, WEFT_COLL_REDUCE, 2, 1 << 24, &algo, &slice), ncclSuccess);
+  cr_expect_neq(algo, WEFT_ALGO_READ, "Reduce folds through the slots at every size");
+  mapped = 0;
+  cr_assert_eq(choose(NULL, WEFT_COLL_BROADCAST, 2, 8192 / 4, &algo, &slice), ncclSuccess);
+  cr_expect_eq(algo, WEFT_ALGO_CHAIN, "unmapped buffers keep their own thresholds");
+  can_read = 0, read_min = 262144;
 }
 
 Test(tuner, parses_the_multi_host_algorithms, .timeout = 10) {
