@@ -27,11 +27,12 @@
 
 // Bytes per rank from which mapped buffers take the single-copy schedules,
 // measured on 2 ranks pinned to cores, in place and out of place (perf/
-// compare's -R 2 runs; Broadcast and ReduceScatter by time per call, with
-// WEFT_READ_MIN_BYTES set, in interleaved rounds: from these sizes single
-// copy took 0.3-0.8x the slots' time, below them as long or longer).
-// Reduce folds faster through the ring's slots.
-#define MAPPED_ALLREDUCE_MIN 65536
+// compare's -R 2 runs; Broadcast, ReduceScatter and AllReduce by time per
+// call, with WEFT_READ_MIN_BYTES set, in interleaved rounds: from these
+// sizes single copy took 0.3-0.8x the slots' time out of place and at most
+// as long in place, below them as long or longer). Reduce folds faster
+// through the ring's slots.
+#define MAPPED_ALLREDUCE_MIN 8192
 #define MAPPED_REDUCESCATTER_MIN 4096
 #define MAPPED_REDUCE_MIN 0
 #define MAPPED_BROADCAST_MIN 8192
@@ -243,8 +244,10 @@ static int preferred(const weft_tuner_params_t *p, const weft_coll_args_t *args,
   int small = args->coll == WEFT_COLL_ALLREDUCE && args->nranks > 1 && bytes <= p->oneshot_max;
   size_t read_min = weft_tuner_read_min(p, args->coll);
   int large = p->can_read && read_min > 0 && args->nranks > 1 && bytes >= read_min;
-  if (small) prefs[np++] = WEFT_ALGO_ONESHOT;
+  // Single copy first: where it starts below the one-hop limit (mapped
+  // buffers, or WEFT_READ_MIN_BYTES) it was measured or asked to win there.
   if (large) prefs[np++] = WEFT_ALGO_READ;
+  if (small) prefs[np++] = WEFT_ALGO_ONESHOT;
   int numa = !small && numa_favoured(args);
   if (numa) prefs[np++] = WEFT_ALGO_NUMA;
   prefs[np++] = WEFT_ALGO_RING;

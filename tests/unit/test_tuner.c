@@ -186,8 +186,9 @@ Test(tuner, single_copy_thresholds_by_collective, .timeout = 10) {
 }
 
 // On mapped buffers a read is a load, and single copy starts earlier:
-// AllGather and ReduceScatter from 4 KiB per rank, Broadcast from 8 KiB,
-// AlltoAll from blocks of 32 KiB, AllReduce from 64 KiB, Reduce never.
+// AllGather and ReduceScatter from 4 KiB per rank, AllReduce and Broadcast
+// from 8 KiB (AllReduce ahead of its one hop), AlltoAll from blocks of
+// 32 KiB, Reduce never.
 Test(tuner, single_copy_thresholds_on_mapped_buffers, .timeout = 10) {
   static const struct {
     weft_coll_t coll;
@@ -196,7 +197,7 @@ Test(tuner, single_copy_thresholds_on_mapped_buffers, .timeout = 10) {
   } rows[] = {
       {WEFT_COLL_ALLGATHER, 4096, WEFT_ALGO_RING},   {WEFT_COLL_REDUCESCATTER, 4096, WEFT_ALGO_RING},
       {WEFT_COLL_BROADCAST, 8192, WEFT_ALGO_CHAIN},  {WEFT_COLL_ALLTOALL, 32768, WEFT_ALGO_DIRECT},
-      {WEFT_COLL_ALLREDUCE, 65536, WEFT_ALGO_RING},
+      {WEFT_COLL_ALLREDUCE, 8192, WEFT_ALGO_ONESHOT},
   };
   weft_algo_t algo;
   size_t slice;
